@@ -1,0 +1,86 @@
+"""Typed records that cross stage boundaries, so each stage states what it hands to the next."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+
+from pydantic import BaseModel, Field
+
+
+class FileType(StrEnum):
+    """Formats Lorehouse can read, detected from content rather than trusted from the name."""
+
+    PDF = "pdf"
+    DOCX = "docx"
+    PPTX = "pptx"
+    XLSX = "xlsx"
+    HTML = "html"
+    MARKDOWN = "md"
+    TEXT = "txt"
+    UNKNOWN = "unknown"
+
+
+class FailureReason(StrEnum):
+    """Why a document could not be parsed: a fixed set so failures can be counted and alerted on."""
+
+    ENCRYPTED = "encrypted"
+    NO_TEXT_LAYER = "no_text_layer"
+    CORRUPT = "corrupt"
+    UNSUPPORTED_TYPE = "unsupported_type"
+    EMPTY = "empty"
+    TOO_LARGE = "too_large"
+    TIMEOUT = "timeout"
+    UNREADABLE = "unreadable"
+
+
+class RawDocument(BaseModel):
+    """One file of the source, inventoried but not yet opened by a parser."""
+
+    doc_id: str
+    source_uri: str
+    rel_path: str
+    file_type: FileType
+    size_bytes: int
+    content_sha256: str
+    modified_at: datetime
+    acl_groups: list[str] = Field(default_factory=list)
+
+
+class PageSpan(BaseModel):
+    """A run of Markdown characters that came from one page, slide or sheet.
+
+    Later stages cite pages by looking up a chunk's character offsets here, so every character of
+    the Markdown belongs to exactly one span.
+    """
+
+    page: int = Field(ge=1, description="1-based page, slide or sheet number")
+    start: int = Field(ge=0, description="first character offset in the Markdown")
+    end: int = Field(ge=0, description="offset one past the last character")
+    label: str | None = Field(default=None, description="sheet name or slide title, if any")
+
+
+class ParsedDocument(BaseModel):
+    """A document as structure-preserving Markdown, with where each part came from."""
+
+    doc_id: str
+    content_sha256: str
+    markdown: str
+    page_map: list[PageSpan]
+    parser: str
+    parser_version: str
+    parse_ms: float
+    warnings: list[str] = Field(default_factory=list)
+    title: str | None = None
+
+
+class DocumentFailure(BaseModel):
+    """A document a stage gave up on, with a reason that can be counted and a detail to act on."""
+
+    doc_id: str
+    rel_path: str
+    content_sha256: str
+    stage: str
+    reason: FailureReason
+    detail: str
+    at: datetime

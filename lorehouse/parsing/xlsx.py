@@ -1,0 +1,125 @@
+"""XLSX -> Markdown with openpyxl: one section per sheet, each block of cells a table.
+
+openpyxl is used directly because it gives merged ranges (repeated into every cell they cover)
+and cached formula values; empty rows and columns are dropped and blocks separated by blank
+rows or columns become separate tables, as a reader sees them.
+"""
+
+from __future__ import annotations
+
+import io
+import zipfile
+from datetime import date, datetime, time
+from importlib.metadata import version
+
+import openpyxl
+from openpyxl.utils.exceptions import InvalidFileException
+from openpyxl.worksheet.worksheet import Worksheet
+
+from lorehouse.errors import ParseError
+from lorehouse.models import FailureReason
+from lorehouse.parsing.markdown import MarkdownBuilder
+from lorehouse.parsing.office import check_office_package
+from lorehouse.parsing.registry import ParseOutput, register_parser
+
+Grid = list[list[str]]
+
+
+@register_parser(file_type="xlsx", name="openpyxl", version=f"1+openpyxl{version('openpyxl')}")
+def parse_xlsx(data: bytes, rel_path: str) -> ParseOutput:
+    """Markdown for a workbook; the page map points at sheets (sheet number and name)."""
+    check_office_package(data, "xlsx")
+    try:
+        workbook = openpyxl.load_workbook(io.BytesIO(data), data_only=True, read_only=False)
+    except (KeyError, ValueError, TypeError, InvalidFileException, zipfile.BadZipFile) as error:
+        raise ParseError(FailureReason.CORRUPT, f"openpyxl cannot open it: {error}") from error
+    builder = MarkdownBuilder()
+    warnings: list[str] = []
+    for number, sheet in enumerate(workbook.worksheets, start=1):
+        grid = _sheet_grid(sheet)
+        if not any(any(row) for row in grid):
+            continue
+        if sheet.sheet_state != "visible":
+            warnings.append(f"sheet {sheet.title!r} is hidden; included")
+        builder.heading(1, sheet.title, page=number, label=sheet.title)
+        for block in _blocks(grid):
+            _emit_block(block, builder, number, sheet.title)
+    title = workbook.properties.title or None
+    return ParseOutput(builder=builder, warnings=warnings, title=title)
+
+
+def _sheet_grid(sheet: Worksheet) -> Grid:
+    grid = [[_format(cell.value, cell.number_format) for cell in row] for row in sheet.iter_rows()]
+    for merged in sheet.merged_cells.ranges:
+        value = grid[merged.min_row - 1][merged.min_col - 1] if grid else ""
+        for r in range(merged.min_row - 1, min(merged.max_row, len(grid))):
+            for c in range(merged.min_col - 1, min(merged.max_col, len(grid[r]))):
+                grid[r][c] = value
+    return grid
+
+
+def _format(value: object, number_format: str) -> str:
+    """A cell as the reader sees it: whole numbers without '.0', percentages as percentages."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "TRUE" if value else "FALSE"
+    if isinstance(value, datetime):
+        return value.date().isoformat() if value.time() == time(0) else value.isoformat(" ")
+    if isinstance(value, date | time):
+        return value.isoformat()
+    if isinstance(value, int | float):
+        if "%" in (number_format or ""):
+            return f"{value * 100:.10g}%"
+        if isinstance(value, float) and value.is_integer():
+            return str(int(value))
+        return f"{value:.10g}" if isinstance(value, float) else str(value)
+    return str(value).strip()
+
+
+def _blocks(grid: Grid) -> list[Grid]:
+    """Rectangles of cells separated by fully empty rows, then by fully empty columns."""
+    blocks: list[Grid] = []
+    for band in _split(grid):
+        columns = list(zip(*band, strict=True))
+        for column_band in _split([list(c) for c in columns]):
+            block = [list(r) for r in zip(*column_band, strict=True)]
+            block = [row for row in block if any(row)]
+            if block:
+                blocks.append(block)
+    return blocks
+
+
+def _split(rows: Grid) -> list[Grid]:
+    bands: list[Grid] = []
+    current: Grid = []
+    for row in rows:
+        if any(row):
+            current.append(row)
+        elif current:
+            bands.append(current)
+            current = []
+    if current:
+        bands.append(current)
+    width = max((len(r) for r in rows), default=0)
+    return [[row + [""] * (width - len(row)) for row in band] for band in bands]
+
+
+def _emit_block(block: Grid, builder: MarkdownBuilder, page: int, label: str) -> None:
+    """A row holding one cell above a wider block is its title (a paragraph), not a table row."""
+    width = max(len(row) for row in block)
+    while len(block) > 1 and width > 1 and _filled(block[0]) == 1:
+        builder.paragraph(_first(block[0]), page=page, label=label)
+        block = block[1:]
+    if len(block) == 1 and _filled(block[0]) == 1:
+        builder.paragraph(_first(block[0]), page=page, label=label)
+        return
+    builder.table(block, page=page, label=label)
+
+
+def _filled(row: list[str]) -> int:
+    return sum(1 for cell in row if cell)
+
+
+def _first(row: list[str]) -> str:
+    return next(cell for cell in row if cell)

@@ -1,0 +1,90 @@
+"""Lorehouse configuration: one Settings object read from LOREHOUSE_* variables and `.env`.
+
+Every other module takes its configuration from `get_settings()` so that a deployment is
+described in one place and tests can build a Settings of their own.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+BUNDLED_SAMPLE_CORPUS = REPO_ROOT / "sample_corpus"
+
+# Libraries below us reach for the network on import or first use unless told not to.
+# These are process-wide switches, so they are set once here, before any of them loads.
+_OFFLINE_ENVIRONMENT = {
+    "HF_HUB_OFFLINE": "1",
+    "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+    "UNSTRUCTURED_DISABLE_NOTICE": "1",
+    "DO_NOT_TRACK": "1",
+}
+
+
+def apply_offline_environment() -> None:
+    """Keep third-party libraries from phoning home; an explicit value set by the user wins."""
+    for name, value in _OFFLINE_ENVIRONMENT.items():
+        os.environ.setdefault(name, value)
+
+
+class Settings(BaseSettings):
+    """Everything a Lorehouse deployment can change, with defaults that run offline."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="LOREHOUSE_", env_file=".env", env_file_encoding="utf-8", extra="ignore"
+    )
+
+    source_uri: str = Field(
+        default=str(BUNDLED_SAMPLE_CORPUS),
+        description="Folder path or s3://bucket/prefix holding the raw documents.",
+    )
+    data_dir: Path = Field(
+        default=Path(".lorehouse"),
+        description="Where the DuckDB database and the LanceDB tables live.",
+    )
+    workers: int = Field(
+        default_factory=lambda: max(1, os.cpu_count() or 1),
+        ge=1,
+        description="Processes used to parse documents in parallel.",
+    )
+    parse_timeout_seconds: float = Field(
+        default=120.0, gt=0, description="A file still parsing after this long is cut off."
+    )
+    max_file_bytes: int = Field(
+        default=200 * 1024 * 1024, gt=0, description="Larger files are recorded as too_large."
+    )
+    s3_endpoint_url: str | None = Field(
+        default=None, description="S3-compatible endpoint (MinIO, moto); unset means AWS."
+    )
+    s3_region: str | None = Field(default=None, description="AWS region of the source bucket.")
+    reindex_cron: str = Field(
+        default="0 2 * * *", description="When the nightly reindex schedule runs."
+    )
+
+    @field_validator("source_uri")
+    @classmethod
+    def _source_uri_not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("LOREHOUSE_SOURCE_URI must name a folder or an s3:// prefix")
+        return value.strip()
+
+    @property
+    def duckdb_path(self) -> Path:
+        """The feature-store database every stage reads and writes."""
+        return self.data_dir / "lorehouse.duckdb"
+
+    @property
+    def lancedb_uri(self) -> str:
+        """Where vector and full-text indexes are stored."""
+        return str(self.data_dir / "lancedb")
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The process-wide settings, read once; tests build their own `Settings(...)` instead."""
+    return Settings()
