@@ -1,0 +1,1 @@
+"""Dagster assets, one module per stage, each a few lines over the lorehouse library."""

@@ -21,9 +21,12 @@ from lorehouse.sniffing import decode_text
 _DROP = ["script", "style", "noscript", "template", "nav", "footer", "svg", "iframe", "button",
          "form", "select", "head"]  # fmt: skip
 _HEADINGS = {f"h{n}": n for n in range(1, 7)}
-_BLOCKS = {"p", "div", "section", "article", "main", "aside", "header", "ul", "ol", "table",
-           "pre", "blockquote", "dl", "figure", "figcaption", "center", "body", "html",
-           "fieldset", "details", "summary", "address", "hr", "li", "tr", "td", "th", *_HEADINGS}  # fmt: skip
+_BLOCKS = {
+    *("p", "div", "section", "article", "main", "aside", "header", "ul", "ol", "table", "pre"),
+    *("blockquote", "dl", "figure", "figcaption", "center", "body", "html", "fieldset"),
+    *("details", "summary", "address", "hr", "li", "tr", "td", "th"),
+    *_HEADINGS,
+}
 _HIDDEN_STYLE = re.compile(r"display\s*:\s*none|visibility\s*:\s*hidden", re.IGNORECASE)
 _META_CHARSET = re.compile(rb"<meta[^>]+charset=[\"']?([A-Za-z0-9_\-]+)", re.IGNORECASE)
 _MAX_DEPTH = 200
@@ -124,7 +127,7 @@ class _HtmlWriter:
         rows = [r for r in table.find_all("tr") if r.find_parent("table") is table]
         grid, header_rows = _expand(rows)
         width = max((len(r) for r in grid), default=0)
-        if width <= 1 or len(grid) <= 1 and not header_rows:
+        if width <= 1 or (len(grid) <= 1 and not header_rows):
             # A one-column or one-row "table" is page layout, not data: read what is inside.
             for row in rows:
                 for cell in row.find_all(["td", "th"], recursive=False):

@@ -25,6 +25,7 @@ _PAGE_NUMBER = re.compile(
     r"^(page\s*)?[-–]?\s*\d{1,4}\s*[-–]?(\s*(of|/)\s*\d{1,4})?$|^[ivxlcdm]{1,6}$", re.IGNORECASE
 )
 _DIGITS = re.compile(r"\d+")
+_CONTINUED = re.compile(r"\(?\bcont(inued|\.|'d)", re.IGNORECASE)
 _DOT_LEADER = re.compile(r"(?:\s*\.){4,}\s*")
 _MARGIN_FRACTION = 0.09
 _MAX_HEADING_CHARS = 160
@@ -148,7 +149,11 @@ def _read_page(page: pymupdf.Page, number: int) -> _Page:
             middle = pymupdf.Point((line["bbox"][0] + line["bbox"][2]) / 2, parsed.y0 + 1)
             if any(middle in box for box in table_boxes):
                 continue
-            if result.lines and _is_lone_marker(result.lines[-1]) and _beside(result.lines[-1], parsed):
+            if (
+                result.lines
+                and _is_lone_marker(result.lines[-1])
+                and _beside(result.lines[-1], parsed)
+            ):
                 marker = result.lines.pop()
                 parsed.text = f"{marker.text.strip()} {parsed.text.strip()}"
                 parsed.x0 = marker.x0
@@ -206,9 +211,7 @@ def _cell_text(box: tuple[float, float, float, float], words: list[tuple]) -> st
     glues words together and moves thousands separators ("2,100" came out as "2100 ,").
     """
     x0, y0, x1, y1 = box
-    inside = [
-        w for w in words if x0 <= (w[0] + w[2]) / 2 <= x1 and y0 <= (w[1] + w[3]) / 2 <= y1
-    ]
+    inside = [w for w in words if x0 <= (w[0] + w[2]) / 2 <= x1 and y0 <= (w[1] + w[3]) / 2 <= y1]
     inside.sort(key=lambda w: (w[5], w[6], w[7]))
     return " ".join(w[4] for w in inside)
 
@@ -370,7 +373,7 @@ def _numbered_level(text: str) -> int | None:
 
 def _could_be_heading(text: str) -> bool:
     letters = sum(ch.isalpha() for ch in text)
-    return 2 <= letters and len(text) <= _MAX_HEADING_CHARS and not _PAGE_NUMBER.match(text)
+    return letters >= 2 and len(text) <= _MAX_HEADING_CHARS and not _PAGE_NUMBER.match(text)
 
 
 def _emit(pages: list[_Page], builder: MarkdownBuilder, numbered_levels: bool) -> None:
@@ -396,6 +399,8 @@ def _emit(pages: list[_Page], builder: MarkdownBuilder, numbered_levels: bool) -
 
     for page in pages:
         tables = sorted(page.tables, key=lambda t: t.y0)
+        if pending_table is not None and tables:
+            _drop_continuation_captions(page, tables[0])
         # Text keeps PyMuPDF's reading order; a table is placed before the first line below it.
         ordered: list[object] = []
         remaining = list(tables)
@@ -448,6 +453,17 @@ def _emit(pages: list[_Page], builder: MarkdownBuilder, numbered_levels: bool) -
     flush_table()
 
 
+def _drop_continuation_captions(page: _Page, table: _Table) -> None:
+    """Drops "Table 1 (continued)" lines above a table that carries on from the previous page.
+
+    They repeat a caption the reader has already seen, and left in place they would split the
+    table in two.
+    """
+    above = [line for line in page.lines if line.y1 <= table.y0 + 1]
+    if above and all(_CONTINUED.search(line.text) for line in above):
+        page.lines = [line for line in page.lines if line not in above]
+
+
 def _continues(previous: _Table, table: _Table) -> bool:
     """A table on the next page with the same header row is the same table, continued."""
     if len(previous.rows[0]) != len(table.rows[0]):
@@ -489,7 +505,7 @@ def _flush_paragraph(lines: list[_Line], builder: MarkdownBuilder, page: int) ->
     left = min(line.x0 for line, _ in items)
     for line, texts in items:
         text = _join_lines(texts)
-        depth = int(round((line.x0 - left) / _LIST_INDENT_POINTS))
+        depth = round((line.x0 - left) / _LIST_INDENT_POINTS)
         ordered = _ORDERED.match(text)
         if ordered and not _BULLET.match(text):
             marker = ordered.group(1)

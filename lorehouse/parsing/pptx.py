@@ -47,7 +47,9 @@ def parse_pptx(data: bytes, rel_path: str) -> ParseOutput:
         title = clean_inline(title_shape.text_frame.text) if title_shape is not None else ""
         label = title or f"Slide {number}"
         builder.heading(1, label, page=number, label=label)
-        shapes = [s for s in slide.shapes if title_shape is None or s.shape_id != title_shape.shape_id]
+        shapes = [
+            s for s in slide.shapes if title_shape is None or s.shape_id != title_shape.shape_id
+        ]
         for shape in _reading_order(shapes):
             try:
                 _shape(shape, builder, number, label)

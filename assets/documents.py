@@ -1,0 +1,148 @@
+"""Assets of the first two stages: raw_documents and parsed_documents, with their checks."""
+
+import dagster as dg
+import pandera.errors
+
+from assets.progress import markdown_table, progress_logger
+from lorehouse.ingest import run_inventory, run_parse
+from lorehouse.schemas import FailedDocumentsSchema, ParsedDocumentsSchema, RawDocumentsSchema
+from pipelines.resources import DocumentSourceResource, FeatureStoreResource, ParsingResource
+
+
+@dg.asset(group_name="ingest", kinds={"duckdb"})
+def raw_documents(
+    context: dg.AssetExecutionContext,
+    document_source: DocumentSourceResource,
+    feature_store: FeatureStoreResource,
+    parsing: ParsingResource,
+) -> dg.MaterializeResult:
+    """Inventory of the source: one row per file with its hash, real type and ACL groups."""
+    report = run_inventory(
+        document_source.open(),
+        feature_store.open(),
+        parsing.max_file_bytes,
+        on_progress=progress_logger(context, "inventoried"),
+    )
+    for warning in report.warnings:
+        context.log.warning(warning)
+    return dg.MaterializeResult(
+        metadata={
+            "dagster/row_count": report.documents,
+            "added": len(report.added),
+            "changed": len(report.changed),
+            "removed": len(report.removed),
+            "restricted_documents": report.restricted,
+            "files_hashed": report.hashed,
+            "seconds": round(report.seconds, 2),
+            "by_type": dg.MetadataValue.md(
+                markdown_table(["file type", "documents"], sorted(report.by_type.items()))
+            ),
+        }
+    )
+
+
+@dg.asset(group_name="parse", kinds={"duckdb", "python"}, deps=[raw_documents])
+def parsed_documents(
+    context: dg.AssetExecutionContext,
+    document_source: DocumentSourceResource,
+    feature_store: FeatureStoreResource,
+    parsing: ParsingResource,
+) -> dg.MaterializeResult:
+    """Structure-preserving Markdown and a page map for every new or changed document."""
+    store = feature_store.open()
+    report = run_parse(
+        document_source.open(),
+        store,
+        workers=parsing.workers,
+        timeout_seconds=parsing.timeout_seconds,
+        max_file_bytes=parsing.max_file_bytes,
+        on_progress=progress_logger(context, "parsed"),
+    )
+    for failure in report.failed:
+        context.log.warning(f"{failure.rel_path}: {failure.reason.value}: {failure.detail}")
+    slowest = sorted(report.parsed, key=lambda d: d.parse_ms, reverse=True)[:10]
+    totals = store.table("documents_parsed")
+    return dg.MaterializeResult(
+        metadata={
+            "dagster/row_count": len(totals),
+            "parsed_this_run": len(report.parsed),
+            "failed_this_run": len(report.failed),
+            "unchanged_skipped": report.skipped,
+            "pages_parsed": report.pages,
+            "seconds": round(report.seconds, 2),
+            "pages_per_second": round(report.pages / report.seconds, 1) if report.seconds else 0,
+            "parsed_by_type": dg.MetadataValue.md(
+                markdown_table(["file type", "parsed"], sorted(report.parsed_by_type.items()))
+            ),
+            "failures_by_reason": dg.MetadataValue.md(
+                markdown_table(["reason", "documents"], sorted(report.failed_by_reason.items()))
+            ),
+            "failures": dg.MetadataValue.md(
+                markdown_table(
+                    ["file", "reason", "detail"],
+                    [[f.rel_path, f.reason.value, f.detail[:120]] for f in report.failed[:50]],
+                )
+            ),
+            "slowest_files": dg.MetadataValue.md(
+                markdown_table(
+                    ["file", "ms", "pages"],
+                    [
+                        [report.rel_paths[d.doc_id], round(d.parse_ms), len(d.page_map)]
+                        for d in slowest
+                    ],
+                )
+            ),
+        }
+    )
+
+
+def _schema_check(
+    frame_name: str, schema: type, store: FeatureStoreResource
+) -> dg.AssetCheckResult:
+    frame = store.open().table(frame_name)
+    try:
+        schema.validate(frame, lazy=True)
+    except pandera.errors.SchemaErrors as errors:
+        cases = errors.failure_cases.head(20)
+        return dg.AssetCheckResult(
+            passed=False,
+            metadata={
+                "rows": len(frame),
+                "failure_cases": dg.MetadataValue.md(cases.to_markdown(index=False)),
+            },
+        )
+    return dg.AssetCheckResult(passed=True, metadata={"rows": len(frame)})
+
+
+@dg.asset_check(asset=raw_documents, blocking=True)
+def raw_documents_contract(feature_store: FeatureStoreResource) -> dg.AssetCheckResult:
+    """documents_raw satisfies its pandera schema (unique ids and paths, valid hashes and types)."""
+    return _schema_check("documents_raw", RawDocumentsSchema, feature_store)
+
+
+@dg.asset_check(asset=parsed_documents, blocking=True)
+def parsed_documents_contract(feature_store: FeatureStoreResource) -> dg.AssetCheckResult:
+    """documents_parsed satisfies its schema: non-empty Markdown, a page map covering all of it."""
+    return _schema_check("documents_parsed", ParsedDocumentsSchema, feature_store)
+
+
+@dg.asset_check(asset=parsed_documents)
+def parse_failures_contract(feature_store: FeatureStoreResource) -> dg.AssetCheckResult:
+    """documents_failed holds one known reason per failed document and stage."""
+    return _schema_check("documents_failed", FailedDocumentsSchema, feature_store)
+
+
+@dg.asset_check(asset=parsed_documents)
+def every_document_accounted_for(feature_store: FeatureStoreResource) -> dg.AssetCheckResult:
+    """Each inventoried document ends parsed or failed with a reason: nothing is lost silently."""
+    statuses = feature_store.open().document_statuses()
+    pending = [s.rel_path for s in statuses if s.status == "pending"]
+    return dg.AssetCheckResult(
+        passed=not pending,
+        metadata={
+            "documents": len(statuses),
+            "parsed": sum(1 for s in statuses if s.status == "parsed"),
+            "failed": sum(1 for s in statuses if s.status == "failed"),
+            "unaccounted": dg.MetadataValue.json(pending[:50]),
+        },
+    )

@@ -1,0 +1,33 @@
+"""Progress reporting from inside an asset, visible in the Dagster UI log and on the CLI."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import dagster as dg
+
+
+def progress_logger(
+    context: dg.AssetExecutionContext, what: str, every_seconds: float = 5.0
+) -> Callable[[int, int], None]:
+    """A callback that logs `done/total` at most every few seconds, and always at the end."""
+    last = [0.0]
+
+    def report(done: int, total: int) -> None:
+        now = time.monotonic()
+        if done == total or now - last[0] >= every_seconds:
+            last[0] = now
+            percent = 100 * done / total if total else 100.0
+            context.log.info(f"{what}: {done}/{total} ({percent:.0f}%)")
+
+    return report
+
+
+def markdown_table(header: list[str], rows: list[list[object]]) -> str:
+    """A small Markdown table for asset metadata."""
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += [
+        "| " + " | ".join(str(cell).replace("|", "\\|") for cell in row) + " |" for row in rows
+    ]
+    return "\n".join(lines)

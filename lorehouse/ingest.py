@@ -1,0 +1,153 @@
+"""The first two stages as plain functions: inventory a source, parse what changed.
+
+Dagster assets and the CLI call these; they take a source and a store and return a report,
+so the same logic runs under any orchestrator and in unit tests.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from lorehouse.inventory import take_inventory
+from lorehouse.models import DocumentFailure, ParsedDocument, RawDocument
+from lorehouse.parsing.runner import PARSE_STAGE, ParseJob, parse_many, parser_version_of
+from lorehouse.sources.base import DocumentSource
+from lorehouse.stores.duckdb_store import DuckDBStore
+
+ProgressCallback = Callable[[int, int], None]
+
+
+@dataclass
+class InventoryReport:
+    """What changed in the source since the last inventory."""
+
+    documents: int
+    added: list[str]
+    changed: list[str]
+    removed: list[str]
+    by_type: Counter[str]
+    restricted: int
+    hashed: int
+    seconds: float
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass
+class ParseReport:
+    """What the parse stage did, for asset metadata and the CLI summary."""
+
+    parsed: list[ParsedDocument] = field(default_factory=list)
+    failed: list[DocumentFailure] = field(default_factory=list)
+    skipped: int = 0
+    seconds: float = 0.0
+    file_types: dict[str, str] = field(default_factory=dict)
+    rel_paths: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def parsed_by_type(self) -> Counter[str]:
+        return Counter(self.file_types[d.doc_id] for d in self.parsed)
+
+    @property
+    def failed_by_reason(self) -> Counter[str]:
+        return Counter(f.reason.value for f in self.failed)
+
+    @property
+    def pages(self) -> int:
+        return sum(len({span.page for span in d.page_map}) for d in self.parsed)
+
+
+def run_inventory(
+    source: DocumentSource,
+    store: DuckDBStore,
+    max_file_bytes: int,
+    on_progress: ProgressCallback | None = None,
+) -> InventoryReport:
+    """Lists the source, records it in documents_raw and drops documents that disappeared."""
+    started = time.perf_counter()
+    previous = store.raw_documents()
+    inventory = take_inventory(source, previous, max_file_bytes, on_progress)
+    removed = store.replace_inventory(inventory.documents)
+    added = [d.doc_id for d in inventory.documents if d.doc_id not in previous]
+    changed = [
+        d.doc_id
+        for d in inventory.documents
+        if d.doc_id in previous and previous[d.doc_id].content_sha256 != d.content_sha256
+    ]
+    return InventoryReport(
+        documents=len(inventory.documents),
+        added=added,
+        changed=changed,
+        removed=removed,
+        by_type=Counter(d.file_type.value for d in inventory.documents),
+        restricted=sum(1 for d in inventory.documents if d.acl_groups),
+        hashed=inventory.hashed,
+        seconds=time.perf_counter() - started,
+        warnings=inventory.warnings,
+    )
+
+
+def documents_to_parse(store: DuckDBStore) -> tuple[list[RawDocument], int]:
+    """Documents whose bytes or parser version changed since they were last parsed."""
+    done = store.stage_fingerprints(PARSE_STAGE)
+    pending: list[RawDocument] = []
+    skipped = 0
+    for document in store.raw_documents().values():
+        fingerprint = (document.content_sha256, parser_version_of(document.file_type))
+        if done.get(document.doc_id) == fingerprint:
+            skipped += 1
+        else:
+            pending.append(document)
+    return sorted(pending, key=lambda d: d.rel_path), skipped
+
+
+def run_parse(
+    source: DocumentSource,
+    store: DuckDBStore,
+    workers: int,
+    timeout_seconds: float,
+    max_file_bytes: int,
+    on_progress: ProgressCallback | None = None,
+    batch_size: int = 50,
+) -> ParseReport:
+    """Parses new and changed documents, writing results in batches as they complete.
+
+    Writing in batches means an interrupted run keeps what it finished, and the next run
+    resumes from there (finished documents match their fingerprint and are skipped).
+    """
+    started = time.perf_counter()
+    pending, skipped = documents_to_parse(store)
+    report = ParseReport(
+        skipped=skipped,
+        file_types={d.doc_id: d.file_type.value for d in pending},
+        rel_paths={d.doc_id: d.rel_path for d in pending},
+    )
+    versions = {d.doc_id: parser_version_of(d.file_type) for d in pending}
+    parsed_batch: list[ParsedDocument] = []
+    failed_batch: list[DocumentFailure] = []
+
+    def flush() -> None:
+        store.write_parsed(parsed_batch)
+        store.write_failures(failed_batch, versions)
+        parsed_batch.clear()
+        failed_batch.clear()
+
+    def record(outcome: ParsedDocument | DocumentFailure) -> None:
+        if isinstance(outcome, ParsedDocument):
+            report.parsed.append(outcome)
+            parsed_batch.append(outcome)
+        else:
+            report.failed.append(outcome)
+            failed_batch.append(outcome)
+        if len(parsed_batch) + len(failed_batch) >= batch_size:
+            flush()
+        if on_progress is not None:
+            on_progress(len(report.parsed) + len(report.failed), len(pending))
+
+    jobs = (ParseJob(document=d, load=lambda d=d: source.read_bytes(d.rel_path)) for d in pending)
+    parse_many(jobs, workers, timeout_seconds, max_file_bytes, on_outcome=record)
+    flush()
+    report.seconds = time.perf_counter() - started
+    return report

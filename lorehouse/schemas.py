@@ -1,0 +1,82 @@
+"""Data contracts (pandera) for the tables each stage writes.
+
+Checked after every materialization, so a stage that starts writing bad rows is caught at the
+stage that wrote them, not three stages later as a mysterious retrieval miss.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pandera.pandas as pa
+
+from lorehouse.models import FailureReason, FileType
+
+_SHA256 = r"^[0-9a-f]{64}$"
+
+
+class RawDocumentsSchema(pa.DataFrameModel):
+    """documents_raw: one row per source file."""
+
+    doc_id: str = pa.Field(unique=True, str_length={"min_value": 8})
+    source_uri: str = pa.Field(str_length={"min_value": 1})
+    rel_path: str = pa.Field(unique=True, str_length={"min_value": 1})
+    file_type: str = pa.Field(isin=[t.value for t in FileType])
+    size_bytes: int = pa.Field(ge=0)
+    content_sha256: str = pa.Field(str_matches=_SHA256)
+
+    class Config:
+        strict = False
+        coerce = True
+
+
+class ParsedDocumentsSchema(pa.DataFrameModel):
+    """documents_parsed: Markdown per document, with a page map covering all of it."""
+
+    doc_id: str = pa.Field(unique=True)
+    content_sha256: str = pa.Field(str_matches=_SHA256)
+    markdown: str = pa.Field(str_length={"min_value": 1})
+    page_count: int = pa.Field(ge=1)
+    parser_version: str = pa.Field(str_length={"min_value": 1})
+    parse_ms: float = pa.Field(ge=0)
+
+    class Config:
+        strict = False
+        coerce = True
+
+    @pa.dataframe_check(error="page_map must cover every character of the Markdown, in order")
+    @classmethod
+    def page_map_covers_markdown(cls, frame: pd.DataFrame) -> pd.Series:
+        return pd.Series(
+            [_covers(m, p) for m, p in zip(frame["markdown"], frame["page_map"], strict=True)],
+            index=frame.index,
+        )
+
+
+class FailedDocumentsSchema(pa.DataFrameModel):
+    """documents_failed: why a document did not make it through a stage."""
+
+    doc_id: str
+    stage: str = pa.Field(isin=["parse", "chunk", "enrich", "embed"])
+    reason: str = pa.Field(isin=[r.value for r in FailureReason])
+    detail: str = pa.Field(str_length={"min_value": 1})
+
+    class Config:
+        strict = False
+        coerce = True
+
+    @pa.dataframe_check(error="a document fails a stage at most once")
+    @classmethod
+    def one_failure_per_stage(cls, frame: pd.DataFrame) -> pd.Series:
+        return ~frame.duplicated(subset=["doc_id", "stage"], keep=False)
+
+
+def _covers(markdown: str, page_map: str | list) -> bool:
+    spans = json.loads(page_map) if isinstance(page_map, str) else page_map
+    position = 0
+    for span in spans:
+        if span["start"] != position or span["end"] < span["start"] or span["page"] < 1:
+            return False
+        position = span["end"]
+    return position == len(markdown)

@@ -1,0 +1,303 @@
+"""The DuckDB feature store: document inventory, parsed Markdown and failures.
+
+Each method opens a short-lived connection, so the Dagster webserver, a materialization and
+the CLI can take turns on one database file instead of holding a lock for a whole run.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+
+from lorehouse.models import DocumentFailure, FileType, PageSpan, ParsedDocument, RawDocument
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS documents_raw (
+    doc_id VARCHAR PRIMARY KEY,
+    source_uri VARCHAR NOT NULL,
+    rel_path VARCHAR NOT NULL,
+    file_type VARCHAR NOT NULL,
+    size_bytes BIGINT NOT NULL,
+    content_sha256 VARCHAR NOT NULL,
+    modified_at TIMESTAMPTZ NOT NULL,
+    acl_groups VARCHAR[] NOT NULL,
+    inventoried_at TIMESTAMPTZ NOT NULL DEFAULT current_timestamp
+);
+CREATE TABLE IF NOT EXISTS documents_parsed (
+    doc_id VARCHAR PRIMARY KEY,
+    content_sha256 VARCHAR NOT NULL,
+    title VARCHAR,
+    markdown VARCHAR NOT NULL,
+    page_map JSON NOT NULL,
+    page_count INTEGER NOT NULL,
+    parser VARCHAR NOT NULL,
+    parser_version VARCHAR NOT NULL,
+    parse_ms DOUBLE NOT NULL,
+    warnings VARCHAR[] NOT NULL,
+    parsed_at TIMESTAMPTZ NOT NULL DEFAULT current_timestamp
+);
+CREATE TABLE IF NOT EXISTS documents_failed (
+    doc_id VARCHAR NOT NULL,
+    stage VARCHAR NOT NULL,
+    rel_path VARCHAR NOT NULL,
+    content_sha256 VARCHAR NOT NULL,
+    version VARCHAR NOT NULL,
+    reason VARCHAR NOT NULL,
+    detail VARCHAR NOT NULL,
+    "at" TIMESTAMPTZ NOT NULL,
+    PRIMARY KEY (doc_id, stage)
+);
+"""
+
+
+@dataclass(frozen=True)
+class DocumentStatus:
+    """One line of `lorehouse docs`: where a document stands."""
+
+    doc_id: str
+    rel_path: str
+    file_type: str
+    status: str
+    reason: str | None
+    detail: str | None
+    acl_groups: list[str]
+    title: str | None
+
+
+class DuckDBStore:
+    """Reads and writes the Lorehouse tables in one DuckDB file."""
+
+    def __init__(self, path: Path | str) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.connect() as connection:
+            connection.execute(_SCHEMA)
+
+    @contextmanager
+    def connect(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        connection = duckdb.connect(str(self.path))
+        try:
+            yield connection
+        finally:
+            connection.close()
+
+    # -- documents_raw -------------------------------------------------------------------------
+
+    def raw_documents(self) -> dict[str, RawDocument]:
+        """The last inventory by doc_id."""
+        with self.connect() as connection:
+            rows = connection.execute(
+                "SELECT doc_id, source_uri, rel_path, file_type, size_bytes, content_sha256, "
+                "modified_at, acl_groups FROM documents_raw"
+            ).fetchall()
+        return {
+            row[0]: RawDocument(
+                doc_id=row[0],
+                source_uri=row[1],
+                rel_path=row[2],
+                file_type=FileType(row[3]),
+                size_bytes=row[4],
+                content_sha256=row[5],
+                modified_at=row[6],
+                acl_groups=list(row[7]),
+            )
+            for row in rows
+        }
+
+    def replace_inventory(self, documents: Sequence[RawDocument]) -> list[str]:
+        """Upserts the inventory by doc_id and deletes documents gone from the source.
+
+        Returns the ids of removed documents; their parsed rows and failures go with them, so a
+        deleted file stops being searchable in the same transaction.
+        """
+        frame = pd.DataFrame(
+            [
+                {**doc.model_dump(mode="python"), "file_type": doc.file_type.value}
+                for doc in documents
+            ],
+            columns=list(RawDocument.model_fields),
+        )
+        with self.connect() as connection:
+            connection.execute("BEGIN")
+            connection.register("incoming", frame)
+            removed = [
+                row[0]
+                for row in connection.execute(
+                    "SELECT doc_id FROM documents_raw WHERE doc_id NOT IN "
+                    "(SELECT doc_id FROM incoming)"
+                ).fetchall()
+            ]
+            connection.execute("DELETE FROM documents_raw")
+            connection.execute(
+                "INSERT INTO documents_raw (doc_id, source_uri, rel_path, file_type, size_bytes, "
+                "content_sha256, modified_at, acl_groups) SELECT doc_id, source_uri, rel_path, "
+                "file_type, size_bytes, content_sha256, modified_at, acl_groups FROM incoming"
+            )
+            for table in ("documents_parsed", "documents_failed"):
+                connection.execute(
+                    f"DELETE FROM {table} WHERE doc_id NOT IN (SELECT doc_id FROM incoming)"
+                )
+            connection.execute("COMMIT")
+            connection.unregister("incoming")
+        return removed
+
+    # -- documents_parsed / documents_failed ---------------------------------------------------
+
+    def stage_fingerprints(self, stage: str) -> dict[str, tuple[str, str]]:
+        """(content hash, version) each document was last processed with by a stage.
+
+        Covers both outcomes: a document that failed with the same bytes and the same parser
+        version would fail again, so it is not retried either.
+        """
+        with self.connect() as connection:
+            done = connection.execute(
+                "SELECT doc_id, content_sha256, parser_version FROM documents_parsed"
+            ).fetchall()
+            failed = connection.execute(
+                "SELECT doc_id, content_sha256, version FROM documents_failed WHERE stage = ?",
+                [stage],
+            ).fetchall()
+        return {row[0]: (row[1], row[2]) for row in [*done, *failed]}
+
+    def write_parsed(self, documents: Sequence[ParsedDocument]) -> None:
+        """Replaces each document's parsed row and clears its parse failure, atomically."""
+        if not documents:
+            return
+        frame = pd.DataFrame(
+            [
+                {
+                    "doc_id": d.doc_id,
+                    "content_sha256": d.content_sha256,
+                    "title": d.title,
+                    "markdown": d.markdown,
+                    "page_map": json.dumps([span.model_dump() for span in d.page_map]),
+                    "page_count": len({span.page for span in d.page_map}),
+                    "parser": d.parser,
+                    "parser_version": d.parser_version,
+                    "parse_ms": d.parse_ms,
+                    "warnings": list(d.warnings),
+                }
+                for d in documents
+            ]
+        )
+        with self.connect() as connection:
+            connection.execute("BEGIN")
+            connection.register("incoming", frame)
+            connection.execute(
+                "DELETE FROM documents_parsed WHERE doc_id IN (SELECT doc_id FROM incoming)"
+            )
+            connection.execute(
+                "DELETE FROM documents_failed WHERE stage = 'parse' "
+                "AND doc_id IN (SELECT doc_id FROM incoming)"
+            )
+            connection.execute(
+                "INSERT INTO documents_parsed (doc_id, content_sha256, title, markdown, page_map, "
+                "page_count, parser, parser_version, parse_ms, warnings) SELECT doc_id, "
+                "content_sha256, title, markdown, page_map, page_count, parser, parser_version, "
+                "parse_ms, warnings FROM incoming"
+            )
+            connection.execute("COMMIT")
+            connection.unregister("incoming")
+
+    def write_failures(
+        self, failures: Sequence[DocumentFailure], version_by_doc: dict[str, str]
+    ) -> None:
+        """Records failures; a failed document leaves the stage's output table."""
+        if not failures:
+            return
+        frame = pd.DataFrame(
+            [
+                {
+                    "doc_id": f.doc_id,
+                    "stage": f.stage,
+                    "rel_path": f.rel_path,
+                    "content_sha256": f.content_sha256,
+                    "version": version_by_doc.get(f.doc_id, "none"),
+                    "reason": f.reason.value,
+                    "detail": f.detail,
+                    "at": f.at,
+                }
+                for f in failures
+            ]
+        )
+        with self.connect() as connection:
+            connection.execute("BEGIN")
+            connection.register("incoming", frame)
+            connection.execute(
+                "DELETE FROM documents_failed WHERE (doc_id, stage) IN "
+                "(SELECT (doc_id, stage) FROM incoming)"
+            )
+            connection.execute(
+                "DELETE FROM documents_parsed WHERE doc_id IN "
+                "(SELECT doc_id FROM incoming WHERE stage = 'parse')"
+            )
+            connection.execute("INSERT INTO documents_failed SELECT * FROM incoming")
+            connection.execute("COMMIT")
+            connection.unregister("incoming")
+
+    def parsed_document(self, doc_id: str) -> ParsedDocument | None:
+        """One parsed document with its page map, for later stages and for inspection."""
+        with self.connect() as connection:
+            row = connection.execute(
+                "SELECT doc_id, content_sha256, markdown, page_map, parser, parser_version, "
+                "parse_ms, warnings, title FROM documents_parsed WHERE doc_id = ?",
+                [doc_id],
+            ).fetchone()
+        if row is None:
+            return None
+        return ParsedDocument(
+            doc_id=row[0],
+            content_sha256=row[1],
+            markdown=row[2],
+            page_map=[PageSpan(**span) for span in json.loads(row[3])],
+            parser=row[4],
+            parser_version=row[5],
+            parse_ms=row[6],
+            warnings=list(row[7]),
+            title=row[8],
+        )
+
+    # -- reporting -----------------------------------------------------------------------------
+
+    def table(self, name: str) -> pd.DataFrame:
+        """A whole table as a DataFrame, for data-contract checks and reports."""
+        if name not in {"documents_raw", "documents_parsed", "documents_failed"}:
+            raise ValueError(f"unknown table {name!r}")
+        with self.connect() as connection:
+            return connection.execute(f"SELECT * FROM {name}").df()
+
+    def document_statuses(self) -> list[DocumentStatus]:
+        """Every inventoried document with its parse status: parsed, failed (why) or pending."""
+        with self.connect() as connection:
+            rows = connection.execute(
+                """
+                SELECT r.doc_id, r.rel_path, r.file_type,
+                       CASE WHEN p.doc_id IS NOT NULL THEN 'parsed'
+                            WHEN f.doc_id IS NOT NULL THEN 'failed'
+                            ELSE 'pending' END,
+                       f.reason, f.detail, r.acl_groups, p.title
+                FROM documents_raw r
+                LEFT JOIN documents_parsed p USING (doc_id)
+                LEFT JOIN documents_failed f ON f.doc_id = r.doc_id AND f.stage = 'parse'
+                ORDER BY r.rel_path
+                """
+            ).fetchall()
+        return [
+            DocumentStatus(
+                doc_id=row[0],
+                rel_path=row[1],
+                file_type=row[2],
+                status=row[3],
+                reason=row[4],
+                detail=row[5],
+                acl_groups=list(row[6]),
+                title=row[7],
+            )
+            for row in rows
+        ]

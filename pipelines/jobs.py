@@ -1,0 +1,20 @@
+"""Jobs and schedules: the full index build, and its nightly run."""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from lorehouse.settings import get_settings
+
+index_job = dg.define_asset_job(
+    name="index_job",
+    selection=dg.AssetSelection.all(),
+    description="Materializes every stage; unchanged documents cost only a hash comparison.",
+)
+
+nightly_reindex_schedule = dg.ScheduleDefinition(
+    name="nightly_reindex_schedule",
+    job=index_job,
+    cron_schedule=get_settings().reindex_cron,
+    default_status=dg.DefaultScheduleStatus.RUNNING,
+)

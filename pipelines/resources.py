@@ -1,0 +1,70 @@
+"""Dagster resources: thin, configurable wrappers that hand Lorehouse library objects to assets."""
+
+import dagster as dg
+from dagster_aws.s3 import S3Resource
+from pydantic import Field
+
+from lorehouse.settings import Settings
+from lorehouse.sources import DocumentSource, LocalFolderSource, S3PrefixSource
+from lorehouse.stores import DuckDBStore
+
+
+class DocumentSourceResource(dg.ConfigurableResource):
+    """The raw documents: a local folder, or an S3 prefix read through dagster-aws."""
+
+    uri: str = Field(description="Folder path or s3://bucket/prefix")
+    s3_endpoint_url: str | None = Field(default=None, description="S3-compatible endpoint")
+    s3_region: str | None = Field(default=None, description="Region of the bucket")
+    aws_access_key_id: str | None = Field(
+        default=None, description="Use dg.EnvVar, never a literal"
+    )
+    aws_secret_access_key: str | None = Field(default=None, description="Use dg.EnvVar")
+
+    def open(self) -> DocumentSource:
+        """The library-level source this resource describes."""
+        if self.uri.startswith("s3://"):
+            s3 = S3Resource(
+                endpoint_url=self.s3_endpoint_url,
+                region_name=self.s3_region,
+                aws_access_key_id=self.aws_access_key_id,
+                aws_secret_access_key=self.aws_secret_access_key,
+            )
+            return S3PrefixSource(s3.get_client(), self.uri)
+        return LocalFolderSource(self.uri)
+
+
+class FeatureStoreResource(dg.ConfigurableResource):
+    """The DuckDB feature store file shared by every stage, the API and the CLI."""
+
+    database_path: str
+
+    def open(self) -> DuckDBStore:
+        return DuckDBStore(self.database_path)
+
+
+class ParsingResource(dg.ConfigurableResource):
+    """How hard the parse stage may work: pool size, per-file timeout and size limit."""
+
+    workers: int = Field(ge=1)
+    timeout_seconds: float = Field(gt=0)
+    max_file_bytes: int = Field(gt=0)
+
+
+def build_resources(settings: Settings) -> dict[str, dg.ConfigurableResource]:
+    """Resources for a deployment described by `settings`; S3 secrets come from the environment."""
+    is_s3 = settings.source_uri.startswith("s3://")
+    return {
+        "document_source": DocumentSourceResource(
+            uri=settings.source_uri,
+            s3_endpoint_url=settings.s3_endpoint_url,
+            s3_region=settings.s3_region,
+            aws_access_key_id=dg.EnvVar("AWS_ACCESS_KEY_ID") if is_s3 else None,
+            aws_secret_access_key=dg.EnvVar("AWS_SECRET_ACCESS_KEY") if is_s3 else None,
+        ),
+        "feature_store": FeatureStoreResource(database_path=str(settings.duckdb_path.resolve())),
+        "parsing": ParsingResource(
+            workers=settings.workers,
+            timeout_seconds=settings.parse_timeout_seconds,
+            max_file_bytes=settings.max_file_bytes,
+        ),
+    }
