@@ -106,8 +106,11 @@ class _DocxWriter:
         list_style = _LIST_STYLE.match(style_name or "")
         if numbering is not None or list_style:
             if numbering is not None:
-                num_id, depth = numbering
-                ordered = (num_id, depth) not in self.bullet_levels
+                num_id, level = numbering
+                ordered = (num_id, level) not in self.bullet_levels
+                # "List Bullet 2" style nesting lives in the style name, not in the level.
+                style_depth = int(list_style.group(2) or 1) - 1 if list_style else 0
+                depth = max(level, style_depth)
             else:
                 assert list_style is not None
                 num_id = style_name

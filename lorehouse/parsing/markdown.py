@@ -62,7 +62,8 @@ class MarkdownBuilder:
         if not cleaned:
             return
         marker = f"{number}." if ordered else "-"
-        indent = "   " * depth if ordered else "  " * depth
+        # Three spaces per level nest under both "- " and "1. " parents in CommonMark.
+        indent = "   " * depth
         self._add(f"{indent}{marker} {cleaned}", page, label, is_list_item=True)
 
     def table(

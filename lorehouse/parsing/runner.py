@@ -46,14 +46,14 @@ def parse_document(data: bytes, document: RawDocument) -> ParseOutcome:
     """Parses one document in this process; every failure is returned, not raised."""
     started = time.perf_counter()
     try:
+        if not data:
+            raise ParseError(FailureReason.EMPTY, "the file has no bytes")
         parser = parser_for(document.file_type)
         if parser is None:
             raise ParseError(
                 FailureReason.UNSUPPORTED_TYPE,
                 f"content is not a supported format (extension {document.rel_path!r})",
             )
-        if not data:
-            raise ParseError(FailureReason.EMPTY, "the file has no bytes")
         output = parser.function(data, document.rel_path)
         markdown, page_map = output.builder.build()
         if not markdown.strip():

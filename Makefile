@@ -1,0 +1,50 @@
+# Lorehouse developer entry points. `make demo` and `make test` work from a fresh clone:
+# they create .venv and install everything on first use.
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+export LOREHOUSE_DATA_DIR ?= $(CURDIR)/.lorehouse
+export DAGSTER_HOME ?= $(LOREHOUSE_DATA_DIR)/dagster_home
+# Keep third-party libraries off the network (weights, cost maps, telemetry).
+export HF_HUB_OFFLINE := 1
+export LITELLM_LOCAL_MODEL_COST_MAP := True
+export UNSTRUCTURED_DISABLE_NOTICE := 1
+export DO_NOT_TRACK := 1
+export DAGSTER_DISABLE_TELEMETRY := 1
+
+.PHONY: install demo test lint dev bench sample-corpus clean
+
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+$(DAGSTER_HOME)/dagster.yaml:
+	mkdir -p $(DAGSTER_HOME)
+	printf 'telemetry:\n  enabled: false\n' > $@
+
+demo: install $(DAGSTER_HOME)/dagster.yaml
+	$(BIN)/lorehouse materialize
+	$(BIN)/lorehouse docs
+
+test: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/pytest
+
+dev: install $(DAGSTER_HOME)/dagster.yaml
+	$(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
+
+bench: install
+	$(BIN)/python bench/parse.py
+
+sample-corpus: install
+	$(BIN)/python scripts/make_sample_corpus.py
+
+clean:
+	rm -rf $(LOREHOUSE_DATA_DIR)

@@ -1,0 +1,56 @@
+"""Shared fixtures: paths to the bundled sample corpus and the public test corpus."""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from lorehouse.inventory import document_id
+from lorehouse.models import DocumentFailure, ParsedDocument, RawDocument
+from lorehouse.parsing.runner import parse_document
+from lorehouse.settings import BUNDLED_SAMPLE_CORPUS, REPO_ROOT
+from lorehouse.sniffing import detect_file_type
+
+SHARED_CORPUS = REPO_ROOT.parent / "shared" / "corpus"
+DOCS_CORPUS = SHARED_CORPUS / "docs"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests that read the public corpus say so, and skip loudly where it is absent."""
+    for item in items:
+        if "corpus" in item.keywords and not DOCS_CORPUS.is_dir():
+            item.add_marker(pytest.mark.skip(reason=f"public corpus not found at {DOCS_CORPUS}"))
+
+
+@pytest.fixture(scope="session")
+def sample_corpus() -> Path:
+    return BUNDLED_SAMPLE_CORPUS
+
+
+def raw_document_for(path: Path, root: Path | None = None) -> RawDocument:
+    """The inventory record of one file, as the raw_documents stage would write it."""
+    data = path.read_bytes()
+    rel_path = path.relative_to(root).as_posix() if root else path.name
+    return RawDocument(
+        doc_id=document_id(rel_path),
+        source_uri=path.resolve().as_uri(),
+        rel_path=rel_path,
+        file_type=detect_file_type(data, rel_path),
+        size_bytes=len(data),
+        content_sha256=hashlib.sha256(data).hexdigest(),
+        modified_at=datetime.fromtimestamp(path.stat().st_mtime, tz=UTC),
+    )
+
+
+def parse_path(path: Path) -> ParsedDocument | DocumentFailure:
+    """Parses one file in this process, exactly as a pool worker would."""
+    return parse_document(path.read_bytes(), raw_document_for(path, path.parent))
+
+
+def parsed_markdown(path: Path) -> ParsedDocument:
+    outcome = parse_path(path)
+    assert isinstance(outcome, ParsedDocument), f"{path.name} failed: {outcome}"
+    return outcome

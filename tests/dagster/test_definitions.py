@@ -1,0 +1,33 @@
+"""The code location loads, and its graph, checks, job and schedule are what the docs say."""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from pipelines.definitions import defs
+
+
+def test_asset_graph_runs_raw_to_parsed() -> None:
+    graph = defs.resolve_asset_graph()
+    assert dg.AssetKey("parsed_documents") in graph.get_all_asset_keys()
+    parsed = graph.get(dg.AssetKey("parsed_documents"))
+    assert parsed.parent_keys == {dg.AssetKey("raw_documents")}
+
+
+def test_each_stage_has_its_data_contract_check() -> None:
+    graph = defs.resolve_asset_graph()
+    check_names = {key.name for key in graph.asset_check_keys}
+    assert {
+        "raw_documents_contract",
+        "parsed_documents_contract",
+        "parse_failures_contract",
+        "every_document_accounted_for",
+    } <= check_names
+
+
+def test_nightly_schedule_runs_the_index_job() -> None:
+    schedule = defs.resolve_schedule_def("nightly_reindex_schedule")
+    assert schedule.cron_schedule == "0 2 * * *"
+    assert schedule.job_name == "index_job"
+    job = defs.resolve_job_def("index_job")
+    assert job is not None

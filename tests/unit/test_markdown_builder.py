@@ -1,0 +1,48 @@
+"""The Markdown builder: one dialect for every parser, and a page map that cites correctly."""
+
+from __future__ import annotations
+
+import itertools
+
+from lorehouse.parsing.markdown import MarkdownBuilder, page_of_offset
+from lorehouse.parsing.tables import render_table
+
+
+def test_page_map_covers_every_character_and_cites_the_right_page() -> None:
+    builder = MarkdownBuilder()
+    builder.heading(1, "Leave", page=1)
+    builder.paragraph("Annual leave is 25 days.", page=1)
+    builder.paragraph("Parental leave is 20 weeks.", page=2)
+    markdown, page_map = builder.build()
+    assert page_map[0].start == 0 and page_map[-1].end == len(markdown)
+    assert all(a.end == b.start for a, b in itertools.pairwise(page_map))
+    assert page_of_offset(page_map, markdown.index("Parental")) == 2
+    assert page_of_offset(page_map, markdown.index("Annual")) == 1
+
+
+def test_a_table_running_over_two_pages_cites_each_row_on_its_own_page() -> None:
+    builder = MarkdownBuilder()
+    rows = [["City", "Hotel"], ["Lisbon", "180"], ["Toronto", "275"]]
+    builder.table(rows, row_pages=[3, 3, 4])
+    markdown, page_map = builder.build()
+    assert page_of_offset(page_map, markdown.index("Lisbon")) == 3
+    assert page_of_offset(page_map, markdown.index("Toronto")) == 4
+
+
+def test_lists_keep_nesting_and_numbering() -> None:
+    builder = MarkdownBuilder()
+    builder.list_item("Prepare", ordered=True, number=1)
+    builder.list_item("Book travel", depth=1)
+    builder.list_item("Submit", ordered=True, number=2)
+    markdown, _ = builder.build()
+    assert markdown == "1. Prepare\n   - Book travel\n2. Submit\n"
+
+
+def test_table_rendering_escapes_pipes_and_drops_empty_rows_and_columns() -> None:
+    text, _ = render_table([["Name", "", "Note"], ["a|b", "", "x\ny"], ["", "", ""]])
+    assert text.splitlines() == ["| Name | Note |", "| --- | --- |", "| a\\|b | x y |"]
+
+
+def test_two_header_rows_fold_into_one_header() -> None:
+    text, _ = render_table([["Hotel", "Hotel"], ["EUR", "CAD"], ["180", "275"]], header_rows=2)
+    assert text.splitlines()[0] == "| Hotel / EUR | Hotel / CAD |"

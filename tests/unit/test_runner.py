@@ -1,0 +1,72 @@
+"""The parse pool: a hanging or crashing parser costs one file, never the run."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from lorehouse.models import DocumentFailure, FailureReason, FileType, ParsedDocument
+from lorehouse.parsing import registry
+from lorehouse.parsing.registry import ParseOutput, parser_for, register_parser
+from lorehouse.parsing.runner import ParseJob, parse_many
+from tests.conftest import raw_document_for
+
+
+@pytest.fixture
+def misbehaving_text_parser() -> Iterator[None]:
+    """Swaps the plain-text parser for one that hangs on 'hang' and dies on 'crash'."""
+    original = parser_for(FileType.TEXT)
+    assert original is not None
+
+    @register_parser(file_type="txt", name="misbehaving", version="test")
+    def misbehave(data: bytes, rel_path: str) -> ParseOutput:
+        if b"hang" in data:
+            time.sleep(60)
+        if b"crash" in data:
+            os._exit(3)  # what a segfault in a native library looks like from outside
+        return original.function(data, rel_path)
+
+    yield
+    registry._PARSERS[FileType.TEXT] = original
+
+
+def _jobs(paths: list[Path]) -> list[ParseJob]:
+    return [
+        ParseJob(document=raw_document_for(p, p.parent), load=lambda p=p: p.read_bytes())
+        for p in paths
+    ]
+
+
+@pytest.mark.usefixtures("misbehaving_text_parser")
+def test_hanging_and_crashing_files_fail_alone(tmp_path: Path) -> None:
+    files = {
+        "hang.txt": "hang forever",
+        "crash.txt": "crash now",
+        "fine.md": "# Fine\n\nA good file.\n",
+    }
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    outcomes: list[ParsedDocument | DocumentFailure] = []
+    started = time.monotonic()
+    parse_many(
+        _jobs([tmp_path / n for n in files]),
+        workers=2,
+        timeout_seconds=2,
+        max_file_bytes=10_000,
+        on_outcome=outcomes.append,
+    )
+    assert time.monotonic() - started < 30
+    by_doc = {o.doc_id: o for o in outcomes}
+    reasons = {
+        name: getattr(by_doc[raw_document_for(tmp_path / name, tmp_path).doc_id], "reason", None)
+        for name in files
+    }
+    assert reasons == {
+        "hang.txt": FailureReason.TIMEOUT,
+        "crash.txt": FailureReason.CORRUPT,
+        "fine.md": None,
+    }
