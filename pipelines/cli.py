@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import warnings
 from collections import Counter
 from typing import Annotated
@@ -16,7 +17,8 @@ from lorehouse.stores import DuckDBStore
 
 app = typer.Typer(help="Lorehouse: document question answering over your own files.")
 console = Console(stderr=True)
-out = Console()
+# Piped output (CI logs, `| less`) gets a wide table instead of rich's 80-column default.
+out = Console(width=None if sys.stdout.isatty() else 160)
 
 
 @app.command()

@@ -12,7 +12,9 @@ from lorehouse.settings import Settings
 from pipelines.resources import build_resources
 
 
-def materialize_all(source: Path, data_dir: Path, **settings: object) -> dg.ExecuteInProcessResult:
+def materialize_all(
+    source: Path | str, data_dir: Path, **settings: object
+) -> dg.ExecuteInProcessResult:
     """Runs raw_documents and parsed_documents with their checks, as the index job would."""
     resources = build_resources(
         Settings(source_uri=str(source), data_dir=data_dir, workers=2, **settings)

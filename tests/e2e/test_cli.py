@@ -67,3 +67,9 @@ def test_dagster_cli_materializes_every_asset(tmp_path: Path) -> None:
     assert run.returncode == 0, run.stderr[-3000:]
     assert "RUN_SUCCESS" in run.stderr + run.stdout
     assert (tmp_path / "lorehouse.duckdb").exists()
+
+
+def test_workspace_loads_as_dagster_dev_loads_it(tmp_path: Path) -> None:
+    run = _run([str(BIN / "dagster"), "definitions", "validate", "-w", "workspace.yaml"], tmp_path)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "All code locations passed validation" in run.stderr + run.stdout

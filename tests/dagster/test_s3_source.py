@@ -1,0 +1,89 @@
+"""An S3 prefix as the source, against a real S3-compatible HTTP server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import boto3
+import pytest
+from moto.server import ThreadedMotoServer
+
+from lorehouse.stores import DuckDBStore
+from tests.dagster.conftest import materialize_all, metadata_of
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture
+def s3_endpoint(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    port = _free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port)
+    server.start()
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "lorehouse-test")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "lorehouse-test-secret")
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.stop()
+
+
+def test_s3_prefix_is_inventoried_and_parsed_with_acls(
+    s3_endpoint: str, sample_corpus: Path, data_dir: Path
+) -> None:
+    client = boto3.client(
+        "s3",
+        endpoint_url=s3_endpoint,
+        region_name="eu-west-1",
+        aws_access_key_id="lorehouse-test",
+        aws_secret_access_key="lorehouse-test-secret",
+    )
+    client.create_bucket(
+        Bucket="docs", CreateBucketConfiguration={"LocationConstraint": "eu-west-1"}
+    )
+    for rel_path in (
+        "hr/parental-leave-faq.md",
+        "security/_access.json",
+        "security/incident-response-plan.docx",
+        "finance/budget-2026.xlsx",
+    ):
+        client.put_object(
+            Bucket="docs", Key=f"corpus/{rel_path}", Body=(sample_corpus / rel_path).read_bytes()
+        )
+    client.put_object(Bucket="docs", Key="elsewhere/ignored.md", Body=b"# Not in the prefix")
+
+    result = materialize_all(
+        "s3://docs/corpus",
+        data_dir,
+        s3_endpoint_url=s3_endpoint,
+        s3_region="eu-west-1",
+    )
+    assert result.success
+    assert metadata_of(result, "raw_documents")["dagster/row_count"] == 3
+    statuses = {
+        s.rel_path: s for s in DuckDBStore(data_dir / "lorehouse.duckdb").document_statuses()
+    }
+    assert set(statuses) == {
+        "hr/parental-leave-faq.md",
+        "security/incident-response-plan.docx",
+        "finance/budget-2026.xlsx",
+    }
+    assert all(s.status == "parsed" for s in statuses.values())
+    assert statuses["security/incident-response-plan.docx"].acl_groups == ["security"]
+    raw = DuckDBStore(data_dir / "lorehouse.duckdb").raw_documents()
+    assert {d.source_uri for d in raw.values()} >= {"s3://docs/corpus/finance/budget-2026.xlsx"}
+
+    client.delete_object(Bucket="docs", Key="corpus/finance/budget-2026.xlsx")
+    rerun = materialize_all(
+        "s3://docs/corpus",
+        data_dir,
+        s3_endpoint_url=s3_endpoint,
+        s3_region="eu-west-1",
+    )
+    assert metadata_of(rerun, "raw_documents")["removed"] == 1
+    assert metadata_of(rerun, "parsed_documents")["parsed_this_run"] == 0
