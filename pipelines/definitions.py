@@ -24,5 +24,7 @@ def _automation_definitions() -> dg.Definitions:
 defs = dg.Definitions.merge(
     _ingest_definitions(),
     _automation_definitions(),
-    dg.Definitions(resources=build_resources(get_settings())),
+    # Stages run one after another and parsing has its own process pool; running the steps
+    # in one process also keeps them from contending for the DuckDB file lock.
+    dg.Definitions(resources=build_resources(get_settings()), executor=dg.in_process_executor),
 )

@@ -7,6 +7,7 @@ the CLI can take turns on one database file instead of holding a lock for a whol
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -73,19 +74,37 @@ class DocumentStatus:
 class DuckDBStore:
     """Reads and writes the Lorehouse tables in one DuckDB file."""
 
-    def __init__(self, path: Path | str) -> None:
+    def __init__(self, path: Path | str, lock_timeout_seconds: float = 120.0) -> None:
         self.path = Path(path)
+        self.lock_timeout_seconds = lock_timeout_seconds
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self.connect() as connection:
             connection.execute(_SCHEMA)
 
     @contextmanager
     def connect(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        connection = duckdb.connect(str(self.path))
+        """A connection, waiting while another process holds the file's write lock.
+
+        DuckDB lets one process open a database file at a time; the webserver, a run's asset
+        checks and the CLI each hold it only for short operations, so waiting is enough.
+        """
+        connection = self._open_with_retry()
         try:
             yield connection
         finally:
             connection.close()
+
+    def _open_with_retry(self) -> duckdb.DuckDBPyConnection:
+        deadline = time.monotonic() + self.lock_timeout_seconds
+        delay = 0.05
+        while True:
+            try:
+                return duckdb.connect(str(self.path))
+            except duckdb.IOException as error:
+                if "lock" not in str(error).lower() or time.monotonic() >= deadline:
+                    raise
+                time.sleep(delay)
+                delay = min(delay * 2, 1.0)
 
     # -- documents_raw -------------------------------------------------------------------------
 

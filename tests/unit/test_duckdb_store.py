@@ -1,0 +1,34 @@
+"""The DuckDB store: short connections that wait for another process's lock."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from lorehouse.stores import DuckDBStore
+
+_HOLD_LOCK = """
+import sys, time, duckdb
+connection = duckdb.connect(sys.argv[1])
+print("locked", flush=True)
+time.sleep(float(sys.argv[2]))
+connection.close()
+"""
+
+
+def test_a_second_process_waits_for_the_lock_instead_of_failing(tmp_path: Path) -> None:
+    store = DuckDBStore(tmp_path / "lorehouse.duckdb")
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLD_LOCK, str(store.path), "1.5"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        started = time.monotonic()
+        assert store.document_statuses() == []
+        assert time.monotonic() - started >= 0.5
+    finally:
+        holder.wait(timeout=30)
