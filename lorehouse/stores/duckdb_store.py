@@ -205,24 +205,16 @@ class DuckDBStore:
                 for d in documents
             ]
         )
-        with self.connect() as connection:
-            connection.execute("BEGIN")
-            connection.register("incoming", frame)
-            connection.execute(
-                "DELETE FROM documents_parsed WHERE doc_id IN (SELECT doc_id FROM incoming)"
-            )
-            connection.execute(
-                "DELETE FROM documents_failed WHERE stage = 'parse' "
-                "AND doc_id IN (SELECT doc_id FROM incoming)"
-            )
-            connection.execute(
-                "INSERT INTO documents_parsed (doc_id, content_sha256, title, markdown, page_map, "
-                "page_count, parser, parser_version, parse_ms, warnings) SELECT doc_id, "
-                "content_sha256, title, markdown, page_map, page_count, parser, parser_version, "
-                "parse_ms, warnings FROM incoming"
-            )
-            connection.execute("COMMIT")
-            connection.unregister("incoming")
+        self._apply_incoming(
+            frame,
+            "DELETE FROM documents_parsed WHERE doc_id IN (SELECT doc_id FROM incoming)",
+            "DELETE FROM documents_failed WHERE stage = 'parse' "
+            "AND doc_id IN (SELECT doc_id FROM incoming)",
+            "INSERT INTO documents_parsed (doc_id, content_sha256, title, markdown, page_map, "
+            "page_count, parser, parser_version, parse_ms, warnings) SELECT doc_id, "
+            "content_sha256, title, markdown, page_map, page_count, parser, parser_version, "
+            "parse_ms, warnings FROM incoming",
+        )
 
     def write_failures(
         self, failures: Sequence[DocumentFailure], version_by_doc: dict[str, str]
@@ -245,20 +237,29 @@ class DuckDBStore:
                 for f in failures
             ]
         )
+        self._apply_incoming(
+            frame,
+            "DELETE FROM documents_failed WHERE (doc_id, stage) IN "
+            "(SELECT (doc_id, stage) FROM incoming)",
+            "DELETE FROM documents_parsed WHERE doc_id IN "
+            "(SELECT doc_id FROM incoming WHERE stage = 'parse')",
+            "INSERT INTO documents_failed SELECT * FROM incoming",
+        )
+
+    def _apply_incoming(self, frame: pd.DataFrame, *statements: str) -> None:
+        """Runs statements over `frame`, registered as `incoming`, in one transaction."""
         with self.connect() as connection:
-            connection.execute("BEGIN")
             connection.register("incoming", frame)
-            connection.execute(
-                "DELETE FROM documents_failed WHERE (doc_id, stage) IN "
-                "(SELECT (doc_id, stage) FROM incoming)"
-            )
-            connection.execute(
-                "DELETE FROM documents_parsed WHERE doc_id IN "
-                "(SELECT doc_id FROM incoming WHERE stage = 'parse')"
-            )
-            connection.execute("INSERT INTO documents_failed SELECT * FROM incoming")
-            connection.execute("COMMIT")
-            connection.unregister("incoming")
+            connection.execute("BEGIN")
+            try:
+                for statement in statements:
+                    connection.execute(statement)
+                connection.execute("COMMIT")
+            except duckdb.Error:
+                connection.execute("ROLLBACK")
+                raise
+            finally:
+                connection.unregister("incoming")
 
     def parsed_document(self, doc_id: str) -> ParsedDocument | None:
         """One parsed document with its page map, for later stages and for inspection."""
