@@ -13,8 +13,10 @@ from importlib.metadata import version
 
 import docx
 from docx.document import Document as DocxDocument
+from docx.enum.style import WD_STYLE_TYPE
 from docx.opc.exceptions import PackageNotFoundError
 from docx.oxml.ns import qn
+from docx.styles.style import ParagraphStyle
 from docx.table import Table
 from docx.text.paragraph import Paragraph
 from lxml import etree
@@ -30,7 +32,7 @@ _STRICT_NAMESPACE = b"purl.oclc.org/ooxml/officeDocument"
 _LIST_STYLE = re.compile(r"^list\s*(bullet|number|paragraph)?\s*(\d)?$", re.IGNORECASE)
 
 
-@register_parser(file_type="docx", name="python-docx", version=f"2+docx{version('python-docx')}")
+@register_parser(file_type="docx", name="python-docx", version=f"3+docx{version('python-docx')}")
 def parse_docx(data: bytes, rel_path: str) -> ParseOutput:
     """Markdown for a Word document, body order kept, headers and footers left out."""
     check_office_package(data, "docx")
@@ -63,6 +65,14 @@ class _DocxWriter:
         self.rendered_breaks = bool(body.findall(".//" + qn("w:lastRenderedPageBreak")))
         self.bullet_levels = _bullet_levels(document)
         self.counters: dict[tuple[str, int], int] = {}
+        # python-docx resolves `paragraph.style` by scanning every style of the document for
+        # each paragraph; on long documents that lookup dominated parsing, so it is done once.
+        self.styles_by_id = {
+            style.style_id: style
+            for style in document.styles
+            if style.type == WD_STYLE_TYPE.PARAGRAPH
+        }
+        self.default_style = document.styles.default(WD_STYLE_TYPE.PARAGRAPH)
         # With a "Title" paragraph on top, "Heading 1" is the second level, as readers see it.
         self.heading_offset = int(
             any(p.style is not None and p.style.name == "Title" for p in document.paragraphs[:20])
@@ -96,13 +106,14 @@ class _DocxWriter:
         text = paragraph.text
         if not clean_inline(text):
             return
-        style_name = paragraph.style.name if paragraph.style is not None else ""
-        level = _heading_level(paragraph, style_name)
+        style = self.styles_by_id.get(paragraph._p.style or "", self.default_style)
+        style_name = (style.name or "") if style is not None else ""
+        level = _heading_level(style, style_name)
         if level:
             shift = self.heading_offset if style_name != "Title" else 0
             self.builder.heading(level + shift, text, page=self.page)
             return
-        numbering = _numbering(paragraph)
+        numbering = _numbering(paragraph, style)
         list_style = _LIST_STYLE.match(style_name or "")
         if numbering is not None or list_style:
             if numbering is not None:
@@ -160,14 +171,13 @@ def _cell_text(tc: etree._Element) -> str:
     return " ".join(text for text in texts if text.strip())
 
 
-def _heading_level(paragraph: Paragraph, style_name: str) -> int | None:
+def _heading_level(style: ParagraphStyle | None, style_name: str) -> int | None:
     """Level from a "Heading N"/"Title" style, else from the outline level Word stores."""
     if style_name.lower() == "title":
         return 1
     match = _HEADING_STYLE.match(style_name)
     if match:
         return int(match.group(1))
-    style = paragraph.style
     while style is not None:
         outline = style.element.find(f"{qn('w:pPr')}/{qn('w:outlineLvl')}")
         if outline is not None:
@@ -177,10 +187,9 @@ def _heading_level(paragraph: Paragraph, style_name: str) -> int | None:
     return None
 
 
-def _numbering(paragraph: Paragraph) -> tuple[str, int] | None:
+def _numbering(paragraph: Paragraph, style: ParagraphStyle | None) -> tuple[str, int] | None:
     """(numbering id, depth) for a list paragraph, from its own or its style's numPr."""
     candidates = [paragraph._p.pPr]
-    style = paragraph.style
     while style is not None:
         candidates.append(style.element.pPr)
         style = style.base_style
