@@ -61,10 +61,9 @@ def parsed_documents(
     for failure in report.failed:
         context.log.warning(f"{failure.rel_path}: {failure.reason.value}: {failure.detail}")
     slowest = sorted(report.parsed, key=lambda d: d.parse_ms, reverse=True)[:10]
-    totals = store.table("documents_parsed")
     return dg.MaterializeResult(
         metadata={
-            "dagster/row_count": len(totals),
+            "dagster/row_count": store.row_count("documents_parsed"),
             "parsed_this_run": len(report.parsed),
             "failed_this_run": len(report.failed),
             "unchanged_skipped": report.skipped,

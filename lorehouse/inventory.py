@@ -14,7 +14,7 @@ from pathlib import PurePosixPath
 from typing import ClassVar
 
 from lorehouse.errors import SourceError
-from lorehouse.models import FileType, RawDocument
+from lorehouse.models import RawDocument
 from lorehouse.sniffing import detect_file_type, extension_type
 from lorehouse.sources.base import (
     FOLDER_ACL_FILE,
@@ -97,7 +97,7 @@ def _describe(
         doc_id=doc_id,
         source_uri=source.file_uri(file.rel_path),
         rel_path=file.rel_path,
-        file_type=file_type if isinstance(file_type, FileType) else FileType.UNKNOWN,
+        file_type=file_type,
         size_bytes=file.size_bytes,
         content_sha256=sha,
         modified_at=file.modified_at,

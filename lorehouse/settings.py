@@ -78,11 +78,6 @@ class Settings(BaseSettings):
         """The feature-store database every stage reads and writes."""
         return self.data_dir / "lorehouse.duckdb"
 
-    @property
-    def lancedb_uri(self) -> str:
-        """Where vector and full-text indexes are stored."""
-        return str(self.data_dir / "lancedb")
-
 
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:

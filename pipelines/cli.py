@@ -122,11 +122,3 @@ def _print_summary(store: DuckDBStore) -> None:
     failures = [s for s in statuses if s.status == "failed"]
     for failure in failures:
         out.print(f"  failed: {failure.rel_path}: {failure.reason} ({failure.detail})")
-
-
-def main() -> None:  # pragma: no cover - console-script entry
-    app()
-
-
-if __name__ == "__main__":  # pragma: no cover
-    main()

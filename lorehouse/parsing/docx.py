@@ -74,9 +74,9 @@ class _DocxWriter:
         }
         self.default_style = document.styles.default(WD_STYLE_TYPE.PARAGRAPH)
         # With a "Title" paragraph on top, "Heading 1" is the second level, as readers see it.
-        self.heading_offset = int(
-            any(p.style is not None and p.style.name == "Title" for p in document.paragraphs[:20])
-        )
+        title_ids = {i for i, s in self.styles_by_id.items() if (s.name or "") == "Title"}
+        first_paragraphs = body.findall(qn("w:p"))[:20]
+        self.heading_offset = int(any(p.style in title_ids for p in first_paragraphs))
 
     def walk(self, container: etree._Element) -> None:
         for child in container.iterchildren():

@@ -10,7 +10,6 @@ from lorehouse.parsing.tables import render_table
 
 _WHITESPACE = re.compile(r"\s+")
 _CONTROL_CHARS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\u200b\ufeff]")
-_BLOCK_SEPARATOR = "\n\n"
 
 
 def clean_inline(text: str) -> str:
@@ -96,10 +95,6 @@ class MarkdownBuilder:
         """Already-formed Markdown (e.g. a Markdown source file) kept as it is."""
         if markdown.strip():
             self._add(markdown.strip("\n"), page, label)
-
-    @property
-    def is_empty(self) -> bool:
-        return not self.blocks
 
     def build(self) -> tuple[str, list[PageSpan]]:
         """The document's Markdown and a page map covering every character of it."""

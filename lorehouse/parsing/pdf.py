@@ -57,7 +57,6 @@ class _Line:
 class _Table:
     rows: list[list[str | None]]
     y0: float
-    header_rows: int = 1
 
 
 @dataclass

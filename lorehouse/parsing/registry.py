@@ -61,12 +61,6 @@ def parser_for(file_type: FileType) -> Parser | None:
     return _PARSERS.get(file_type)
 
 
-def registered_parsers() -> dict[FileType, Parser]:
-    """Every parser by file type, for reports and version fingerprints."""
-    _load_builtin_parsers()
-    return dict(_PARSERS)
-
-
 def _load_builtin_parsers() -> None:
     # Imported for their registration side effect; deferred so that importing the registry
     # does not load PyMuPDF, python-docx and friends into processes that never parse.

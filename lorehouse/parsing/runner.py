@@ -123,9 +123,9 @@ def parse_many(
             )
             in_flight[future] = job.document
             while len(in_flight) >= 2 * max(1, workers):
-                _drain(in_flight, on_outcome, timeout_seconds, return_when=FIRST_COMPLETED)
+                _drain(in_flight, on_outcome, timeout_seconds)
         while in_flight:
-            _drain(in_flight, on_outcome, timeout_seconds, return_when=FIRST_COMPLETED)
+            _drain(in_flight, on_outcome, timeout_seconds)
 
 
 def _precheck(job: ParseJob, max_file_bytes: int) -> bytes | DocumentFailure:
@@ -149,9 +149,8 @@ def _drain(
     in_flight: dict[Future, RawDocument],
     on_outcome: Callable[[ParseOutcome], None],
     timeout_seconds: float,
-    return_when: str,
 ) -> None:
-    done, _ = wait(list(in_flight), return_when=return_when)
+    done, _ = wait(list(in_flight), return_when=FIRST_COMPLETED)
     for future in done:
         document = in_flight.pop(future)
         on_outcome(_result(future, document, timeout_seconds))

@@ -287,10 +287,14 @@ class DuckDBStore:
 
     def table(self, name: str) -> pd.DataFrame:
         """A whole table as a DataFrame, for data-contract checks and reports."""
-        if name not in {"documents_raw", "documents_parsed", "documents_failed"}:
-            raise ValueError(f"unknown table {name!r}")
         with self.connect() as connection:
-            return connection.execute(f"SELECT * FROM {name}").df()
+            return connection.execute(f"SELECT * FROM {_known(name)}").df()
+
+    def row_count(self, name: str) -> int:
+        """Rows in a table, without reading them."""
+        with self.connect() as connection:
+            row = connection.execute(f"SELECT count(*) FROM {_known(name)}").fetchone()
+        return int(row[0]) if row else 0
 
     def document_statuses(self) -> list[DocumentStatus]:
         """Every inventoried document with its parse status: parsed, failed (why) or pending."""
@@ -321,3 +325,10 @@ class DuckDBStore:
             )
             for row in rows
         ]
+
+
+def _known(table: str) -> str:
+    """Table names are interpolated into SQL, so only the store's own are accepted."""
+    if table not in {"documents_raw", "documents_parsed", "documents_failed"}:
+        raise ValueError(f"unknown table {table!r}")
+    return table
