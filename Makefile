@@ -16,7 +16,13 @@ export DAGSTER_DISABLE_TELEMETRY := 1
 
 .PHONY: install demo test lint dev bench sample-corpus clean
 
+# System packages: Tesseract reads scanned PDF pages when LOREHOUSE_PDF_OCR_LANGUAGES is set.
+SYSTEM_PACKAGES := tesseract-ocr
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
 $(STAMP): pyproject.toml constraints.txt
+	command -v tesseract >/dev/null || { $(SUDO) apt-get update -q && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q $(SYSTEM_PACKAGES); }
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev]'

@@ -57,6 +57,7 @@ def parsed_documents(
         timeout_seconds=parsing.timeout_seconds,
         max_file_bytes=parsing.max_file_bytes,
         on_progress=progress_logger(context, "parsed"),
+        options=parsing.options(),
     )
     for failure in report.failed:
         context.log.warning(f"{failure.rel_path}: {failure.reason.value}: {failure.detail}")

@@ -65,12 +65,12 @@ _FENCE = re.compile(r"^\s*(```|~~~)")
 
 def ours(file_type: Any, data: bytes, rel_path: str) -> tuple[str, list[Any]]:
     """Lorehouse's parse stage: the registered parser for the type plus building the Markdown."""
-    from lorehouse.parsing.registry import parser_for
+    from lorehouse.parsing.registry import ParseOptions, parser_for
 
     parser = parser_for(file_type)
     if parser is None:
         raise RuntimeError(f"no parser registered for {file_type}")
-    output = parser.function(data, rel_path)
+    output = parser.function(data, rel_path, ParseOptions())
     return output.builder.build()
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from lorehouse.inventory import take_inventory
 from lorehouse.models import DocumentFailure, ParsedDocument, RawDocument
+from lorehouse.parsing.registry import ParseOptions
 from lorehouse.parsing.runner import PARSE_STAGE, ParseJob, parse_many, parser_version_of
 from lorehouse.sources.base import DocumentSource
 from lorehouse.stores.duckdb_store import DuckDBStore
@@ -89,13 +90,13 @@ def run_inventory(
     )
 
 
-def documents_to_parse(store: DuckDBStore) -> tuple[list[RawDocument], int]:
+def documents_to_parse(store: DuckDBStore, options: ParseOptions) -> tuple[list[RawDocument], int]:
     """Documents whose bytes or parser version changed since they were last parsed."""
     done = store.stage_fingerprints(PARSE_STAGE)
     pending: list[RawDocument] = []
     skipped = 0
     for document in store.raw_documents().values():
-        fingerprint = (document.content_sha256, parser_version_of(document.file_type))
+        fingerprint = (document.content_sha256, parser_version_of(document.file_type, options))
         if done.get(document.doc_id) == fingerprint:
             skipped += 1
         else:
@@ -111,6 +112,7 @@ def run_parse(
     max_file_bytes: int,
     on_progress: ProgressCallback | None = None,
     batch_size: int = 50,
+    options: ParseOptions | None = None,
 ) -> ParseReport:
     """Parses new and changed documents, writing results in batches as they complete.
 
@@ -118,13 +120,14 @@ def run_parse(
     resumes from there (finished documents match their fingerprint and are skipped).
     """
     started = time.perf_counter()
-    pending, skipped = documents_to_parse(store)
+    options = options or ParseOptions()
+    pending, skipped = documents_to_parse(store, options)
     report = ParseReport(
         skipped=skipped,
         file_types={d.doc_id: d.file_type.value for d in pending},
         rel_paths={d.doc_id: d.rel_path for d in pending},
     )
-    versions = {d.doc_id: parser_version_of(d.file_type) for d in pending}
+    versions = {d.doc_id: parser_version_of(d.file_type, options) for d in pending}
     parsed_batch: list[ParsedDocument] = []
     failed_batch: list[DocumentFailure] = []
 
@@ -147,7 +150,7 @@ def run_parse(
             on_progress(len(report.parsed) + len(report.failed), len(pending))
 
     jobs = (ParseJob(document=d, load=lambda d=d: source.read_bytes(d.rel_path)) for d in pending)
-    parse_many(jobs, workers, timeout_seconds, max_file_bytes, on_outcome=record)
+    parse_many(jobs, workers, timeout_seconds, max_file_bytes, on_outcome=record, options=options)
     flush()
     report.seconds = time.perf_counter() - started
     return report

@@ -58,6 +58,16 @@ class Settings(BaseSettings):
     max_file_bytes: int = Field(
         default=200 * 1024 * 1024, gt=0, description="Larger files are recorded as too_large."
     )
+    pdf_ocr_languages: str | None = Field(
+        default=None,
+        description=(
+            "Tesseract languages (e.g. 'eng' or 'eng+deu') to OCR scanned PDF pages with; "
+            "unset leaves scans as failed with no_text_layer."
+        ),
+    )
+    pdf_ocr_dpi: int = Field(
+        default=300, ge=72, le=600, description="Resolution scanned pages are rendered at for OCR."
+    )
     s3_endpoint_url: str | None = Field(
         default=None, description="S3-compatible endpoint (MinIO, moto); unset means AWS."
     )

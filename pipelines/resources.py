@@ -4,6 +4,7 @@ import dagster as dg
 from dagster_aws.s3 import S3Resource
 from pydantic import Field
 
+from lorehouse.parsing.registry import ParseOptions
 from lorehouse.settings import Settings
 from lorehouse.sources import DocumentSource, LocalFolderSource, S3PrefixSource
 from lorehouse.stores import DuckDBStore
@@ -43,11 +44,17 @@ class FeatureStoreResource(dg.ConfigurableResource):
 
 
 class ParsingResource(dg.ConfigurableResource):
-    """How hard the parse stage may work: pool size, per-file timeout and size limit."""
+    """How the parse stage works: pool size, per-file timeout, size limit and OCR of scans."""
 
     workers: int = Field(ge=1)
     timeout_seconds: float = Field(gt=0)
     max_file_bytes: int = Field(gt=0)
+    ocr_languages: str | None = None
+    ocr_dpi: int = Field(default=300, ge=72, le=600)
+
+    def options(self) -> ParseOptions:
+        """The parser options these settings ask for."""
+        return ParseOptions(ocr_languages=self.ocr_languages, ocr_dpi=self.ocr_dpi)
 
 
 def build_resources(settings: Settings) -> dict[str, dg.ConfigurableResource]:
@@ -66,5 +73,7 @@ def build_resources(settings: Settings) -> dict[str, dg.ConfigurableResource]:
             workers=settings.workers,
             timeout_seconds=settings.parse_timeout_seconds,
             max_file_bytes=settings.max_file_bytes,
+            ocr_languages=settings.pdf_ocr_languages,
+            ocr_dpi=settings.pdf_ocr_dpi,
         ),
     }

@@ -10,6 +10,7 @@ import pytest
 
 from lorehouse.inventory import document_id
 from lorehouse.models import DocumentFailure, ParsedDocument, RawDocument
+from lorehouse.parsing.registry import ParseOptions
 from lorehouse.parsing.runner import parse_document
 from lorehouse.settings import BUNDLED_SAMPLE_CORPUS, REPO_ROOT
 from lorehouse.sniffing import detect_file_type
@@ -45,12 +46,12 @@ def raw_document_for(path: Path, root: Path | None = None) -> RawDocument:
     )
 
 
-def parse_path(path: Path) -> ParsedDocument | DocumentFailure:
+def parse_path(path: Path, options: ParseOptions | None = None) -> ParsedDocument | DocumentFailure:
     """Parses one file in this process, exactly as a pool worker would."""
-    return parse_document(path.read_bytes(), raw_document_for(path, path.parent))
+    return parse_document(path.read_bytes(), raw_document_for(path, path.parent), options)
 
 
-def parsed_markdown(path: Path) -> ParsedDocument:
-    outcome = parse_path(path)
+def parsed_markdown(path: Path, options: ParseOptions | None = None) -> ParsedDocument:
+    outcome = parse_path(path, options)
     assert isinstance(outcome, ParsedDocument), f"{path.name} failed: {outcome}"
     return outcome

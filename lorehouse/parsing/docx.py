@@ -25,7 +25,7 @@ from lorehouse.errors import ParseError
 from lorehouse.models import FailureReason
 from lorehouse.parsing.markdown import MarkdownBuilder, clean_inline
 from lorehouse.parsing.office import check_office_package
-from lorehouse.parsing.registry import ParseOutput, register_parser
+from lorehouse.parsing.registry import ParseOptions, ParseOutput, register_parser
 
 _HEADING_STYLE = re.compile(r"^heading\s*(\d)$", re.IGNORECASE)
 _STRICT_NAMESPACE = b"purl.oclc.org/ooxml/officeDocument"
@@ -33,7 +33,7 @@ _LIST_STYLE = re.compile(r"^list\s*(bullet|number|paragraph)?\s*(\d)?$", re.IGNO
 
 
 @register_parser(file_type="docx", name="python-docx", version=f"3+docx{version('python-docx')}")
-def parse_docx(data: bytes, rel_path: str) -> ParseOutput:
+def parse_docx(data: bytes, rel_path: str, options: ParseOptions) -> ParseOutput:
     """Markdown for a Word document, body order kept, headers and footers left out."""
     check_office_package(data, "docx")
     if _STRICT_NAMESPACE in data[:200_000] or _is_strict(data):

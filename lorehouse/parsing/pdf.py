@@ -8,6 +8,7 @@ sizes, finds ruled tables, exposes the outline and opens RC4/AES files with an e
 from __future__ import annotations
 
 import re
+import statistics
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -16,7 +17,8 @@ import pymupdf
 from lorehouse.errors import ParseError
 from lorehouse.models import FailureReason
 from lorehouse.parsing.markdown import MarkdownBuilder, clean_inline
-from lorehouse.parsing.registry import ParseOutput, register_parser
+from lorehouse.parsing.ocr import ocr_page
+from lorehouse.parsing.registry import ParseOptions, ParseOutput, register_parser
 
 _BULLET = re.compile(r"^\s*([•●▪◦○■□➢►‣⁃∙·\-–*])\s+(?=\S)")
 _ORDERED = re.compile(r"^\s*(\d{1,3}|[a-zA-Z]|[ivxIVX]{1,4})[.)]\s+(?=\S)")
@@ -82,15 +84,26 @@ def _open(data: bytes) -> pymupdf.Document:
     return document
 
 
-@register_parser(file_type="pdf", name="pymupdf", version=f"3+pymupdf{pymupdf.VersionBind}")
-def parse_pdf(data: bytes, rel_path: str) -> ParseOutput:
-    """Markdown for a text PDF; a scan without a text layer is reported, not OCR'd."""
+@register_parser(
+    file_type="pdf", name="pymupdf", version=f"4+pymupdf{pymupdf.VersionBind}", reads_options=True
+)
+def parse_pdf(data: bytes, rel_path: str, options: ParseOptions) -> ParseOutput:
+    """Markdown for a PDF; scanned pages are OCR'd only when OCR languages are configured.
+
+    Without OCR a scan is reported as `no_text_layer` rather than silently indexed as empty.
+    """
     document = _open(data)
     warnings: list[str] = []
     pages: list[_Page] = []
     for index in range(document.page_count):
         try:
-            pages.append(_read_page(document[index], index + 1))
+            page = _read_page(document[index], index + 1)
+            if options.ocr_languages and page.has_images and not (page.lines or page.tables):
+                page = _read_scanned_page(
+                    document[index], index + 1, options.ocr_languages, options.ocr_dpi
+                )
+                warnings.append(f"page {index + 1} read by OCR ({options.ocr_languages})")
+            pages.append(page)
         except (RuntimeError, ValueError) as error:
             warnings.append(f"page {index + 1} skipped: {error}")
     if not pages:
@@ -116,6 +129,21 @@ def parse_pdf(data: bytes, rel_path: str) -> ParseOutput:
     return ParseOutput(builder=builder, warnings=warnings, title=title)
 
 
+def _read_scanned_page(page: pymupdf.Page, number: int, languages: str, dpi: int) -> _Page:
+    """A scanned page read like a text page, from its OCR text layer and redrawn rules."""
+    with ocr_page(page, languages, dpi) as recognised:
+        result = _read_page(recognised[0], number)
+    result.has_images = True
+    # OCR font sizes follow each word's ink height, not the typesetting, so they would invent
+    # headings; a scanned page's lines are all read as body text instead.
+    if result.lines:
+        body_size = statistics.median(line.size for line in result.lines)
+        for line in result.lines:
+            line.size = body_size
+            line.bold = False
+    return result
+
+
 def _page_list(numbers: list[int]) -> str:
     shown = ", ".join(str(n) for n in numbers[:20])
     return shown + (f" and {len(numbers) - 20} more" if len(numbers) > 20 else "")
@@ -132,8 +160,11 @@ def _read_page(page: pymupdf.Page, number: int) -> _Page:
             if len(rows) < 2 or len(rows[0]) < 2:
                 continue
             box = pymupdf.Rect(table.bbox)
-            if table.header.external:
-                rows.insert(0, list(table.header.names))
+            header = list(table.header.names)
+            # An "external" header equal to the first row is that row seen twice (OCR'd words
+            # can reach a little above the table's top rule).
+            if table.header.external and header != rows[0]:
+                rows.insert(0, header)
                 box |= pymupdf.Rect(table.header.bbox)
             table_boxes.append(box)
             result.tables.append(_Table(rows=rows, y0=box.y0))
@@ -244,7 +275,65 @@ def _table_rows(table: pymupdf.table.Table, words: list[tuple]) -> list[list[str
                 row[c] = rows[above][c]
             else:
                 row[c] = ""
-    return rows
+    return _split_stacked_rows(rows, boxes, words)
+
+
+def _split_stacked_rows(
+    rows: list[list[str | None]], boxes: list[list], words: list[tuple]
+) -> list[list[str | None]]:
+    """Rows the table's rules do not separate, split back into one Markdown row each.
+
+    Tables often rule only every few rows ("Base 128 / Base 256 / Base 512" in one ruled band).
+    When every filled cell of a band holds the same number of text lines, and those lines sit
+    at the same heights across the cells, each line is its own row. A wrapped cell does not
+    qualify: its neighbours hold fewer lines.
+    """
+    result: list[list[str | None]] = []
+    for row, row_boxes in zip(rows, boxes, strict=True):
+        if not all(row_boxes):
+            result.append(row)
+            continue
+        cells = [_cell_lines(box, words) for box in row_boxes]
+        filled = [lines for lines in cells if lines]
+        heights = {len(lines) for lines in filled}
+        if len(filled) < 2 or len(heights) != 1 or heights == {1} or not _aligned(filled):
+            result.append(row)
+            continue
+        for index in range(heights.pop()):
+            result.append([lines[index][2] if lines else "" for lines in cells])
+    return result
+
+
+def _cell_lines(box: tuple[float, float, float, float], words: list[tuple]) -> list[tuple]:
+    """The text lines of a cell as (centre height, line height, text), top to bottom."""
+    x0, y0, x1, y1 = box
+    inside = [w for w in words if x0 <= (w[0] + w[2]) / 2 <= x1 and y0 <= (w[1] + w[3]) / 2 <= y1]
+    inside.sort(key=lambda w: ((w[1] + w[3]) / 2, w[0]))
+    lines: list[list[tuple]] = []
+    for word in inside:
+        middle = (word[1] + word[3]) / 2
+        if lines and abs(middle - _middle(lines[-1])) < (word[3] - word[1]) / 2:
+            lines[-1].append(word)
+        else:
+            lines.append([word])
+    return [
+        (_middle(line), max(w[3] - w[1] for w in line), " ".join(w[4] for w in sorted(line)))
+        for line in lines
+    ]
+
+
+def _middle(words: list[tuple]) -> float:
+    return sum((w[1] + w[3]) / 2 for w in words) / len(words)
+
+
+def _aligned(cells: list[list[tuple]]) -> bool:
+    """Whether the i-th lines of all cells share a baseline band (within half a line)."""
+    for index in range(len(cells[0])):
+        middles = [lines[index][0] for lines in cells]
+        height = min(lines[index][1] for lines in cells)
+        if max(middles) - min(middles) > height / 2:
+            return False
+    return True
 
 
 def _margin_key(text: str) -> str:

@@ -20,7 +20,7 @@ from lorehouse.errors import ParseError
 from lorehouse.models import FailureReason
 from lorehouse.parsing.markdown import MarkdownBuilder, clean_inline
 from lorehouse.parsing.office import check_office_package
-from lorehouse.parsing.registry import ParseOutput, register_parser
+from lorehouse.parsing.registry import ParseOptions, ParseOutput, register_parser
 
 _BODY_PLACEHOLDERS = {PP_PLACEHOLDER.BODY, PP_PLACEHOLDER.OBJECT, PP_PLACEHOLDER.VERTICAL_BODY}
 _TITLE_PLACEHOLDERS = {
@@ -31,7 +31,7 @@ _TITLE_PLACEHOLDERS = {
 
 
 @register_parser(file_type="pptx", name="python-pptx", version=f"1+pptx{version('python-pptx')}")
-def parse_pptx(data: bytes, rel_path: str) -> ParseOutput:
+def parse_pptx(data: bytes, rel_path: str, options: ParseOptions) -> ParseOutput:
     """Markdown for a slide deck: `# Slide title`, then the slide's text, tables and notes."""
     check_office_package(data, "pptx")
     try:

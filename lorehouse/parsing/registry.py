@@ -22,7 +22,20 @@ class ParseOutput:
     title: str | None = None
 
 
-ParserFunction = Callable[[bytes, str], ParseOutput]
+@dataclass(frozen=True)
+class ParseOptions:
+    """Choices that change what a parser produces, so they are part of its recorded version."""
+
+    ocr_languages: str | None = None
+    ocr_dpi: int = 300
+
+    @property
+    def fingerprint(self) -> str:
+        """A short tag for the version string; empty when every option is at its default."""
+        return f"ocr-{self.ocr_languages}@{self.ocr_dpi}" if self.ocr_languages else ""
+
+
+ParserFunction = Callable[[bytes, str, ParseOptions], ParseOutput]
 
 
 @dataclass(frozen=True)
@@ -33,23 +46,37 @@ class Parser:
     name: str
     version: str
     function: ParserFunction
+    reads_options: bool = False
 
-    @property
-    def qualified_version(self) -> str:
-        return f"{self.name}/{self.version}"
+    def qualified_version(self, options: ParseOptions) -> str:
+        """Name and version, plus the options this parser honours when they are not defaults."""
+        base = f"{self.name}/{self.version}"
+        if self.reads_options and options.fingerprint:
+            return f"{base}+{options.fingerprint}"
+        return base
 
 
 _PARSERS: dict[FileType, Parser] = {}
 
 
 def register_parser(
-    file_type: str, name: str, version: str
+    file_type: str, name: str, version: str, reads_options: bool = False
 ) -> Callable[[ParserFunction], ParserFunction]:
-    """Registers a function as the parser of one file type (last registration wins)."""
+    """Registers a function as the parser of one file type (last registration wins).
+
+    `reads_options` marks a parser whose output depends on ParseOptions, so that changing
+    them re-parses that parser's documents and no others.
+    """
 
     def decorate(function: ParserFunction) -> ParserFunction:
         kind = FileType(file_type)
-        _PARSERS[kind] = Parser(file_type=kind, name=name, version=version, function=function)
+        _PARSERS[kind] = Parser(
+            file_type=kind,
+            name=name,
+            version=version,
+            function=function,
+            reads_options=reads_options,
+        )
         return function
 
     return decorate

@@ -19,7 +19,7 @@ from pebble import ProcessExpired, ProcessPool
 
 from lorehouse.errors import ParseError, SourceError
 from lorehouse.models import DocumentFailure, FailureReason, FileType, ParsedDocument, RawDocument
-from lorehouse.parsing.registry import parser_for
+from lorehouse.parsing.registry import ParseOptions, parser_for
 
 PARSE_STAGE = "parse"
 _log = logging.getLogger(__name__)
@@ -36,13 +36,15 @@ class ParseJob:
 ParseOutcome = ParsedDocument | DocumentFailure
 
 
-def parser_version_of(file_type: FileType) -> str:
+def parser_version_of(file_type: FileType, options: ParseOptions) -> str:
     """The version a document of this type would be parsed with now ("none" if unsupported)."""
     parser = parser_for(file_type)
-    return parser.qualified_version if parser is not None else "none"
+    return parser.qualified_version(options) if parser is not None else "none"
 
 
-def parse_document(data: bytes, document: RawDocument) -> ParseOutcome:
+def parse_document(
+    data: bytes, document: RawDocument, options: ParseOptions | None = None
+) -> ParseOutcome:
     """Parses one document in this process; every failure is returned, not raised."""
     started = time.perf_counter()
     try:
@@ -54,7 +56,8 @@ def parse_document(data: bytes, document: RawDocument) -> ParseOutcome:
                 FailureReason.UNSUPPORTED_TYPE,
                 f"content is not a supported format (extension {document.rel_path!r})",
             )
-        output = parser.function(data, document.rel_path)
+        options = options or ParseOptions()
+        output = parser.function(data, document.rel_path, options)
         markdown, page_map = output.builder.build()
         if not markdown.strip():
             raise ParseError(FailureReason.EMPTY, "the file holds no text")
@@ -64,7 +67,7 @@ def parse_document(data: bytes, document: RawDocument) -> ParseOutcome:
             markdown=markdown,
             page_map=page_map,
             parser=parser.name,
-            parser_version=parser.qualified_version,
+            parser_version=parser.qualified_version(options),
             parse_ms=(time.perf_counter() - started) * 1000,
             warnings=output.warnings,
             title=output.title or _first_heading(markdown),
@@ -106,6 +109,7 @@ def parse_many(
     timeout_seconds: float,
     max_file_bytes: int,
     on_outcome: Callable[[ParseOutcome], None],
+    options: ParseOptions | None = None,
 ) -> None:
     """Parses every job in a pool of `workers` processes and reports each outcome as it lands.
 
@@ -119,7 +123,7 @@ def parse_many(
                 on_outcome(early)
                 continue
             future = pool.schedule(
-                parse_document, args=(early, job.document), timeout=timeout_seconds
+                parse_document, args=(early, job.document, options), timeout=timeout_seconds
             )
             in_flight[future] = job.document
             while len(in_flight) >= 2 * max(1, workers):

@@ -20,13 +20,13 @@ from lorehouse.errors import ParseError
 from lorehouse.models import FailureReason
 from lorehouse.parsing.markdown import MarkdownBuilder
 from lorehouse.parsing.office import check_office_package
-from lorehouse.parsing.registry import ParseOutput, register_parser
+from lorehouse.parsing.registry import ParseOptions, ParseOutput, register_parser
 
 Grid = list[list[str]]
 
 
 @register_parser(file_type="xlsx", name="openpyxl", version=f"1+openpyxl{version('openpyxl')}")
-def parse_xlsx(data: bytes, rel_path: str) -> ParseOutput:
+def parse_xlsx(data: bytes, rel_path: str, options: ParseOptions) -> ParseOutput:
     """Markdown for a workbook; the page map points at sheets (sheet number and name)."""
     check_office_package(data, "xlsx")
     try:

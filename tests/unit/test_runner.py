@@ -11,7 +11,7 @@ import pytest
 
 from lorehouse.models import DocumentFailure, FailureReason, FileType, ParsedDocument
 from lorehouse.parsing import registry
-from lorehouse.parsing.registry import ParseOutput, parser_for, register_parser
+from lorehouse.parsing.registry import ParseOptions, ParseOutput, parser_for, register_parser
 from lorehouse.parsing.runner import ParseJob, parse_many
 from tests.conftest import raw_document_for
 
@@ -23,12 +23,12 @@ def misbehaving_text_parser() -> Iterator[None]:
     assert original is not None
 
     @register_parser(file_type="txt", name="misbehaving", version="test")
-    def misbehave(data: bytes, rel_path: str) -> ParseOutput:
+    def misbehave(data: bytes, rel_path: str, options: ParseOptions) -> ParseOutput:
         if b"hang" in data:
             time.sleep(60)
         if b"crash" in data:
             os._exit(3)  # what a segfault in a native library looks like from outside
-        return original.function(data, rel_path)
+        return original.function(data, rel_path, options)
 
     yield
     registry._PARSERS[FileType.TEXT] = original
