@@ -2,6 +2,7 @@
 
 import dagster as dg
 import pandera.errors
+import pandera.pandas as pa
 
 from assets.progress import markdown_table, progress_logger
 from lorehouse.ingest import run_inventory, run_parse
@@ -96,9 +97,12 @@ def parsed_documents(
     )
 
 
-def _schema_check(
-    frame_name: str, schema: type, store: FeatureStoreResource
+def schema_check(
+    frame_name: str,
+    schema: type[pa.DataFrameModel] | pa.DataFrameSchema,
+    store: FeatureStoreResource,
 ) -> dg.AssetCheckResult:
+    """Validates a whole table against its pandera contract, with failing cases as metadata."""
     frame = store.open().table(frame_name)
     try:
         schema.validate(frame, lazy=True)
@@ -117,19 +121,19 @@ def _schema_check(
 @dg.asset_check(asset=raw_documents, blocking=True)
 def raw_documents_contract(feature_store: FeatureStoreResource) -> dg.AssetCheckResult:
     """documents_raw satisfies its pandera schema (unique ids and paths, valid hashes and types)."""
-    return _schema_check("documents_raw", RawDocumentsSchema, feature_store)
+    return schema_check("documents_raw", RawDocumentsSchema, feature_store)
 
 
 @dg.asset_check(asset=parsed_documents, blocking=True)
 def parsed_documents_contract(feature_store: FeatureStoreResource) -> dg.AssetCheckResult:
     """documents_parsed satisfies its schema: non-empty Markdown, a page map covering all of it."""
-    return _schema_check("documents_parsed", ParsedDocumentsSchema, feature_store)
+    return schema_check("documents_parsed", ParsedDocumentsSchema, feature_store)
 
 
 @dg.asset_check(asset=parsed_documents)
 def parse_failures_contract(feature_store: FeatureStoreResource) -> dg.AssetCheckResult:
     """documents_failed holds one known reason per failed document and stage."""
-    return _schema_check("documents_failed", FailedDocumentsSchema, feature_store)
+    return schema_check("documents_failed", FailedDocumentsSchema, feature_store)
 
 
 @dg.asset_check(asset=parsed_documents)

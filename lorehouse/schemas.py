@@ -80,3 +80,44 @@ def _covers(markdown: str, page_map: str | list) -> bool:
             return False
         position = span["end"]
     return position == len(markdown)
+
+
+def chunks_schema(max_tokens: int) -> pa.DataFrameSchema:
+    """chunks: non-empty texts within the token limit, positions 0..n-1 in every document.
+
+    Built per limit because the limit is a setting; a chunk over it would be truncated by the
+    embedding model without anyone noticing.
+    """
+    return pa.DataFrameSchema(
+        {
+            "chunk_id": pa.Column(str, unique=True),
+            "doc_id": pa.Column(str),
+            "position": pa.Column(int, pa.Check.ge(0)),
+            "text_embed": pa.Column(str, pa.Check.str_length(min_value=1)),
+            "text_chat": pa.Column(str, pa.Check.str_length(min_value=1)),
+            "token_count": pa.Column(int, [pa.Check.gt(2), pa.Check.le(max_tokens)]),
+            "is_table": pa.Column(bool),
+        },
+        checks=[
+            pa.Check(
+                _positions_contiguous,
+                error="positions must run 0..n-1 without gaps in every document",
+            ),
+            pa.Check(
+                lambda frame: frame["text_embed"].str.strip().str.len() > 0,
+                error="a chunk's text is blank",
+            ),
+        ],
+        strict=False,
+        coerce=True,
+    )
+
+
+def _positions_contiguous(frame: pd.DataFrame) -> bool:
+    if frame.empty:
+        return True
+    grouped = frame.groupby("doc_id")["position"].agg(["min", "max", "count", "nunique"])
+    return bool(
+        ((grouped["min"] == 0) & (grouped["max"] == grouped["count"] - 1)).all()
+        and (grouped["nunique"] == grouped["count"]).all()
+    )

@@ -68,6 +68,14 @@ class Settings(BaseSettings):
     pdf_ocr_dpi: int = Field(
         default=300, ge=72, le=600, description="Resolution scanned pages are rendered at for OCR."
     )
+    chunk_max_tokens: int = Field(
+        default=256,
+        ge=32,
+        le=256,
+        description=(
+            "Largest chunk, in embedding-model tokens (the MiniLM embedder reads 256 at most)."
+        ),
+    )
     s3_endpoint_url: str | None = Field(
         default=None, description="S3-compatible endpoint (MinIO, moto); unset means AWS."
     )

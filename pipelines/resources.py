@@ -4,6 +4,8 @@ import dagster as dg
 from dagster_aws.s3 import S3Resource
 from pydantic import Field
 
+from lorehouse.chunking import Chunker
+from lorehouse.embedding import default_token_counter
 from lorehouse.parsing.registry import ParseOptions
 from lorehouse.settings import Settings
 from lorehouse.sources import DocumentSource, LocalFolderSource, S3PrefixSource
@@ -57,6 +59,16 @@ class ParsingResource(dg.ConfigurableResource):
         return ParseOptions(ocr_languages=self.ocr_languages, ocr_dpi=self.ocr_dpi)
 
 
+class ChunkingResource(dg.ConfigurableResource):
+    """The chunk size limit, counted with the embedding model's tokenizer."""
+
+    max_tokens: int = Field(default=256, ge=32, le=256)
+
+    def chunker(self) -> Chunker:
+        """A chunker counting tokens exactly as the embedder will see them."""
+        return Chunker(self.max_tokens, default_token_counter().count)
+
+
 def build_resources(settings: Settings) -> dict[str, dg.ConfigurableResource]:
     """Resources for a deployment described by `settings`; S3 secrets come from the environment."""
     is_s3 = settings.source_uri.startswith("s3://")
@@ -69,6 +81,7 @@ def build_resources(settings: Settings) -> dict[str, dg.ConfigurableResource]:
             aws_secret_access_key=dg.EnvVar("AWS_SECRET_ACCESS_KEY") if is_s3 else None,
         ),
         "feature_store": FeatureStoreResource(database_path=str(settings.duckdb_path.resolve())),
+        "chunking": ChunkingResource(max_tokens=settings.chunk_max_tokens),
         "parsing": ParsingResource(
             workers=settings.workers,
             timeout_seconds=settings.parse_timeout_seconds,

