@@ -76,6 +76,21 @@ class Settings(BaseSettings):
             "Largest chunk, in embedding-model tokens (the MiniLM embedder reads 256 at most)."
         ),
     )
+    llm_model: str | None = Field(
+        default=None,
+        description=(
+            "litellm model string (openai/gpt-4o-mini, anthropic/..., bedrock/..., ollama/...), "
+            "'local' for the bundled Gemma 3 270M, or unset for extractive enrichment."
+        ),
+    )
+    llm_api_base: str | None = Field(
+        default=None, description="Endpoint override (an Ollama or OpenAI-compatible server)."
+    )
+    llm_concurrency: int = Field(default=4, ge=1, le=64, description="LLM calls in flight.")
+    llm_max_attempts: int = Field(
+        default=3, ge=1, le=10, description="Tries per call (invalid output, rate limits)."
+    )
+    llm_timeout_seconds: float = Field(default=60.0, gt=0, description="Per-call timeout.")
     s3_endpoint_url: str | None = Field(
         default=None, description="S3-compatible endpoint (MinIO, moto); unset means AWS."
     )
@@ -90,6 +105,11 @@ class Settings(BaseSettings):
         if not value.strip():
             raise ValueError("LOREHOUSE_SOURCE_URI must name a folder or an s3:// prefix")
         return value.strip()
+
+    @property
+    def models_dir(self) -> Path:
+        """Where the bundled local model is assembled from its package on first use."""
+        return self.data_dir / "models"
 
     @property
     def duckdb_path(self) -> Path:

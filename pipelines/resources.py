@@ -1,11 +1,15 @@
 """Dagster resources: thin, configurable wrappers that hand Lorehouse library objects to assets."""
 
+from pathlib import Path
+
 import dagster as dg
 from dagster_aws.s3 import S3Resource
 from pydantic import Field
 
 from lorehouse.chunking import Chunker
 from lorehouse.embedding import default_token_counter
+from lorehouse.enrichment import Enricher
+from lorehouse.llm import LLMClient
 from lorehouse.parsing.registry import ParseOptions
 from lorehouse.settings import Settings
 from lorehouse.sources import DocumentSource, LocalFolderSource, S3PrefixSource
@@ -69,6 +73,34 @@ class ChunkingResource(dg.ConfigurableResource):
         return Chunker(self.max_tokens, default_token_counter().count)
 
 
+class EnrichmentResource(dg.ConfigurableResource):
+    """Which model enriches chunks (none: extractive) and how hard it may be driven.
+
+    API keys are not configuration here: litellm reads each provider's standard variable
+    (OPENAI_API_KEY, ANTHROPIC_API_KEY, AWS_* for Bedrock) from the environment itself.
+    """
+
+    llm_model: str | None = None
+    llm_api_base: str | None = None
+    concurrency: int = Field(default=4, ge=1)
+    max_attempts: int = Field(default=3, ge=1)
+    timeout_seconds: float = Field(default=60.0, gt=0)
+    models_dir: str = ".lorehouse/models"
+
+    def enricher(self) -> Enricher:
+        """An enricher for the configured model, or the extractive one."""
+        client = None
+        if self.llm_model:
+            client = LLMClient(
+                self.llm_model,
+                api_base=self.llm_api_base,
+                max_attempts=self.max_attempts,
+                timeout_seconds=self.timeout_seconds,
+                models_dir=Path(self.models_dir),
+            )
+        return Enricher(client, concurrency=self.concurrency)
+
+
 def build_resources(settings: Settings) -> dict[str, dg.ConfigurableResource]:
     """Resources for a deployment described by `settings`; S3 secrets come from the environment."""
     is_s3 = settings.source_uri.startswith("s3://")
@@ -82,6 +114,14 @@ def build_resources(settings: Settings) -> dict[str, dg.ConfigurableResource]:
         ),
         "feature_store": FeatureStoreResource(database_path=str(settings.duckdb_path.resolve())),
         "chunking": ChunkingResource(max_tokens=settings.chunk_max_tokens),
+        "enrichment": EnrichmentResource(
+            llm_model=settings.llm_model,
+            llm_api_base=settings.llm_api_base,
+            concurrency=settings.llm_concurrency,
+            max_attempts=settings.llm_max_attempts,
+            timeout_seconds=settings.llm_timeout_seconds,
+            models_dir=str(settings.models_dir.resolve()),
+        ),
         "parsing": ParsingResource(
             workers=settings.workers,
             timeout_seconds=settings.parse_timeout_seconds,

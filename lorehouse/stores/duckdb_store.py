@@ -7,6 +7,7 @@ the CLI can take turns on one database file instead of holding a lock for a whol
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -68,6 +69,57 @@ CREATE TABLE IF NOT EXISTS chunks (
     acl VARCHAR[] NOT NULL,
     source_fingerprint VARCHAR NOT NULL,
     chunked_at TIMESTAMPTZ NOT NULL DEFAULT current_timestamp
+);
+CREATE TABLE IF NOT EXISTS enrichment_cache (
+    cache_key VARCHAR PRIMARY KEY,
+    kind VARCHAR NOT NULL,
+    model VARCHAR NOT NULL,
+    payload JSON NOT NULL,
+    created_at TIMESTAMPTZ NOT NULL DEFAULT current_timestamp
+);
+CREATE TABLE IF NOT EXISTS enriched_chunks (
+    chunk_id VARCHAR PRIMARY KEY,
+    doc_id VARCHAR NOT NULL,
+    summary VARCHAR,
+    faqs VARCHAR[] NOT NULL,
+    keywords VARCHAR[] NOT NULL,
+    enrichment_mode VARCHAR NOT NULL,
+    model VARCHAR NOT NULL,
+    prompt_version VARCHAR NOT NULL,
+    status VARCHAR NOT NULL,
+    error VARCHAR
+);
+CREATE TABLE IF NOT EXISTS document_enrichment (
+    doc_id VARCHAR PRIMARY KEY,
+    summary VARCHAR,
+    generated_title VARCHAR,
+    enrichment_mode VARCHAR NOT NULL,
+    model VARCHAR NOT NULL,
+    status VARCHAR NOT NULL,
+    error VARCHAR
+);
+CREATE TABLE IF NOT EXISTS documents (
+    doc_id VARCHAR PRIMARY KEY,
+    title VARCHAR NOT NULL,
+    source_uri VARCHAR NOT NULL,
+    rel_path VARCHAR NOT NULL,
+    summary VARCHAR,
+    n_chunks INTEGER NOT NULL,
+    n_pages INTEGER NOT NULL,
+    acl VARCHAR[] NOT NULL,
+    content_sha256 VARCHAR NOT NULL,
+    enrichment_mode VARCHAR,
+    updated_at TIMESTAMPTZ NOT NULL
+);
+CREATE TABLE IF NOT EXISTS chunk_faqs (
+    chunk_id VARCHAR NOT NULL,
+    doc_id VARCHAR NOT NULL,
+    question VARCHAR NOT NULL
+);
+CREATE TABLE IF NOT EXISTS chunk_keywords (
+    chunk_id VARCHAR NOT NULL,
+    doc_id VARCHAR NOT NULL,
+    keyword VARCHAR NOT NULL
 );
 """
 
@@ -353,6 +405,102 @@ class DuckDBStore:
             connection.unregister("keep")
         return int(row[0]) if row else 0
 
+    # -- enrichment and the document list -------------------------------------------------------
+
+    def chunks_by_document(self) -> list[tuple[str, str, str | None, list[dict]]]:
+        """(doc_id, rel_path, title, chunks in order) for every chunked document."""
+        with self.connect() as connection:
+            frame = connection.execute(
+                "SELECT c.doc_id, r.rel_path, p.title, c.chunk_id, c.heading_path, c.text_chat, "
+                "c.text_embed, c.is_table FROM chunks c JOIN documents_raw r USING (doc_id) "
+                "JOIN documents_parsed p USING (doc_id) ORDER BY r.rel_path, c.position"
+            ).df()
+        grouped: list[tuple[str, str, str | None, list[dict]]] = []
+        for (doc_id, rel_path, title), rows in frame.groupby(
+            ["doc_id", "rel_path", "title"], sort=False, dropna=False
+        ):
+            grouped.append(
+                (doc_id, rel_path, None if pd.isna(title) else title, rows.to_dict("records"))
+            )
+        return grouped
+
+    def cached_enrichments(self, keys: Sequence[str]) -> dict[str, str]:
+        """Cached payloads (JSON text) for the keys that have one."""
+        if not keys:
+            return {}
+        wanted = pd.DataFrame({"cache_key": list(keys)})
+        with self.connect() as connection:
+            connection.register("wanted", wanted)
+            rows = connection.execute(
+                "SELECT cache_key, payload FROM enrichment_cache "
+                "WHERE cache_key IN (SELECT cache_key FROM wanted)"
+            ).fetchall()
+            connection.unregister("wanted")
+        return {row[0]: row[1] for row in rows}
+
+    def write_enrichment(
+        self,
+        cache_rows: Sequence[dict],
+        chunk_rows: Sequence[dict],
+        document_rows: Sequence[dict],
+    ) -> None:
+        """Adds new cache entries and replaces the enriched tables, in one transaction."""
+        with self.connect() as connection:
+            connection.execute("BEGIN")
+            try:
+                for table, rows in (
+                    ("enrichment_cache", cache_rows),
+                    ("enriched_chunks", chunk_rows),
+                    ("document_enrichment", document_rows),
+                ):
+                    if table != "enrichment_cache":
+                        connection.execute(f"DELETE FROM {table}")
+                    if not rows:
+                        continue
+                    frame = pd.DataFrame(list(rows))
+                    connection.register("incoming", frame)
+                    columns = ", ".join(frame.columns)
+                    conflict = " ON CONFLICT DO NOTHING" if table == "enrichment_cache" else ""
+                    connection.execute(
+                        f"INSERT INTO {table} ({columns}) SELECT {columns} FROM incoming{conflict}"
+                    )
+                    connection.unregister("incoming")
+                connection.execute("COMMIT")
+            except duckdb.Error:
+                connection.execute("ROLLBACK")
+                raise
+
+    def build_document_features(self) -> dict[str, int]:
+        """Rebuilds documents, chunk_faqs and chunk_keywords from the stage tables."""
+        statements = [
+            "DELETE FROM documents",
+            "INSERT INTO documents SELECT p.doc_id, "
+            "coalesce(p.title, e.generated_title, r.rel_path), r.source_uri, r.rel_path, "
+            "e.summary, (SELECT count(*) FROM chunks c WHERE c.doc_id = p.doc_id), "
+            "p.page_count, r.acl_groups, p.content_sha256, e.enrichment_mode, "
+            "greatest(p.parsed_at, coalesce((SELECT max(chunked_at) FROM chunks c "
+            "WHERE c.doc_id = p.doc_id), p.parsed_at)) "
+            "FROM documents_parsed p JOIN documents_raw r USING (doc_id) "
+            "LEFT JOIN document_enrichment e USING (doc_id)",
+            "DELETE FROM chunk_faqs",
+            "INSERT INTO chunk_faqs SELECT chunk_id, doc_id, unnest(faqs) FROM enriched_chunks",
+            "DELETE FROM chunk_keywords",
+            "INSERT INTO chunk_keywords SELECT chunk_id, doc_id, unnest(keywords) "
+            "FROM enriched_chunks",
+        ]
+        with self.connect() as connection:
+            connection.execute("BEGIN")
+            try:
+                for statement in statements:
+                    connection.execute(statement)
+                connection.execute("COMMIT")
+            except duckdb.Error:
+                connection.execute("ROLLBACK")
+                raise
+        return {
+            name: self.row_count(name) for name in ("documents", "chunk_faqs", "chunk_keywords")
+        }
+
     # -- reporting -----------------------------------------------------------------------------
 
     def table(self, name: str) -> pd.DataFrame:
@@ -397,8 +545,11 @@ class DuckDBStore:
         ]
 
 
+_TABLES = frozenset(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", _SCHEMA))
+
+
 def _known(table: str) -> str:
     """Table names are interpolated into SQL, so only the store's own are accepted."""
-    if table not in {"documents_raw", "documents_parsed", "documents_failed", "chunks"}:
+    if table not in _TABLES:
         raise ValueError(f"unknown table {table!r}")
     return table

@@ -1,0 +1,397 @@
+"""Summaries, FAQs and keywords for chunks and documents, by an LLM or extractively.
+
+With a model configured (LOREHOUSE_LLM_MODEL), every chunk gets 2-4 FAQs and 3-8 keywords, a
+table chunk a two-line summary, and every document a 2-3 sentence summary (and a title when the
+file has none). Without one, enrichment is extractive and says so in `enrichment_mode`: the
+document summary is its most central sentences (TextRank over sentence embeddings), keywords
+come from YAKE, and there are no FAQs, because inventing questions is exactly what an
+extractive method cannot do honestly.
+
+Results are cached by (text hash, prompt version, model), so a rerun over unchanged chunks
+makes no LLM calls, and a chunk whose enrichment fails keeps its failure on record while the
+run goes on.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import yake
+from pydantic import BaseModel, Field
+from segtok.segmenter import split_single
+
+from lorehouse.chunking import BREADCRUMB_SEPARATOR
+from lorehouse.llm import LLMClient, LLMFailure, as_json, load_prompt
+from lorehouse.stores.duckdb_store import DuckDBStore
+
+EXTRACTIVE_MODE = "extractive"
+EXTRACTIVE_MODEL = "extractive/textrank-minilm+yake-2"
+CHUNK_PROMPT = "chunk_enrichment.v1"
+TABLE_PROMPT = "table_enrichment.v1"
+DOCUMENT_PROMPT = "document_summary.v1"
+_DOCUMENT_PROMPT_CHARS = 6000
+
+ProgressCallback = Callable[[int, int], None]
+
+
+class ChunkEnrichment(BaseModel):
+    """What an LLM says about a prose chunk."""
+
+    faqs: list[str] = Field(min_length=2, max_length=4)
+    keywords: list[str] = Field(min_length=3, max_length=8)
+
+
+class TableEnrichment(BaseModel):
+    """What an LLM says about a table chunk (Uber's table summaries)."""
+
+    summary: str = Field(min_length=10, max_length=600)
+    keywords: list[str] = Field(min_length=3, max_length=8)
+
+
+class DocumentSummary(BaseModel):
+    """A catalogue entry for the document list."""
+
+    summary: str = Field(min_length=20, max_length=1200)
+    title: str = Field(default="", max_length=200)
+
+
+@dataclass(frozen=True)
+class ChunkInput:
+    chunk_id: str
+    doc_id: str
+    breadcrumb: str
+    text_chat: str
+    text_embed: str
+    is_table: bool
+
+
+@dataclass(frozen=True)
+class DocumentInput:
+    doc_id: str
+    rel_path: str
+    title: str | None
+    chunks: list[ChunkInput]
+
+
+@dataclass
+class EnrichmentReport:
+    """Counts for asset metadata: what was computed, reused and lost."""
+
+    mode: str
+    model: str
+    chunks: int = 0
+    documents: int = 0
+    cache_hits: int = 0
+    computed: int = 0
+    failures: list[tuple[str, str]] = field(default_factory=list)
+    llm_calls: int = 0
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cost_usd: float = 0.0
+    seconds: float = 0.0
+
+
+@dataclass
+class EnrichmentResult:
+    chunk_rows: list[dict[str, Any]]
+    document_rows: list[dict[str, Any]]
+    cache_rows: list[dict[str, Any]]
+    report: EnrichmentReport
+
+
+CacheLookup = Callable[[Sequence[str]], dict[str, str]]
+
+
+class Enricher:
+    """Enriches chunks and documents with a configured LLM, or extractively without one."""
+
+    def __init__(self, client: LLMClient | None, concurrency: int = 4) -> None:
+        self.client = client
+        self.concurrency = max(1, concurrency)
+        self._keywords = yake.KeywordExtractor(lan="en", n=3, top=8, dedupLim=0.7)
+
+    @property
+    def mode(self) -> str:
+        return "llm" if self.client else EXTRACTIVE_MODE
+
+    @property
+    def model(self) -> str:
+        return self.client.model if self.client else EXTRACTIVE_MODEL
+
+    def enrich(
+        self,
+        documents: Sequence[DocumentInput],
+        cached: CacheLookup,
+        on_progress: ProgressCallback | None = None,
+    ) -> EnrichmentResult:
+        """Enriches every chunk and document, reusing cached answers by key."""
+        started = time.perf_counter()
+        report = EnrichmentReport(mode=self.mode, model=self.model)
+        jobs: list[tuple[str, str, str, Callable[[], BaseModel]]] = []  # key, kind, id, work
+        for document in documents:
+            for chunk in document.chunks:
+                kind = "table" if chunk.is_table else "chunk"
+                prompt = TABLE_PROMPT if chunk.is_table else CHUNK_PROMPT
+                key = self._key(kind, chunk.text_chat, prompt)
+                jobs.append((key, kind, chunk.chunk_id, self._chunk_work(document, chunk)))
+            text = "\n\n".join(c.text_chat for c in document.chunks)
+            key = self._key("document", text, DOCUMENT_PROMPT)
+            jobs.append((key, "document", document.doc_id, self._document_work(document)))
+        hits = cached([key for key, *_ in jobs])
+        answers: dict[str, tuple[dict | None, str | None]] = {}
+        cache_rows: list[dict[str, Any]] = []
+        pending = [job for job in jobs if job[0] not in hits]
+        for key, *_ in jobs:
+            if key in hits:
+                answers[key] = (json.loads(hits[key]), None)
+        report.cache_hits = len(jobs) - len(pending)
+
+        def run(job: tuple[str, str, str, Callable[[], BaseModel]]) -> None:
+            key, kind, _, work = job
+            try:
+                value = work()
+            except LLMFailure as error:
+                answers[key] = (None, str(error))
+                return
+            answers[key] = (value.model_dump(), None)
+            cache_rows.append(
+                {
+                    "cache_key": key,
+                    "kind": kind,
+                    "model": self.model,
+                    "payload": as_json(value),
+                }
+            )
+
+        workers = self.concurrency if self.client else 1
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            for done, _ in enumerate(pool.map(run, pending), start=1):
+                if on_progress is not None:
+                    on_progress(done, len(pending))
+        report.computed = len(pending)
+
+        chunk_rows, document_rows = [], []
+        for key, kind, item_id, _ in jobs:
+            payload, error = answers.get(key, (None, "not computed"))
+            if error:
+                report.failures.append((item_id, error))
+            if kind == "document":
+                document_rows.append(self._document_row(item_id, payload, error))
+            else:
+                chunk_rows.append(self._chunk_row(item_id, kind, payload, error))
+        doc_of = {c.chunk_id: d.doc_id for d in documents for c in d.chunks}
+        for row in chunk_rows:
+            row["doc_id"] = doc_of[row["chunk_id"]]
+        report.chunks = len(chunk_rows)
+        report.documents = len(document_rows)
+        if self.client:
+            usage = self.client.usage
+            report.llm_calls, report.tokens_in = usage.calls, usage.tokens_in
+            report.tokens_out, report.cost_usd = usage.tokens_out, usage.cost_usd
+        report.seconds = time.perf_counter() - started
+        return EnrichmentResult(chunk_rows, document_rows, cache_rows, report)
+
+    # -- the work per item ---------------------------------------------------------------------
+
+    def _chunk_work(self, document: DocumentInput, chunk: ChunkInput) -> Callable[[], BaseModel]:
+        title = document.title or document.rel_path
+        if self.client is not None:
+            client = self.client
+            if chunk.is_table:
+                return lambda: (
+                    client.complete(
+                        load_prompt(TABLE_PROMPT),
+                        TableEnrichment,
+                        title=title,
+                        breadcrumb=chunk.breadcrumb,
+                        text=chunk.text_chat,
+                    ).value
+                )
+            return lambda: (
+                client.complete(
+                    load_prompt(CHUNK_PROMPT),
+                    ChunkEnrichment,
+                    title=title,
+                    breadcrumb=chunk.breadcrumb,
+                    text=chunk.text_chat,
+                ).value
+            )
+        if chunk.is_table:
+            return lambda: self._extractive_table(chunk)
+        return lambda: _Keywords(keywords=self._extract_keywords(chunk.text_embed))
+
+    def _document_work(self, document: DocumentInput) -> Callable[[], BaseModel]:
+        if self.client is not None:
+            client = self.client
+            text = "\n\n".join(c.text_chat for c in document.chunks)[:_DOCUMENT_PROMPT_CHARS]
+            return lambda: (
+                client.complete(
+                    load_prompt(DOCUMENT_PROMPT),
+                    DocumentSummary,
+                    rel_path=document.rel_path,
+                    title=document.title or "(missing)",
+                    text=text,
+                ).value
+            )
+        return lambda: _extractive_summary(document)
+
+    def _extract_keywords(self, text: str) -> list[str]:
+        body = text.split("\n", 1)[-1] if "\n" in text else text
+        found = [phrase for phrase, _ in self._keywords.extract_keywords(body)]
+        kept: list[str] = []
+        # YAKE returns "Marcus Lee", "Marcus" and "Lee" alike; a word already inside a kept
+        # phrase adds nothing for retrieval.
+        for phrase in sorted(found, key=lambda p: -len(p.split())):
+            words = phrase.lower().split()
+            if not any(_contains(k.lower().split(), words) for k in kept):
+                kept.append(phrase)
+        order = {phrase: index for index, phrase in enumerate(found)}
+        return sorted(kept, key=order.__getitem__)[:8]
+
+    def _extractive_table(self, chunk: ChunkInput) -> BaseModel:
+        lines = chunk.text_chat.splitlines()
+        table = [line for line in lines if line.startswith("|")]
+        header = [c.strip() for c in table[0].strip("|").split("|")] if table else []
+        rows = max(0, len(table) - 2)
+        where = chunk.breadcrumb.split(BREADCRUMB_SEPARATOR)[-1] if chunk.breadcrumb else "table"
+        summary = (
+            f"Table in '{where}' with columns: {', '.join(h for h in header if h)}.\n"
+            f"{rows} row(s) in this part; first row: {table[2].strip('| ') if rows else 'none'}."
+        )
+        keywords = [h for h in header if h][:8]
+        keywords += [k for k in self._extract_keywords(chunk.text_embed) if k not in keywords]
+        return _TableExtract(summary=summary[:600], keywords=keywords[:8])
+
+    def _key(self, kind: str, text: str, prompt: str) -> str:
+        version = prompt if self.client else "extractive"
+        digest = hashlib.sha256(text.encode()).hexdigest()
+        return hashlib.sha256(f"{kind}|{digest}|{version}|{self.model}".encode()).hexdigest()
+
+    # -- rows ----------------------------------------------------------------------------------
+
+    def _chunk_row(
+        self, chunk_id: str, kind: str, payload: dict | None, error: str | None
+    ) -> dict[str, Any]:
+        payload = payload or {}
+        return {
+            "chunk_id": chunk_id,
+            "summary": payload.get("summary"),
+            "faqs": list(payload.get("faqs", [])),
+            "keywords": list(payload.get("keywords", [])),
+            "enrichment_mode": self.mode,
+            "model": self.model,
+            "prompt_version": (TABLE_PROMPT if kind == "table" else CHUNK_PROMPT)
+            if self.client
+            else EXTRACTIVE_MODE,
+            "status": "failed" if error else "enriched",
+            "error": error,
+        }
+
+    def _document_row(self, doc_id: str, payload: dict | None, error: str | None) -> dict[str, Any]:
+        payload = payload or {}
+        return {
+            "doc_id": doc_id,
+            "summary": payload.get("summary"),
+            "generated_title": payload.get("title") or None,
+            "enrichment_mode": self.mode,
+            "model": self.model,
+            "status": "failed" if error else "enriched",
+            "error": error,
+        }
+
+
+class _Keywords(BaseModel):
+    keywords: list[str]
+
+
+class _TableExtract(BaseModel):
+    summary: str
+    keywords: list[str]
+
+
+class _ExtractiveSummary(BaseModel):
+    summary: str
+    title: str = ""
+
+
+def _extractive_summary(document: DocumentInput, sentences_wanted: int = 3) -> BaseModel:
+    """The document's most central sentences, in reading order (TextRank on embeddings)."""
+    from lorehouse.embedding import default_embedder
+
+    sentences: list[str] = []
+    for chunk in document.chunks:
+        if chunk.is_table:
+            continue
+        body = chunk.text_embed.split("\n", 1)[-1] if chunk.breadcrumb else chunk.text_embed
+        for paragraph in body.split("\n"):
+            if _LIST_OR_TABLE_LINE.match(paragraph) or "|" in paragraph:
+                continue  # list items and table rows are not summary sentences
+            sentences += [s.strip() for s in split_single(paragraph) if 6 <= len(s.split()) <= 60]
+        if len(sentences) >= 300:  # the opening of a long document is enough to rank
+            break
+    title = document.title or ""
+    if not sentences:
+        first = document.chunks[0].text_embed if document.chunks else document.rel_path
+        return _ExtractiveSummary(summary=" ".join(first.split())[:300], title=title)
+    if len(sentences) <= sentences_wanted:
+        return _ExtractiveSummary(summary=" ".join(sentences), title=title)
+    vectors = default_embedder().embed(sentences)
+    similarity = np.clip(vectors @ vectors.T, 0.0, None)
+    np.fill_diagonal(similarity, 0.0)
+    ranks = _pagerank(similarity)
+    chosen = sorted(np.argsort(-ranks)[:sentences_wanted])
+    return _ExtractiveSummary(summary=" ".join(sentences[i] for i in chosen), title=title)
+
+
+_LIST_OR_TABLE_LINE = re.compile(r"^\s*(?:[-*+•]|\d+[.)])\s")
+
+
+def _contains(longer: list[str], shorter: list[str]) -> bool:
+    size = len(shorter)
+    return any(longer[i : i + size] == shorter for i in range(len(longer) - size + 1))
+
+
+def _pagerank(weights: np.ndarray, damping: float = 0.85, iterations: int = 50) -> np.ndarray:
+    totals = weights.sum(axis=1, keepdims=True)
+    transition = np.divide(weights, totals, out=np.zeros_like(weights), where=totals > 0)
+    size = len(weights)
+    ranks = np.full(size, 1.0 / size)
+    for _ in range(iterations):
+        ranks = (1 - damping) / size + damping * transition.T @ ranks
+    return ranks
+
+
+def run_enrichment(
+    store: DuckDBStore, enricher: Enricher, on_progress: ProgressCallback | None = None
+) -> EnrichmentReport:
+    """Enriches every current chunk and document from the store and writes the results."""
+    documents = [
+        DocumentInput(
+            doc_id=doc_id,
+            rel_path=rel_path,
+            title=title,
+            chunks=[
+                ChunkInput(
+                    chunk_id=row["chunk_id"],
+                    doc_id=doc_id,
+                    breadcrumb=BREADCRUMB_SEPARATOR.join(row["heading_path"]),
+                    text_chat=row["text_chat"],
+                    text_embed=row["text_embed"],
+                    is_table=bool(row["is_table"]),
+                )
+                for row in rows
+            ],
+        )
+        for doc_id, rel_path, title, rows in store.chunks_by_document()
+    ]
+    result = enricher.enrich(documents, store.cached_enrichments, on_progress=on_progress)
+    store.write_enrichment(result.cache_rows, result.chunk_rows, result.document_rows)
+    return result.report

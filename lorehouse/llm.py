@@ -1,0 +1,203 @@
+"""The one door to language models: litellm, versioned prompts, validated structured output.
+
+Whatever the provider (OpenAI, Anthropic, Bedrock, Ollama, the bundled local GGUF), a call is
+`litellm.completion` with the answer's JSON schema as `response_format` where the provider
+supports it. Answers are parsed into pydantic models; invalid output is retried, rate limits
+and timeouts back off exponentially, and a call that still fails raises `LLMFailure` for the
+caller to record, never to crash a run. Usage (calls, tokens, cost) is counted here so every
+stage reports it the same way.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+from dataclasses import dataclass, field
+from functools import cache
+from importlib.resources import files
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+import litellm
+from pydantic import BaseModel, ValidationError
+
+LOCAL_MODEL_ALIAS = "local"
+T = TypeVar("T", bound=BaseModel)
+
+# Worth waiting for: the provider is busy or the network hiccuped.
+_TRANSIENT_ERRORS: tuple[type[Exception], ...] = (
+    litellm.RateLimitError,
+    litellm.Timeout,
+    litellm.APIConnectionError,
+    litellm.ServiceUnavailableError,
+    litellm.InternalServerError,
+)
+
+
+class LLMFailure(Exception):
+    """A call that did not produce a valid answer after every attempt."""
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """A prompt template file; its name (e.g. `chunk_enrichment.v1`) is its version."""
+
+    version: str
+    template: str
+
+    def render(self, **values: str) -> str:
+        return self.template.format(**values)
+
+
+@cache
+def load_prompt(version: str) -> Prompt:
+    """Reads `lorehouse/prompts/<version>.md`; changing a prompt means adding a new version."""
+    text = files("lorehouse.prompts").joinpath(f"{version}.md").read_text(encoding="utf-8")
+    return Prompt(version=version, template=text)
+
+
+@dataclass
+class LLMUsage:
+    """What calls cost, accumulated across threads."""
+
+    calls: int = 0
+    failures: int = 0
+    retries: int = 0
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cost_usd: float = 0.0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def add(self, **amounts: float) -> None:
+        with self._lock:
+            for name, amount in amounts.items():
+                setattr(self, name, getattr(self, name) + amount)
+
+
+@dataclass(frozen=True)
+class Answer(Generic[T]):
+    """A validated answer with the tokens and cost of the call that produced it."""
+
+    value: T
+    tokens_in: int
+    tokens_out: int
+    cost_usd: float
+
+
+class LLMClient:
+    """Structured completions from one configured model, with retries and usage accounting."""
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_base: str | None = None,
+        max_attempts: int = 3,
+        timeout_seconds: float = 60.0,
+        max_output_tokens: int = 400,
+        backoff_seconds: float = 1.0,
+        models_dir: Path | None = None,
+        call_options: dict[str, Any] | None = None,
+    ) -> None:
+        if model == LOCAL_MODEL_ALIAS:
+            from lorehouse.local_llm import register_local_provider
+
+            model = register_local_provider(models_dir or Path(".lorehouse") / "models")
+        self.model = model
+        self.api_base = api_base
+        self.max_attempts = max(1, max_attempts)
+        self.timeout_seconds = timeout_seconds
+        self.max_output_tokens = max_output_tokens
+        self.backoff_seconds = backoff_seconds
+        # Extra litellm arguments for every call (tests pass litellm's own `mock_response`).
+        self.call_options = dict(call_options or {})
+        self.usage = LLMUsage()
+
+    def complete(self, prompt: Prompt, response_model: type[T], **values: str) -> Answer[T]:
+        """One validated answer, or LLMFailure after `max_attempts` tries."""
+        messages = [{"role": "user", "content": prompt.render(**values)}]
+        last_problem = "no attempt made"
+        for attempt in range(1, self.max_attempts + 1):
+            if attempt > 1:
+                self.usage.add(retries=1)
+            try:
+                response = litellm.completion(
+                    model=self.model,
+                    messages=messages,
+                    response_format=self._response_format(response_model),
+                    temperature=0.0,
+                    max_tokens=self.max_output_tokens,
+                    timeout=self.timeout_seconds,
+                    api_base=self.api_base,
+                    **self.call_options,
+                )
+            except _TRANSIENT_ERRORS as error:
+                last_problem = f"{type(error).__name__}: {error}"
+                time.sleep(self._backoff(attempt))
+                continue
+            except litellm.APIError as error:  # auth, bad request: retrying will not help
+                self.usage.add(failures=1)
+                raise LLMFailure(f"{type(error).__name__}: {error}") from error
+            tokens_in, tokens_out = _token_usage(response)
+            cost = _cost(response)
+            self.usage.add(calls=1, tokens_in=tokens_in, tokens_out=tokens_out, cost_usd=cost)
+            content = response.choices[0].message.content or ""
+            try:
+                value = response_model.model_validate_json(_json_part(content))
+            except ValidationError as error:
+                last_problem = f"invalid output: {_short(error)}; got {content[:200]!r}"
+                continue
+            return Answer(value=value, tokens_in=tokens_in, tokens_out=tokens_out, cost_usd=cost)
+        self.usage.add(failures=1)
+        raise LLMFailure(f"no valid answer after {self.max_attempts} attempts: {last_problem}")
+
+    def _response_format(self, response_model: type[BaseModel]) -> Any:
+        """The schema itself where the provider enforces schemas, else plain JSON mode."""
+        try:
+            enforced = litellm.supports_response_schema(model=self.model)
+        except Exception:  # noqa: BLE001 - unknown model names raise; JSON mode is the safe side
+            enforced = False
+        if enforced or self.model.startswith("lorehouse-local/"):
+            return response_model
+        return {"type": "json_object"}
+
+    def _backoff(self, attempt: int) -> float:
+        return self.backoff_seconds * (2 ** (attempt - 1)) * (0.5 + random.random())
+
+
+def _token_usage(response: Any) -> tuple[int, int]:
+    usage = getattr(response, "usage", None)
+    if usage is None:
+        return 0, 0
+    return int(usage.prompt_tokens or 0), int(usage.completion_tokens or 0)
+
+
+def _cost(response: Any) -> float:
+    """litellm's cost map (offline copy); models it does not price, like the local one, cost 0."""
+    hidden = getattr(response, "_hidden_params", None) or {}
+    cost = hidden.get("response_cost")
+    if cost is None:
+        try:
+            cost = litellm.completion_cost(completion_response=response)
+        except Exception:  # noqa: BLE001 - litellm raises plain Exception for unpriced models
+            cost = 0.0
+    return float(cost or 0.0)
+
+
+def _json_part(content: str) -> str:
+    """The JSON object in a reply, tolerating code fences some models add in JSON mode."""
+    start, end = content.find("{"), content.rfind("}")
+    return content[start : end + 1] if 0 <= start < end else content
+
+
+def _short(error: ValidationError) -> str:
+    return "; ".join(
+        f"{'.'.join(str(p) for p in e['loc']) or 'json'}: {e['msg']}" for e in error.errors()[:3]
+    )
+
+
+def as_json(value: BaseModel) -> str:
+    """A model as compact JSON, for the cache table."""
+    return json.dumps(value.model_dump(), ensure_ascii=False, separators=(",", ":"))

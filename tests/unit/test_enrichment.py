@@ -1,0 +1,140 @@
+"""Enrichment through litellm (mock_response): parsing, retries, recorded failures, the cache."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import litellm
+import pytest
+
+from lorehouse.chunk_stage import run_chunking
+from lorehouse.chunking import Chunker
+from lorehouse.embedding import default_token_counter
+from lorehouse.enrichment import ChunkEnrichment, Enricher, run_enrichment
+from lorehouse.ingest import run_inventory, run_parse
+from lorehouse.llm import LLMClient, LLMFailure, load_prompt
+from lorehouse.sources.local import LocalFolderSource
+from lorehouse.stores.duckdb_store import DuckDBStore
+from tests.conftest import BUNDLED_SAMPLE_CORPUS
+
+CHUNK_ANSWER = {
+    "faqs": ["How long is parental leave?", "Who approves parental leave?"],
+    "keywords": ["parental leave", "20 weeks", "People Team"],
+}
+TABLE_ANSWER = {"summary": "Leave by office.\nToronto gives most.", "keywords": ["a", "b", "c"]}
+
+
+@pytest.fixture
+def chunked_store(tmp_path: Path) -> DuckDBStore:
+    """Two sample documents, parsed and chunked: one prose FAQ and the on-call runbook."""
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    shutil.copy(BUNDLED_SAMPLE_CORPUS / "hr" / "parental-leave-faq.md", corpus)
+    shutil.copy(BUNDLED_SAMPLE_CORPUS / "engineering" / "oncall-runbook.md", corpus)
+    store = DuckDBStore(tmp_path / "lorehouse.duckdb")
+    source = LocalFolderSource(corpus)
+    run_inventory(source, store, max_file_bytes=10_000_000)
+    run_parse(source, store, workers=1, timeout_seconds=60, max_file_bytes=10_000_000)
+    run_chunking(store, Chunker(256, default_token_counter().count))
+    return store
+
+
+def _client(mock: object, **options: object) -> LLMClient:
+    return LLMClient(
+        "openai/gpt-4o-mini",
+        backoff_seconds=0.01,
+        call_options={"mock_response": mock},
+        **options,  # type: ignore[arg-type]
+    )
+
+
+def _job_count(store: DuckDBStore) -> int:
+    return store.row_count("chunks") + len(store.chunks_by_document())
+
+
+def test_answers_are_parsed_into_the_models(chunked_store: DuckDBStore) -> None:
+    answer = json.dumps({**CHUNK_ANSWER, "summary": "A two line\nsummary of it.", "title": ""})
+    client = _client(answer)
+    report = run_enrichment(chunked_store, Enricher(client, concurrency=2))
+    rows = chunked_store.table("enriched_chunks")
+    assert report.mode == "llm"
+    assert report.llm_calls == _job_count(chunked_store) == report.computed
+    assert report.tokens_in > 0
+    assert report.tokens_out > 0
+    prose = rows[rows["summary"].isna()]
+    assert set(rows["status"]) == {"enriched"}
+    assert all(list(faqs) == CHUNK_ANSWER["faqs"] for faqs in prose["faqs"])
+    assert all(list(k) == CHUNK_ANSWER["keywords"] for k in rows["keywords"])
+    documents = chunked_store.table("document_enrichment")
+    assert set(documents["summary"]) == {"A two line\nsummary of it."}
+
+
+def test_invalid_json_is_retried_then_recorded_without_stopping_the_run(
+    chunked_store: DuckDBStore,
+) -> None:
+    client = _client("Sure! Here are some keywords: leave, weeks", max_attempts=3)
+    report = run_enrichment(chunked_store, Enricher(client, concurrency=2))
+    jobs = _job_count(chunked_store)
+    assert client.usage.calls == 3 * jobs
+    assert client.usage.retries == 2 * jobs
+    assert len(report.failures) == jobs
+    rows = chunked_store.table("enriched_chunks")
+    assert len(rows) == chunked_store.row_count("chunks")
+    assert set(rows["status"]) == {"failed"}
+    assert all("invalid output" in error for error in rows["error"])
+    assert all(len(k) == 0 for k in rows["keywords"])
+
+
+def test_a_partly_failing_run_keeps_what_succeeded(chunked_store: DuckDBStore) -> None:
+    # A chunk answer is not a valid document summary: documents fail, chunks succeed.
+    report = run_enrichment(chunked_store, Enricher(_client(json.dumps(CHUNK_ANSWER))))
+    documents = chunked_store.table("document_enrichment")
+    chunks = chunked_store.table("enriched_chunks")
+    assert set(documents["status"]) == {"failed"}
+    prose = chunks[chunks["summary"].isna() & chunks["status"].eq("enriched")]
+    assert len(prose) > 0
+    assert len(report.failures) == len(documents) + int((chunks["status"] == "failed").sum())
+    counts = chunked_store.build_document_features()
+    assert counts["documents"] == 2
+    assert counts["chunk_faqs"] > 0
+
+
+def test_second_run_on_unchanged_chunks_makes_no_calls(chunked_store: DuckDBStore) -> None:
+    answer = json.dumps({**CHUNK_ANSWER, **TABLE_ANSWER, "summary": "Summary of the document."})
+    first = run_enrichment(chunked_store, Enricher(_client(answer)))
+    assert first.llm_calls > 0
+    second_client = _client(answer)
+    second = run_enrichment(chunked_store, Enricher(second_client))
+    assert second_client.usage.calls == 0
+    assert second.cache_hits == first.computed
+    assert second.computed == 0
+    assert chunked_store.table("enriched_chunks")["status"].eq("enriched").all()
+
+
+def test_rate_limits_back_off_and_then_fail_cleanly() -> None:
+    error = litellm.RateLimitError("slow down", llm_provider="openai", model="gpt-4o-mini")
+    client = _client(error, max_attempts=2)
+    with pytest.raises(LLMFailure, match="RateLimitError"):
+        client.complete(
+            load_prompt("chunk_enrichment.v1"),
+            ChunkEnrichment,
+            title="t",
+            breadcrumb="b",
+            text="x",
+        )
+    assert client.usage.retries == 1
+
+
+def test_extractive_mode_is_honest(chunked_store: DuckDBStore) -> None:
+    report = run_enrichment(chunked_store, Enricher(None))
+    rows = chunked_store.table("enriched_chunks")
+    assert report.mode == "extractive"
+    assert report.llm_calls == 0
+    assert set(rows["enrichment_mode"]) == {"extractive"}
+    assert all(len(faqs) == 0 for faqs in rows["faqs"])
+    assert all(1 <= len(k) <= 8 for k in rows["keywords"])
+    documents = chunked_store.table("document_enrichment")
+    faq = documents[documents["summary"].str.contains("parental", case=False)]
+    assert len(faq) == 1
