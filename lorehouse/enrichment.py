@@ -21,11 +21,11 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 import yake
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, StringConstraints
 from segtok.segmenter import split_single
 
 from lorehouse.chunking import BREADCRUMB_SEPARATOR
@@ -42,18 +42,23 @@ _DOCUMENT_PROMPT_CHARS = 6000
 ProgressCallback = Callable[[int, int], None]
 
 
+# Bounded strings: a schema-constrained local model cannot ramble, and a keyword is a phrase.
+_Question = Annotated[str, StringConstraints(strip_whitespace=True, min_length=8, max_length=200)]
+_Keyword = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=60)]
+
+
 class ChunkEnrichment(BaseModel):
     """What an LLM says about a prose chunk."""
 
-    faqs: list[str] = Field(min_length=2, max_length=4)
-    keywords: list[str] = Field(min_length=3, max_length=8)
+    faqs: list[_Question] = Field(min_length=2, max_length=4)
+    keywords: list[_Keyword] = Field(min_length=3, max_length=8)
 
 
 class TableEnrichment(BaseModel):
     """What an LLM says about a table chunk (Uber's table summaries)."""
 
     summary: str = Field(min_length=10, max_length=600)
-    keywords: list[str] = Field(min_length=3, max_length=8)
+    keywords: list[_Keyword] = Field(min_length=3, max_length=8)
 
 
 class DocumentSummary(BaseModel):
