@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import dagster as dg
 
 from pipelines.definitions import defs
@@ -14,6 +16,13 @@ def test_asset_graph_runs_raw_to_parsed() -> None:
     assert parsed.parent_keys == {dg.AssetKey("raw_documents")}
 
 
+def test_feature_stages_follow_parsing_in_order() -> None:
+    graph = defs.resolve_asset_graph()
+    chain = ["parsed_documents", "chunks", "enriched_chunks", "document_features"]
+    for parent, child in itertools.pairwise(chain):
+        assert graph.get(dg.AssetKey(child)).parent_keys == {dg.AssetKey(parent)}
+
+
 def test_each_stage_has_its_data_contract_check() -> None:
     graph = defs.resolve_asset_graph()
     check_names = {key.name for key in graph.asset_check_keys}
@@ -22,6 +31,11 @@ def test_each_stage_has_its_data_contract_check() -> None:
         "parsed_documents_contract",
         "parse_failures_contract",
         "every_document_accounted_for",
+        "chunks_contract",
+        "enriched_chunks_contract",
+        "documents_contract",
+        "chunk_faqs_contract",
+        "chunk_keywords_contract",
     } <= check_names
 
 
