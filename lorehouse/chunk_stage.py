@@ -65,14 +65,35 @@ def run_chunking(
         report.table_chunks_written += sum(chunk.is_table for chunk in chunks)
         report.token_counts.extend(chunk.token_count for chunk in chunks)
         if len(batch_ids) >= batch_size:
-            store.replace_chunks(batch_ids, pd.DataFrame(rows))
+            store.replace_chunks(batch_ids, chunk_frame(rows))
             batch_ids, rows = [], []
         if on_progress is not None:
             on_progress(index, len(pending))
     if batch_ids:
-        store.replace_chunks(batch_ids, pd.DataFrame(rows))
+        store.replace_chunks(batch_ids, chunk_frame(rows))
     report.seconds = time.perf_counter() - started
     return report
+
+
+_COLUMNS = [
+    "chunk_id",
+    "doc_id",
+    "position",
+    "heading_path",
+    "text_embed",
+    "text_chat",
+    "page_start",
+    "page_end",
+    "is_table",
+    "token_count",
+    "acl",
+    "source_fingerprint",
+]
+
+
+def chunk_frame(rows: list[dict]) -> pd.DataFrame:
+    """Rows as a frame with every column even when empty (documents with no chunks)."""
+    return pd.DataFrame(rows, columns=_COLUMNS)
 
 
 def _row(chunk: Chunk, fingerprint: str) -> dict:

@@ -68,6 +68,13 @@ class DocumentSummary(BaseModel):
     title: str = Field(default="", max_length=200)
 
 
+# Prompt version and answer model for a prose chunk (False) and a table chunk (True).
+_CHUNK_PROMPTS: dict[bool, tuple[str, type[BaseModel]]] = {
+    False: (CHUNK_PROMPT, ChunkEnrichment),
+    True: (TABLE_PROMPT, TableEnrichment),
+}
+
+
 @dataclass(frozen=True)
 class ChunkInput:
     chunk_id: str
@@ -144,8 +151,7 @@ class Enricher:
         for document in documents:
             for chunk in document.chunks:
                 kind = "table" if chunk.is_table else "chunk"
-                prompt = TABLE_PROMPT if chunk.is_table else CHUNK_PROMPT
-                key = self._key(kind, chunk.text_chat, prompt)
+                key = self._key(kind, chunk.text_chat, _CHUNK_PROMPTS[chunk.is_table][0])
                 jobs.append((key, kind, chunk.chunk_id, self._chunk_work(document, chunk)))
             text = "\n\n".join(c.text_chat for c in document.chunks)
             key = self._key("document", text, DOCUMENT_PROMPT)
@@ -210,20 +216,11 @@ class Enricher:
         title = document.title or document.rel_path
         if self.client is not None:
             client = self.client
-            if chunk.is_table:
-                return lambda: (
-                    client.complete(
-                        load_prompt(TABLE_PROMPT),
-                        TableEnrichment,
-                        title=title,
-                        breadcrumb=chunk.breadcrumb,
-                        text=chunk.text_chat,
-                    ).value
-                )
+            prompt, answer_model = _CHUNK_PROMPTS[chunk.is_table]
             return lambda: (
                 client.complete(
-                    load_prompt(CHUNK_PROMPT),
-                    ChunkEnrichment,
+                    load_prompt(prompt),
+                    answer_model,
                     title=title,
                     breadcrumb=chunk.breadcrumb,
                     text=chunk.text_chat,
@@ -293,7 +290,7 @@ class Enricher:
             "keywords": list(payload.get("keywords", [])),
             "enrichment_mode": self.mode,
             "model": self.model,
-            "prompt_version": (TABLE_PROMPT if kind == "table" else CHUNK_PROMPT)
+            "prompt_version": _CHUNK_PROMPTS[kind == "table"][0]
             if self.client
             else EXTRACTIVE_MODE,
             "status": "failed" if error else "enriched",

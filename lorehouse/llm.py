@@ -105,6 +105,10 @@ class LLMClient:
             from lorehouse.local_llm import register_local_provider
 
             model = register_local_provider(models_dir or Path(".lorehouse") / "models")
+            # The local provider always turns a schema into a grammar.
+            self._enforces_schema = True
+        else:
+            self._enforces_schema = _enforces_schema(model)
         self.model = model
         self.api_base = api_base
         self.max_attempts = max(1, max_attempts)
@@ -126,7 +130,9 @@ class LLMClient:
                 response = litellm.completion(
                     model=self.model,
                     messages=messages,
-                    response_format=self._response_format(response_model),
+                    response_format=response_model
+                    if self._enforces_schema
+                    else {"type": "json_object"},
                     temperature=0.0,
                     max_tokens=self.max_output_tokens,
                     timeout=self.timeout_seconds,
@@ -153,18 +159,16 @@ class LLMClient:
         self.usage.add(failures=1)
         raise LLMFailure(f"no valid answer after {self.max_attempts} attempts: {last_problem}")
 
-    def _response_format(self, response_model: type[BaseModel]) -> Any:
-        """The schema itself where the provider enforces schemas, else plain JSON mode."""
-        try:
-            enforced = litellm.supports_response_schema(model=self.model)
-        except Exception:  # noqa: BLE001 - unknown model names raise; JSON mode is the safe side
-            enforced = False
-        if enforced or self.model.startswith("lorehouse-local/"):
-            return response_model
-        return {"type": "json_object"}
-
     def _backoff(self, attempt: int) -> float:
         return self.backoff_seconds * (2 ** (attempt - 1)) * (0.5 + random.random())
+
+
+def _enforces_schema(model: str) -> bool:
+    """Whether to send the answer's JSON schema (else plain JSON mode), asked once per client."""
+    try:
+        return bool(litellm.supports_response_schema(model=model))
+    except Exception:  # noqa: BLE001 - unknown model names raise; JSON mode is the safe side
+        return False
 
 
 def _token_usage(response: Any) -> tuple[int, int]:

@@ -240,10 +240,15 @@ def _cell_text(box: tuple[float, float, float, float], words: list[tuple]) -> st
     Built from the page's words rather than PyMuPDF's own cell extraction, which on some files
     glues words together and moves thousands separators ("2,100" came out as "2100 ,").
     """
-    x0, y0, x1, y1 = box
-    inside = [w for w in words if x0 <= (w[0] + w[2]) / 2 <= x1 and y0 <= (w[1] + w[3]) / 2 <= y1]
+    inside = _words_in(box, words)
     inside.sort(key=lambda w: (w[5], w[6], w[7]))
     return " ".join(w[4] for w in inside)
+
+
+def _words_in(box: tuple[float, float, float, float], words: list[tuple]) -> list[tuple]:
+    """The words whose centre lies in the box (a word straddling a rule belongs to one cell)."""
+    x0, y0, x1, y1 = box
+    return [w for w in words if x0 <= (w[0] + w[2]) / 2 <= x1 and y0 <= (w[1] + w[3]) / 2 <= y1]
 
 
 def _table_rows(table: pymupdf.table.Table, words: list[tuple]) -> list[list[str | None]]:
@@ -306,8 +311,7 @@ def _split_stacked_rows(
 
 def _cell_lines(box: tuple[float, float, float, float], words: list[tuple]) -> list[tuple]:
     """The text lines of a cell as (centre height, line height, text), top to bottom."""
-    x0, y0, x1, y1 = box
-    inside = [w for w in words if x0 <= (w[0] + w[2]) / 2 <= x1 and y0 <= (w[1] + w[3]) / 2 <= y1]
+    inside = _words_in(box, words)
     inside.sort(key=lambda w: ((w[1] + w[3]) / 2, w[0]))
     lines: list[list[tuple]] = []
     for word in inside:

@@ -161,6 +161,27 @@ class DuckDBStore:
         finally:
             connection.close()
 
+    @contextmanager
+    def _transaction(self, **frames: pd.DataFrame) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A connection inside one transaction, with `frames` registered under their names.
+
+        Every multi-statement write goes through here, so a failure half-way rolls back and
+        readers never see a stage's tables half replaced.
+        """
+        with self.connect() as connection:
+            for name, frame in frames.items():
+                connection.register(name, frame)
+            connection.execute("BEGIN")
+            try:
+                yield connection
+                connection.execute("COMMIT")
+            except duckdb.Error:
+                connection.execute("ROLLBACK")
+                raise
+            finally:
+                for name in frames:
+                    connection.unregister(name)
+
     def _open_with_retry(self) -> duckdb.DuckDBPyConnection:
         deadline = time.monotonic() + self.lock_timeout_seconds
         delay = 0.05
@@ -209,9 +230,7 @@ class DuckDBStore:
             ],
             columns=list(RawDocument.model_fields),
         )
-        with self.connect() as connection:
-            connection.execute("BEGIN")
-            connection.register("incoming", frame)
+        with self._transaction(incoming=frame) as connection:
             removed = [
                 row[0]
                 for row in connection.execute(
@@ -229,8 +248,6 @@ class DuckDBStore:
                 connection.execute(
                     f"DELETE FROM {table} WHERE doc_id NOT IN (SELECT doc_id FROM incoming)"
                 )
-            connection.execute("COMMIT")
-            connection.unregister("incoming")
         return removed
 
     # -- documents_parsed / documents_failed ---------------------------------------------------
@@ -315,18 +332,9 @@ class DuckDBStore:
 
     def _apply_incoming(self, frame: pd.DataFrame, *statements: str) -> None:
         """Runs statements over `frame`, registered as `incoming`, in one transaction."""
-        with self.connect() as connection:
-            connection.register("incoming", frame)
-            connection.execute("BEGIN")
-            try:
-                for statement in statements:
-                    connection.execute(statement)
-                connection.execute("COMMIT")
-            except duckdb.Error:
-                connection.execute("ROLLBACK")
-                raise
-            finally:
-                connection.unregister("incoming")
+        with self._transaction(incoming=frame) as connection:
+            for statement in statements:
+                connection.execute(statement)
 
     def parsed_document(self, doc_id: str) -> ParsedDocument | None:
         """One parsed document with its page map, for later stages and for inspection."""
@@ -372,37 +380,18 @@ class DuckDBStore:
     def replace_chunks(self, doc_ids: Sequence[str], frame: pd.DataFrame) -> None:
         """Swaps the chunks of these documents for `frame`'s rows in one transaction."""
         ids = pd.DataFrame({"doc_id": list(doc_ids)})
-        with self.connect() as connection:
-            connection.register("incoming", frame)
-            connection.register("replaced", ids)
-            connection.execute("BEGIN")
-            try:
-                connection.execute(
-                    "DELETE FROM chunks WHERE doc_id IN (SELECT doc_id FROM replaced)"
-                )
-                if len(frame):
-                    connection.execute(
-                        f"INSERT INTO chunks ({', '.join(frame.columns)}) "
-                        f"SELECT {', '.join(frame.columns)} FROM incoming"
-                    )
-                connection.execute("COMMIT")
-            except duckdb.Error:
-                connection.execute("ROLLBACK")
-                raise
-            finally:
-                connection.unregister("incoming")
-                connection.unregister("replaced")
+        with self._transaction(incoming=frame, replaced=ids) as connection:
+            connection.execute("DELETE FROM chunks WHERE doc_id IN (SELECT doc_id FROM replaced)")
+            _insert_frame(connection, "chunks", "incoming", frame)
 
     def drop_chunks_except(self, doc_ids: Sequence[str]) -> int:
         """Deletes chunks of documents no longer parsed (removed or now failing)."""
         keep = pd.DataFrame({"doc_id": list(doc_ids)})
-        with self.connect() as connection:
-            connection.register("keep", keep)
+        with self._transaction(keep=keep) as connection:
             row = connection.execute(
                 "SELECT count(*) FROM chunks WHERE doc_id NOT IN (SELECT doc_id FROM keep)"
             ).fetchone()
             connection.execute("DELETE FROM chunks WHERE doc_id NOT IN (SELECT doc_id FROM keep)")
-            connection.unregister("keep")
         return int(row[0]) if row else 0
 
     # -- enrichment and the document list -------------------------------------------------------
@@ -429,13 +418,11 @@ class DuckDBStore:
         if not keys:
             return {}
         wanted = pd.DataFrame({"cache_key": list(keys)})
-        with self.connect() as connection:
-            connection.register("wanted", wanted)
+        with self._transaction(wanted=wanted) as connection:
             rows = connection.execute(
                 "SELECT cache_key, payload FROM enrichment_cache "
                 "WHERE cache_key IN (SELECT cache_key FROM wanted)"
             ).fetchall()
-            connection.unregister("wanted")
         return {row[0]: row[1] for row in rows}
 
     def write_enrichment(
@@ -445,30 +432,28 @@ class DuckDBStore:
         document_rows: Sequence[dict],
     ) -> None:
         """Adds new cache entries and replaces the enriched tables, in one transaction."""
-        with self.connect() as connection:
-            connection.execute("BEGIN")
-            try:
-                for table, rows in (
-                    ("enrichment_cache", cache_rows),
-                    ("enriched_chunks", chunk_rows),
-                    ("document_enrichment", document_rows),
-                ):
-                    if table != "enrichment_cache":
-                        connection.execute(f"DELETE FROM {table}")
-                    if not rows:
-                        continue
-                    frame = pd.DataFrame(list(rows))
-                    connection.register("incoming", frame)
-                    columns = ", ".join(frame.columns)
-                    conflict = " ON CONFLICT DO NOTHING" if table == "enrichment_cache" else ""
-                    connection.execute(
-                        f"INSERT INTO {table} ({columns}) SELECT {columns} FROM incoming{conflict}"
+        targets = {
+            "enrichment_cache": cache_rows,
+            "enriched_chunks": chunk_rows,
+            "document_enrichment": document_rows,
+        }
+        # DuckDB cannot register a frame without columns, so empty row lists are left out.
+        frames = {
+            f"new_{table}": pd.DataFrame(list(rows)) for table, rows in targets.items() if rows
+        }
+        with self._transaction(**frames) as connection:
+            connection.execute("DELETE FROM enriched_chunks")
+            connection.execute("DELETE FROM document_enrichment")
+            for table in targets:
+                name = f"new_{table}"
+                if name in frames:
+                    _insert_frame(
+                        connection,
+                        table,
+                        name,
+                        frames[name],
+                        keep_existing=table == "enrichment_cache",
                     )
-                    connection.unregister("incoming")
-                connection.execute("COMMIT")
-            except duckdb.Error:
-                connection.execute("ROLLBACK")
-                raise
 
     def build_document_features(self) -> dict[str, int]:
         """Rebuilds documents, chunk_faqs and chunk_keywords from the stage tables."""
@@ -488,15 +473,9 @@ class DuckDBStore:
             "INSERT INTO chunk_keywords SELECT chunk_id, doc_id, unnest(keywords) "
             "FROM enriched_chunks",
         ]
-        with self.connect() as connection:
-            connection.execute("BEGIN")
-            try:
-                for statement in statements:
-                    connection.execute(statement)
-                connection.execute("COMMIT")
-            except duckdb.Error:
-                connection.execute("ROLLBACK")
-                raise
+        with self._transaction() as connection:
+            for statement in statements:
+                connection.execute(statement)
         return {
             name: self.row_count(name) for name in ("documents", "chunk_faqs", "chunk_keywords")
         }
@@ -546,6 +525,23 @@ class DuckDBStore:
 
 
 _TABLES = frozenset(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", _SCHEMA))
+
+
+def _insert_frame(
+    connection: duckdb.DuckDBPyConnection,
+    table: str,
+    registered: str,
+    frame: pd.DataFrame,
+    keep_existing: bool = False,
+) -> None:
+    """Inserts a registered frame's rows by column name (`keep_existing`: skip known keys)."""
+    if frame.empty:
+        return
+    columns = ", ".join(frame.columns)
+    conflict = " ON CONFLICT DO NOTHING" if keep_existing else ""
+    connection.execute(
+        f"INSERT INTO {table} ({columns}) SELECT {columns} FROM {registered}{conflict}"
+    )
 
 
 def _known(table: str) -> str:

@@ -7,6 +7,7 @@ import sys
 import time
 from pathlib import Path
 
+from lorehouse.chunk_stage import chunk_frame
 from lorehouse.stores import DuckDBStore
 
 _HOLD_LOCK = """
@@ -32,3 +33,26 @@ def test_a_second_process_waits_for_the_lock_instead_of_failing(tmp_path: Path) 
         assert time.monotonic() - started >= 0.5
     finally:
         holder.wait(timeout=30)
+
+
+def test_a_document_that_now_has_no_chunks_loses_its_old_ones(tmp_path: Path) -> None:
+    store = DuckDBStore(tmp_path / "lorehouse.duckdb")
+    row = {
+        "chunk_id": "c1",
+        "doc_id": "d1",
+        "position": 0,
+        "heading_path": ["Title"],
+        "text_embed": "Title\nText",
+        "text_chat": "Title\n\nText",
+        "page_start": 1,
+        "page_end": 1,
+        "is_table": False,
+        "token_count": 5,
+        "acl": [],
+        "source_fingerprint": "f1",
+    }
+    store.replace_chunks(["d1"], chunk_frame([row]))
+    assert store.row_count("chunks") == 1
+    # Its Markdown became headings only: zero chunks must still replace the old ones.
+    store.replace_chunks(["d1"], chunk_frame([]))
+    assert store.row_count("chunks") == 0
