@@ -27,7 +27,7 @@ LOCAL_MODEL_ALIAS = "local"
 T = TypeVar("T", bound=BaseModel)
 
 # Worth waiting for: the provider is busy or the network hiccuped.
-_TRANSIENT_ERRORS: tuple[type[Exception], ...] = (
+TRANSIENT_ERRORS: tuple[type[Exception], ...] = (
     litellm.RateLimitError,
     litellm.Timeout,
     litellm.APIConnectionError,
@@ -139,7 +139,7 @@ class LLMClient:
                     api_base=self.api_base,
                     **self.call_options,
                 )
-            except _TRANSIENT_ERRORS as error:
+            except TRANSIENT_ERRORS as error:
                 last_problem = f"{type(error).__name__}: {error}"
                 time.sleep(self._backoff(attempt))
                 continue

@@ -91,6 +91,48 @@ class Settings(BaseSettings):
         default=3, ge=1, le=10, description="Tries per call (invalid output, rate limits)."
     )
     llm_timeout_seconds: float = Field(default=60.0, gt=0, description="Per-call timeout.")
+    embed_model: str = Field(
+        default="local",
+        description=(
+            "'local' for the bundled all-MiniLM-L6-v2 (int8 ONNX), or a litellm embedding model "
+            "(openai/text-embedding-3-small, bedrock/amazon.titan-embed-text-v2:0, cohere/...)."
+        ),
+    )
+    embed_api_base: str | None = Field(
+        default=None, description="Endpoint override for the embedding provider."
+    )
+    embed_batch_size: int = Field(default=64, ge=1, le=2048, description="Texts per embed call.")
+    lancedb_uri: str | None = Field(
+        default=None,
+        description="LanceDB location: a folder or s3:// URI; unset means data_dir/lancedb.",
+    )
+    ann_index_min_rows: int = Field(
+        default=50_000,
+        ge=256,
+        description=(
+            "Rows from which the vector column gets an ANN index; below it exact search is "
+            "both exact and fast enough."
+        ),
+    )
+    search_candidates: int = Field(
+        default=50,
+        ge=1,
+        le=1000,
+        description="Hits each retriever contributes to hybrid fusion and to a reranker.",
+    )
+    rerank: str = Field(
+        default="none",
+        description="Default reranker: none, rrf, or a litellm rerank model (cohere/rerank-...).",
+    )
+    rerank_api_base: str | None = Field(
+        default=None, description="Endpoint override for a litellm rerank provider."
+    )
+    api_keys_file: Path | None = Field(
+        default=None,
+        description="YAML file of hashed API keys and their groups; set means keys are required.",
+    )
+    api_host: str = Field(default="127.0.0.1", description="Where `lorehouse serve` listens.")
+    api_port: int = Field(default=8000, ge=1, le=65535, description="Port of `lorehouse serve`.")
     s3_endpoint_url: str | None = Field(
         default=None, description="S3-compatible endpoint (MinIO, moto); unset means AWS."
     )
@@ -110,6 +152,11 @@ class Settings(BaseSettings):
     def models_dir(self) -> Path:
         """Where the bundled local model is assembled from its package on first use."""
         return self.data_dir / "models"
+
+    @property
+    def lancedb_location(self) -> str:
+        """The LanceDB database holding the `chunks` table and its indexes."""
+        return self.lancedb_uri or str((self.data_dir / "lancedb").resolve())
 
     @property
     def duckdb_path(self) -> Path:

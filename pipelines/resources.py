@@ -8,12 +8,14 @@ from pydantic import Field
 
 from lorehouse.chunking import Chunker
 from lorehouse.embedding import default_token_counter
+from lorehouse.embedding_providers import Embedder, embedder_for
 from lorehouse.enrichment import Enricher
 from lorehouse.llm import LLMClient
 from lorehouse.parsing.registry import ParseOptions
 from lorehouse.settings import Settings
 from lorehouse.sources import DocumentSource, LocalFolderSource, S3PrefixSource
 from lorehouse.stores import DuckDBStore
+from lorehouse.stores.lance_index import ChunkIndex
 
 
 class DocumentSourceResource(dg.ConfigurableResource):
@@ -101,6 +103,43 @@ class EnrichmentResource(dg.ConfigurableResource):
         return Enricher(client, concurrency=self.concurrency)
 
 
+class VectorIndexResource(dg.ConfigurableResource):
+    """The LanceDB chunks table and the model that fills it.
+
+    Provider keys, like the LLM's, are read by litellm from each provider's own variables.
+    """
+
+    uri: str = Field(description="LanceDB folder or s3:// URI")
+    embed_model: str = Field(default="local", description="'local' MiniLM or a litellm model")
+    embed_api_base: str | None = None
+    batch_size: int = Field(default=64, ge=1)
+    ann_min_rows: int = Field(default=50_000, ge=1)
+    s3_endpoint_url: str | None = None
+    s3_region: str | None = None
+
+    def open(self) -> ChunkIndex:
+        """The chunk index at the configured location."""
+        return ChunkIndex(self.uri, self.ann_min_rows, lance_storage_options(self))
+
+    def embedder(self) -> Embedder:
+        """The embedder both the index build and query time use."""
+        return embedder_for(self.embed_model, self.embed_api_base)
+
+
+def lance_storage_options(location: Settings | VectorIndexResource) -> dict[str, str] | None:
+    """Object-store options LanceDB needs for an S3-compatible endpoint; None for local paths."""
+    uri = location.lancedb_location if isinstance(location, Settings) else location.uri
+    if not uri.startswith("s3://"):
+        return None
+    options = {}
+    if location.s3_endpoint_url:
+        options["endpoint"] = location.s3_endpoint_url
+        options["allow_http"] = str(location.s3_endpoint_url.startswith("http://")).lower()
+    if location.s3_region:
+        options["region"] = location.s3_region
+    return options
+
+
 def build_resources(settings: Settings) -> dict[str, dg.ConfigurableResource]:
     """Resources for a deployment described by `settings`; S3 secrets come from the environment."""
     is_s3 = settings.source_uri.startswith("s3://")
@@ -121,6 +160,15 @@ def build_resources(settings: Settings) -> dict[str, dg.ConfigurableResource]:
             max_attempts=settings.llm_max_attempts,
             timeout_seconds=settings.llm_timeout_seconds,
             models_dir=str(settings.models_dir.resolve()),
+        ),
+        "vector_index": VectorIndexResource(
+            uri=settings.lancedb_location,
+            embed_model=settings.embed_model,
+            embed_api_base=settings.embed_api_base,
+            batch_size=settings.embed_batch_size,
+            ann_min_rows=settings.ann_index_min_rows,
+            s3_endpoint_url=settings.s3_endpoint_url,
+            s3_region=settings.s3_region,
         ),
         "parsing": ParsingResource(
             workers=settings.workers,

@@ -480,6 +480,20 @@ class DuckDBStore:
             name: self.row_count(name) for name in ("documents", "chunk_faqs", "chunk_keywords")
         }
 
+    def chunks_for_index(self) -> pd.DataFrame:
+        """Every chunk with what the search index stores beside it: title, file, enrichment."""
+        with self.connect() as connection:
+            return connection.execute(
+                "SELECT c.chunk_id, c.doc_id, d.title, r.rel_path, r.file_type, c.position, "
+                "c.heading_path, c.page_start, c.page_end, c.is_table, c.acl, c.text_chat, "
+                "c.text_embed, e.summary, coalesce(e.faqs, []) AS faqs, "
+                "coalesce(e.keywords, []) AS keywords "
+                "FROM chunks c JOIN documents d USING (doc_id) "
+                "JOIN documents_raw r USING (doc_id) "
+                "LEFT JOIN enriched_chunks e USING (chunk_id) "
+                "ORDER BY r.rel_path, c.position"
+            ).df()
+
     # -- reporting -----------------------------------------------------------------------------
 
     def table(self, name: str) -> pd.DataFrame:

@@ -1,0 +1,75 @@
+"""The chunk_embeddings asset: chunks, their enrichment and vectors in LanceDB, indexed."""
+
+import dagster as dg
+
+from assets.features import document_features, enriched_chunks
+from assets.progress import markdown_table, progress_logger
+from lorehouse.embed_stage import run_embedding
+from pipelines.resources import FeatureStoreResource, VectorIndexResource
+
+
+@dg.asset(group_name="index", kinds={"lancedb"}, deps=[enriched_chunks, document_features])
+def chunk_embeddings(
+    context: dg.AssetExecutionContext,
+    feature_store: FeatureStoreResource,
+    vector_index: VectorIndexResource,
+) -> dg.MaterializeResult:
+    """Vectors of new or changed chunks (others keep theirs), BM25 and ANN indexes refreshed."""
+    index = vector_index.open()
+    report = run_embedding(
+        feature_store.open(),
+        index,
+        vector_index.embedder(),
+        batch_size=vector_index.batch_size,
+        on_progress=progress_logger(context, "embedded"),
+    )
+    return dg.MaterializeResult(
+        metadata={
+            "dagster/row_count": index.count(),
+            "embedding_model": report.model,
+            "dimension": report.dimension or 0,
+            "chunks": report.chunks,
+            "embedded": report.embedded,
+            "reused_vectors": report.reused_vectors,
+            "rows_written": report.rows_written,
+            "rows_deleted": report.rows_deleted,
+            "rebuilt_for_new_model": report.rebuilt,
+            "chunks_per_second": round(report.chunks_per_second, 1),
+            "embed_seconds": round(report.embed_seconds, 2),
+            "seconds": round(report.seconds, 2),
+            "lancedb_uri": dg.MetadataValue.path(index.uri),
+            "indexes": dg.MetadataValue.md(
+                markdown_table(
+                    ["index", "kind", "columns", "indexed rows", "unindexed rows"],
+                    [
+                        [s.name, s.kind, ", ".join(s.columns), s.indexed_rows, s.unindexed_rows]
+                        for s in report.indexes
+                    ],
+                )
+            ),
+            "ann_index": "built"
+            if index.has_vector_index()
+            else f"exact search (below {index.ann_min_rows} rows)",
+        }
+    )
+
+
+@dg.asset_check(asset=chunk_embeddings, blocking=True)
+def chunk_embeddings_match_chunks(
+    feature_store: FeatureStoreResource, vector_index: VectorIndexResource
+) -> dg.AssetCheckResult:
+    """The index holds exactly the chunks DuckDB holds, embedded with the configured model."""
+    index = vector_index.open()
+    expected = set(feature_store.open().table("chunks")["chunk_id"])
+    stored = set(index.stored_keys())
+    model = index.embedding_model()[0] if index.exists() else None
+    configured = vector_index.embedder().name
+    return dg.AssetCheckResult(
+        passed=stored == expected and (model == configured or not expected),
+        metadata={
+            "missing_from_index": len(expected - stored),
+            "not_in_duckdb": len(stored - expected),
+            "stored_model": model or "none",
+            "configured_model": configured,
+        },
+    )

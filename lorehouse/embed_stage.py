@@ -1,0 +1,212 @@
+"""The embedding stage: keep the LanceDB `chunks` table equal to the enriched chunks in DuckDB.
+
+Only text the current model has not embedded before is sent to the model (keyed by a hash of
+the model name and the text), rows whose content did not change are not rewritten at all, and
+a different model rebuilds the whole table in one commit instead of mixing vector spaces.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from lorehouse.embedding_providers import Embedder
+from lorehouse.stores.duckdb_store import DuckDBStore
+from lorehouse.stores.lance_index import ChunkIndex, IndexState, chunk_schema
+
+ProgressCallback = Callable[[int, int], None]
+
+_ROW_COLUMNS = [
+    "chunk_id",
+    "doc_id",
+    "title",
+    "rel_path",
+    "file_type",
+    "position",
+    "heading_path",
+    "page_start",
+    "page_end",
+    "is_table",
+    "acl",
+    "text_chat",
+    "text_embed",
+    "text_enriched",
+]
+
+
+@dataclass
+class EmbedReport:
+    """What one run of the stage did, for asset metadata and benchmarks."""
+
+    model: str
+    dimension: int | None
+    chunks: int = 0
+    embedded: int = 0
+    reused_vectors: int = 0
+    rows_written: int = 0
+    rows_deleted: int = 0
+    rebuilt: bool = False
+    embed_seconds: float = 0.0
+    seconds: float = 0.0
+    indexes: list[IndexState] = field(default_factory=list)
+
+    @property
+    def chunks_per_second(self) -> float:
+        """Throughput of the model calls alone (0 when nothing needed embedding)."""
+        return self.embedded / self.embed_seconds if self.embed_seconds > 0 else 0.0
+
+
+def enriched_text(title: str | None, summary: str | None, faqs: list, keywords: list) -> str:
+    """What BM25 sees beside the chunk itself: its document's title and its enrichment.
+
+    Questions users ask and the FAQs written for a chunk share words the chunk may not use,
+    which is why Uber's design searches this metadata alongside the text.
+    """
+    parts = [title or "", summary or "", "\n".join(faqs), ", ".join(keywords)]
+    return "\n".join(part for part in parts if part.strip())
+
+
+def embed_key(model: str, text: str) -> str:
+    """Identifies a vector: the same text under the same model always has the same vector."""
+    return hashlib.sha256(f"{model}\x00{text}".encode()).hexdigest()[:32]
+
+
+def index_rows(chunks: pd.DataFrame, model: str) -> pd.DataFrame:
+    """The stored columns of every chunk, with its embed key and a hash of its row content."""
+    frame = chunks.copy()
+    frame["heading_path"] = frame["heading_path"].map(list)
+    frame["acl"] = frame["acl"].map(list)
+    frame["text_enriched"] = [
+        enriched_text(title, summary, list(faqs), list(keywords))
+        for title, summary, faqs, keywords in zip(
+            frame["title"], frame["summary"], frame["faqs"], frame["keywords"], strict=True
+        )
+    ]
+    frame = frame[_ROW_COLUMNS]
+    frame["page_start"] = frame["page_start"].astype("Int32")
+    frame["page_end"] = frame["page_end"].astype("Int32")
+    frame["position"] = frame["position"].astype("int32")
+    frame["embed_key"] = [embed_key(model, text) for text in frame["text_embed"]]
+    frame["row_hash"] = [
+        hashlib.sha256(
+            json.dumps([_plain(row[c]) for c in _ROW_COLUMNS], default=str).encode()
+        ).hexdigest()[:32]
+        for row in frame.to_dict("records")
+    ]
+    return frame.reset_index(drop=True)
+
+
+def _plain(value: object) -> object:
+    return None if value is pd.NA else value
+
+
+def run_embedding(
+    store: DuckDBStore,
+    index: ChunkIndex,
+    embedder: Embedder,
+    batch_size: int = 64,
+    on_progress: ProgressCallback | None = None,
+) -> EmbedReport:
+    """Brings the LanceDB table in line with DuckDB's chunks; returns what it did."""
+    started = time.perf_counter()
+    model = embedder.name
+    rows = index_rows(store.chunks_for_index(), model)
+    report = EmbedReport(model=model, dimension=getattr(embedder, "dimension", None))
+    report.chunks = len(rows)
+
+    rebuild = index.exists() and index.embedding_model()[0] != model
+    stored = {} if rebuild else index.stored_keys()
+    is_changed = [
+        stored.get(chunk_id, ("", ""))[1] != row_hash
+        for chunk_id, row_hash in zip(rows["chunk_id"], rows["row_hash"], strict=True)
+    ]
+    changed = rows[is_changed].reset_index(drop=True)
+    stale = sorted(set(stored) - set(rows["chunk_id"]))
+
+    known = {} if rebuild else index.vectors_for(sorted(set(changed["embed_key"])))
+    missing = sorted(set(changed["embed_key"]) - set(known))
+    text_by_key = dict(zip(changed["embed_key"], changed["text_embed"], strict=True))
+    fresh = _embed(embedder, [text_by_key[k] for k in missing], batch_size, report, on_progress)
+    vectors = {**known, **dict(zip(missing, fresh, strict=True))}
+    report.embedded = len(missing)
+    newly_embedded = set(missing)
+    report.reused_vectors = sum(key not in newly_embedded for key in changed["embed_key"])
+
+    dimension = _dimension(vectors, report.dimension, index, rebuild)
+    report.dimension = dimension
+    if dimension is None:  # nothing stored, nothing to store, and no way to know the width
+        report.seconds = time.perf_counter() - started
+        return report
+    table = _arrow_rows(changed, vectors, dimension, model)
+    if rebuild:
+        index.replace_all(_arrow_rows(rows, vectors, dimension, model))
+        report.rebuilt = True
+        report.rows_written = len(rows)
+    else:
+        index.upsert(table, stale)
+        report.rows_written = len(changed)
+        report.rows_deleted = len(stale)
+    report.indexes = index.refresh_indexes()
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def _embed(
+    embedder: Embedder,
+    texts: list[str],
+    batch_size: int,
+    report: EmbedReport,
+    on_progress: ProgressCallback | None,
+) -> list[np.ndarray]:
+    """Embeds in slices so progress is reported while a large corpus is being embedded."""
+    vectors: list[np.ndarray] = []
+    slice_size = max(batch_size * 8, 256)
+    for start in range(0, len(texts), slice_size):
+        began = time.perf_counter()
+        part = embedder.embed(texts[start : start + slice_size], batch_size=batch_size)
+        report.embed_seconds += time.perf_counter() - began
+        vectors.extend(part)
+        if on_progress:
+            on_progress(min(start + slice_size, len(texts)), len(texts))
+    return vectors
+
+
+def _dimension(
+    vectors: dict[str, np.ndarray], declared: int | None, index: ChunkIndex, rebuild: bool
+) -> int | None:
+    if vectors:
+        return len(next(iter(vectors.values())))
+    if index.exists() and not rebuild:
+        return index.embedding_model()[1]
+    return declared
+
+
+def _arrow_rows(
+    frame: pd.DataFrame, vectors: dict[str, np.ndarray], dimension: int, model: str
+) -> pa.Table:
+    schema = chunk_schema(dimension, model)
+    matrix = (
+        np.vstack([vectors[key] for key in frame["embed_key"]]).astype(np.float32)
+        if len(frame)
+        else np.empty((0, dimension), dtype=np.float32)
+    )
+    if matrix.shape[1] != dimension:
+        raise ValueError(
+            f"{model} returned {matrix.shape[1]}-d vectors; the table holds {dimension}"
+        )
+    columns = {
+        name: pa.array(frame[name].tolist(), type=schema.field(name).type)
+        for name in schema.names
+        if name != "vector"
+    }
+    columns["vector"] = pa.FixedSizeListArray.from_arrays(
+        pa.array(matrix.reshape(-1), pa.float32()), dimension
+    )
+    return pa.table(columns, schema=schema)

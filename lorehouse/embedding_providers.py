@@ -1,0 +1,112 @@
+"""Which model turns text into vectors: the bundled MiniLM, or any litellm embedding model.
+
+Both sides of retrieval (the index build and the query) must use the same model, so the
+choice is one setting resolved here, and the model's name travels with the vectors it made.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Protocol
+
+import numpy as np
+
+from lorehouse.embedding import default_embedder
+
+LOCAL_EMBED_MODEL = "local"
+
+
+class EmbeddingFailure(RuntimeError):
+    """The embedding provider did not return vectors, after retries."""
+
+
+class Embedder(Protocol):
+    """Turns texts into L2-normalized float32 rows, one per text, in order."""
+
+    name: str
+
+    def embed(self, texts: Sequence[str], batch_size: int = 32) -> np.ndarray: ...
+
+
+def l2_normalize(vectors: np.ndarray) -> np.ndarray:
+    """Rows scaled to unit length, so a dot product is the cosine similarity."""
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return (vectors / np.clip(norms, 1e-12, None)).astype(np.float32)
+
+
+class LiteLLMEmbedder:
+    """Embeddings from a hosted provider through litellm (OpenAI, Bedrock, Cohere, Ollama...).
+
+    Providers differ in whether they normalize, so every vector is normalized here; that keeps
+    cosine, dot product and LanceDB's distances consistent whatever the provider.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        api_base: str | None = None,
+        max_attempts: int = 3,
+        timeout_seconds: float = 60.0,
+        backoff_seconds: float = 1.0,
+    ) -> None:
+        self.name = model
+        self.api_base = api_base
+        self.max_attempts = max_attempts
+        self.timeout_seconds = timeout_seconds
+        self.backoff_seconds = backoff_seconds
+
+    def embed(self, texts: Sequence[str], batch_size: int = 64) -> np.ndarray:
+        """Vectors for `texts` in order, `batch_size` texts per provider call."""
+        if isinstance(texts, str):
+            raise TypeError("expected a sequence of strings, got a single str")
+        rows: list[np.ndarray] = []
+        for start in range(0, len(texts), batch_size):
+            rows.append(self._embed_batch(list(texts[start : start + batch_size])))
+        if not rows:
+            return np.empty((0, 0), dtype=np.float32)
+        return l2_normalize(np.vstack(rows))
+
+    def _embed_batch(self, batch: list[str]) -> np.ndarray:
+        import litellm
+
+        from lorehouse.llm import TRANSIENT_ERRORS
+
+        last_error: Exception | None = None
+        for attempt in range(1, self.max_attempts + 1):
+            try:
+                response = litellm.embedding(
+                    model=self.name,
+                    input=batch,
+                    api_base=self.api_base,
+                    timeout=self.timeout_seconds,
+                )
+                ordered = sorted(response.data, key=lambda item: _field(item, "index"))
+                vectors = np.asarray([_field(item, "embedding") for item in ordered], np.float32)
+                if vectors.ndim != 2 or len(vectors) != len(batch):
+                    raise EmbeddingFailure(
+                        f"{self.name} returned {len(vectors)} vectors for {len(batch)} texts"
+                    )
+                return vectors
+            except TRANSIENT_ERRORS as error:
+                last_error = error
+                if attempt < self.max_attempts:
+                    time.sleep(self.backoff_seconds * 2 ** (attempt - 1))
+            except litellm.APIError as error:  # auth, bad request: retrying will not help
+                raise EmbeddingFailure(f"{self.name}: {type(error).__name__}: {error}") from error
+        raise EmbeddingFailure(f"{self.name}: {type(last_error).__name__}: {last_error}")
+
+
+def _field(item: object, name: str) -> object:
+    return item[name] if isinstance(item, dict) else getattr(item, name)
+
+
+def embedder_for(
+    model: str, api_base: str | None = None, max_attempts: int = 3, timeout_seconds: float = 60.0
+) -> Embedder:
+    """The embedder a setting names: 'local' is the bundled MiniLM, anything else litellm's."""
+    if model == LOCAL_EMBED_MODEL:
+        return default_embedder()
+    return LiteLLMEmbedder(
+        model, api_base=api_base, max_attempts=max_attempts, timeout_seconds=timeout_seconds
+    )

@@ -1,0 +1,263 @@
+"""The LanceDB `chunks` table: vectors, chunk texts and the BM25 and ANN indexes over them.
+
+Search filters (documents, pages, file types, tables, access groups) are SQL `where` clauses
+evaluated inside LanceDB before ranking, so a restricted chunk is never read into a result
+set that is filtered afterwards.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+
+import lancedb
+import numpy as np
+import pyarrow as pa
+from lancedb.query import MatchQuery, MultiMatchQuery
+
+TABLE_NAME = "chunks"
+TEXT_COLUMNS = ("text_embed", "text_enriched")
+_MODEL_KEY = b"lorehouse.embedding_model"
+_DIMENSION_KEY = b"lorehouse.embedding_dimension"
+# Long `IN (...)` lists are split so a large deletion stays a handful of modest statements.
+_IDS_PER_STATEMENT = 2000
+# Old table versions are kept this long so a reader that opened one mid-write can finish.
+_KEEP_VERSIONS = timedelta(hours=1)
+
+
+class IndexNotBuilt(RuntimeError):
+    """The chunks table does not exist yet: the embedding stage has not run."""
+
+
+@dataclass(frozen=True)
+class IndexState:
+    """One index on the table, as reported in asset metadata and /healthz."""
+
+    name: str
+    kind: str
+    columns: list[str]
+    indexed_rows: int
+    unindexed_rows: int
+
+
+def chunk_schema(dimension: int, model: str) -> pa.Schema:
+    """The table's columns; the embedding model and its dimension ride in the schema metadata."""
+    return pa.schema(
+        [
+            pa.field("chunk_id", pa.string(), nullable=False),
+            pa.field("doc_id", pa.string(), nullable=False),
+            pa.field("title", pa.string()),
+            pa.field("rel_path", pa.string()),
+            pa.field("file_type", pa.string()),
+            pa.field("position", pa.int32()),
+            pa.field("heading_path", pa.list_(pa.string())),
+            pa.field("page_start", pa.int32()),
+            pa.field("page_end", pa.int32()),
+            pa.field("is_table", pa.bool_()),
+            pa.field("acl", pa.list_(pa.string())),
+            pa.field("text_chat", pa.string()),
+            pa.field("text_embed", pa.string()),
+            pa.field("text_enriched", pa.string()),
+            pa.field("embed_key", pa.string()),
+            pa.field("row_hash", pa.string()),
+            pa.field("vector", pa.list_(pa.float32(), dimension)),
+        ],
+        metadata={_MODEL_KEY: model.encode(), _DIMENSION_KEY: str(dimension).encode()},
+    )
+
+
+def sql_string(value: str) -> str:
+    """A SQL string literal; quotes are doubled so a value can never end the literal early."""
+    return "'" + value.replace("'", "''") + "'"
+
+
+def sql_in(column: str, values: Iterable[str]) -> str:
+    """`column IN ('a', 'b')`, or a predicate matching nothing for an empty list."""
+    literals = [sql_string(v) for v in values]
+    return f"{column} IN ({', '.join(literals)})" if literals else "false"
+
+
+class ChunkIndex:
+    """Reads and writes the `chunks` table of one LanceDB database (a folder or s3:// URI)."""
+
+    def __init__(
+        self,
+        uri: str,
+        ann_min_rows: int = 50_000,
+        storage_options: dict[str, str] | None = None,
+    ) -> None:
+        self.uri = uri
+        self.ann_min_rows = ann_min_rows
+        self._db = lancedb.connect(uri, storage_options=storage_options)
+        self._table: lancedb.table.Table | None = None
+
+    # -- opening ---------------------------------------------------------------------------------
+
+    def exists(self) -> bool:
+        """Whether the embedding stage has created the table."""
+        return TABLE_NAME in self._db.list_tables().tables
+
+    def table(self) -> lancedb.table.Table:
+        """The table at its latest version; raises IndexNotBuilt before the first build."""
+        if self._table is None:
+            if not self.exists():
+                raise IndexNotBuilt(
+                    f"no '{TABLE_NAME}' table in {self.uri}; run `lorehouse materialize`"
+                )
+            self._table = self._db.open_table(TABLE_NAME)
+        else:
+            # Another process (a materialization) may have committed since we opened it.
+            self._table.checkout_latest()
+        return self._table
+
+    def embedding_model(self) -> tuple[str, int]:
+        """(model name, dimension) the stored vectors were made with."""
+        metadata = self.table().schema.metadata or {}
+        return metadata[_MODEL_KEY].decode(), int(metadata[_DIMENSION_KEY])
+
+    def count(self, where: str | None = None) -> int:
+        return self.table().count_rows(where) if self.exists() else 0
+
+    # -- writing ---------------------------------------------------------------------------------
+
+    def stored_keys(self) -> dict[str, tuple[str, str]]:
+        """chunk_id -> (embed_key, row_hash) of every stored row, without reading vectors."""
+        if not self.exists():
+            return {}
+        table = self.table()
+        rows = table.search().select(["chunk_id", "embed_key", "row_hash"])
+        arrow = rows.limit(max(1, table.count_rows())).to_arrow()
+        return dict(
+            zip(
+                arrow["chunk_id"].to_pylist(),
+                zip(arrow["embed_key"].to_pylist(), arrow["row_hash"].to_pylist(), strict=True),
+                strict=True,
+            )
+        )
+
+    def vectors_for(self, embed_keys: Sequence[str]) -> dict[str, np.ndarray]:
+        """Stored vectors by embed key, so text that did not change is never embedded twice."""
+        found: dict[str, np.ndarray] = {}
+        if not embed_keys or not self.exists():
+            return found
+        table = self.table()
+        for start in range(0, len(embed_keys), _IDS_PER_STATEMENT):
+            part = embed_keys[start : start + _IDS_PER_STATEMENT]
+            arrow = (
+                table.search()
+                .where(sql_in("embed_key", part))
+                .select(["embed_key", "vector"])
+                .limit(len(part) * 4)
+                .to_arrow()
+            )
+            keys = arrow["embed_key"].to_pylist()
+            vectors = arrow["vector"].to_numpy(zero_copy_only=False)
+            for key, vector in zip(keys, vectors, strict=True):
+                found[key] = np.asarray(vector, dtype=np.float32)
+        return found
+
+    def upsert(self, rows: pa.Table, stale_chunk_ids: Sequence[str]) -> None:
+        """Writes new and changed rows, then deletes rows whose chunks are gone.
+
+        In that order: a document being replaced shows its old or its new chunks, never
+        neither. The table is created on the first write.
+        """
+        if not self.exists():
+            self._table = self._db.create_table(TABLE_NAME, data=rows, schema=rows.schema)
+            return
+        table = self.table()
+        if rows.num_rows:
+            (
+                table.merge_insert("chunk_id")
+                .when_matched_update_all()
+                .when_not_matched_insert_all()
+                .execute(rows)
+            )
+        for start in range(0, len(stale_chunk_ids), _IDS_PER_STATEMENT):
+            table.delete(sql_in("chunk_id", stale_chunk_ids[start : start + _IDS_PER_STATEMENT]))
+
+    def replace_all(self, rows: pa.Table) -> None:
+        """Overwrites the table in one commit: readers see the old model's rows or the new."""
+        self._table = self._db.create_table(
+            TABLE_NAME, data=rows, schema=rows.schema, mode="overwrite"
+        )
+
+    def refresh_indexes(self) -> list[IndexState]:
+        """Creates missing indexes, folds new rows into existing ones and compacts the table.
+
+        The BM25 indexes always exist; the ANN index only from `ann_min_rows` rows, because
+        below that an exact scan is both exact and fast. Rows not yet in an index are still
+        found (LanceDB scans them), so refreshing is about speed, not correctness.
+        """
+        table = self.table()
+        present = {tuple(index.columns) for index in table.list_indices()}
+        for column in TEXT_COLUMNS:
+            if (column,) not in present:
+                table.create_fts_index(column, replace=True, with_position=False)
+        for column, kind in (("doc_id", "BTREE"), ("acl", "LABEL_LIST")):
+            if (column,) not in present:
+                table.create_scalar_index(column, index_type=kind)
+        rows = table.count_rows()
+        if ("vector",) not in present and rows >= self.ann_min_rows:
+            table.create_index(
+                metric="cosine", vector_column_name="vector", index_type="IVF_HNSW_SQ"
+            )
+        table.optimize(cleanup_older_than=_KEEP_VERSIONS)
+        return self.index_state()
+
+    def index_state(self) -> list[IndexState]:
+        """Every index with how many rows it covers and how many are still only scanned."""
+        if not self.exists():
+            return []
+        table = self.table()
+        return [
+            IndexState(
+                name=index.name,
+                kind=str(index.index_type),
+                columns=list(index.columns),
+                indexed_rows=int(getattr(index, "num_indexed_rows", 0) or 0),
+                unindexed_rows=int(getattr(index, "num_unindexed_rows", 0) or 0),
+            )
+            for index in table.list_indices()
+        ]
+
+    def has_vector_index(self) -> bool:
+        return any(state.columns == ["vector"] for state in self.index_state())
+
+    # -- reading ---------------------------------------------------------------------------------
+
+    def vector_search(
+        self, vector: np.ndarray, where: str | None, limit: int, columns: Sequence[str]
+    ) -> list[dict]:
+        """Nearest chunks by cosine distance, filtered inside the query."""
+        query = self.table().search(vector, vector_column_name="vector").distance_type("cosine")
+        if self.has_vector_index():
+            # Re-score a few times more candidates with full vectors: SQ quantization alone
+            # costs a few points of recall.
+            query = query.refine_factor(4)
+        if where:
+            query = query.where(where, prefilter=True)
+        return query.select([*columns, "_distance"]).limit(limit).to_list()
+
+    def text_search(
+        self,
+        text: str,
+        where: str | None,
+        limit: int,
+        columns: Sequence[str],
+        fields: Sequence[str] = TEXT_COLUMNS,
+    ) -> list[dict]:
+        """BM25 over one or both text columns, filtered inside the query."""
+        if len(fields) == 1:
+            full_text = MatchQuery(text, fields[0])
+        else:
+            full_text = MultiMatchQuery(text, list(fields))
+        query = self.table().search(full_text, query_type="fts")
+        if where:
+            query = query.where(where, prefilter=True)
+        return query.select([*columns, "_score"]).limit(limit).to_list()
+
+    def rows(self, where: str, columns: Sequence[str], limit: int) -> list[dict]:
+        """Rows matching a predicate (a chunk by id, a document's neighbours)."""
+        return self.table().search().where(where).select(list(columns)).limit(limit).to_list()
