@@ -1,0 +1,172 @@
+"""Second-stage rerankers behind one interface: none, field-level rank fusion, litellm rerank.
+
+No cross-encoder ships as an offline package, so the offline choices are `none` and `rrf`;
+a hosted reranker (Cohere, Voyage, Together, a self-hosted Infinity server...) plugs in
+through litellm's rerank API when one is configured.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+from lorehouse.stores.lance_index import TEXT_COLUMNS, ChunkIndex, sql_in
+
+log = logging.getLogger(__name__)
+
+#: The constant of reciprocal rank fusion (Cormack et al.): damps the weight of top ranks so
+#: one retriever's first hit cannot outvote agreement among the others.
+RRF_K = 60
+NONE = "none"
+RRF = "rrf"
+
+
+@dataclass
+class Candidate:
+    """A chunk on its way through retrieval, with one score per stage that ranked it."""
+
+    row: dict
+    vector: np.ndarray | None
+    scores: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def chunk_id(self) -> str:
+        return self.row["chunk_id"]
+
+
+class RerankFailure(RuntimeError):
+    """A rerank provider failed; retrieval keeps the first-stage order and says so."""
+
+
+class Reranker(Protocol):
+    """Reorders candidates for a query and records its own score on each."""
+
+    name: str
+
+    def rerank(
+        self, query: str, query_vector: np.ndarray, candidates: list[Candidate]
+    ) -> list[Candidate]: ...
+
+
+def reciprocal_rank_fusion(rankings: Sequence[Sequence[str]], k: int = RRF_K) -> dict[str, float]:
+    """Sum of 1 / (k + rank) over the rankings that contain each id (rank counted from 1)."""
+    fused: dict[str, float] = {}
+    for ranking in rankings:
+        for rank, item in enumerate(ranking, start=1):
+            fused[item] = fused.get(item, 0.0) + 1.0 / (k + rank)
+    return fused
+
+
+def by_score(candidates: list[Candidate], stage: str) -> list[Candidate]:
+    """Candidates ordered by one stage's score; ties broken by chunk id for stable output."""
+    return sorted(candidates, key=lambda c: (-c.scores.get(stage, 0.0), c.chunk_id))
+
+
+class NoReranker:
+    """Keeps the first stage's order."""
+
+    name = NONE
+
+    def rerank(
+        self, query: str, query_vector: np.ndarray, candidates: list[Candidate]
+    ) -> list[Candidate]:
+        return candidates
+
+
+class FieldRankFusion:
+    """Reorders candidates by fusing three rankings of them: dense, BM25 on the chunk text,
+    BM25 on the enriched text (title, summary, FAQs, keywords).
+
+    The first-stage BM25 sums both fields into one score, which lets the longer field
+    dominate; fusing per-field ranks weighs "the chunk says it" and "the chunk is about it"
+    equally, and adds the dense signal to BM25-only candidates (and vice versa).
+    """
+
+    name = RRF
+
+    def __init__(self, index: ChunkIndex) -> None:
+        self.index = index
+
+    def rerank(
+        self, query: str, query_vector: np.ndarray, candidates: list[Candidate]
+    ) -> list[Candidate]:
+        if not candidates:
+            return candidates
+        ids = [c.chunk_id for c in candidates]
+        dense = sorted(
+            (c for c in candidates if c.vector is not None),
+            key=lambda c: -float(np.dot(c.vector, query_vector)),  # type: ignore[arg-type]
+        )
+        rankings = [[c.chunk_id for c in dense]]
+        for column in TEXT_COLUMNS:
+            hits = self.index.text_search(
+                query, sql_in("chunk_id", ids), len(ids), ["chunk_id"], fields=[column]
+            )
+            rankings.append([hit["chunk_id"] for hit in hits])
+        fused = reciprocal_rank_fusion(rankings)
+        for candidate in candidates:
+            candidate.scores["rerank"] = fused.get(candidate.chunk_id, 0.0)
+        return by_score(candidates, "rerank")
+
+
+class LiteLLMReranker:
+    """A hosted cross-encoder through litellm.rerank (cohere/rerank-..., voyage/..., ...)."""
+
+    def __init__(
+        self, model: str, api_base: str | None = None, timeout_seconds: float = 30.0
+    ) -> None:
+        self.name = model
+        self.api_base = api_base
+        self.timeout_seconds = timeout_seconds
+
+    def rerank(
+        self, query: str, query_vector: np.ndarray, candidates: list[Candidate]
+    ) -> list[Candidate]:
+        if not candidates:
+            return candidates
+        import litellm
+
+        try:
+            response = litellm.rerank(
+                model=self.name,
+                query=query,
+                documents=[c.row["text_chat"] for c in candidates],
+                top_n=len(candidates),
+                return_documents=False,
+                api_base=self.api_base,
+                timeout=self.timeout_seconds,
+            )
+        except litellm.APIError as error:
+            raise RerankFailure(f"{self.name}: {type(error).__name__}: {error}") from error
+        except (litellm.Timeout, litellm.APIConnectionError) as error:
+            raise RerankFailure(f"{self.name}: {type(error).__name__}: {error}") from error
+        for result in response.results or []:
+            position = int(result["index"])
+            if 0 <= position < len(candidates):
+                candidates[position].scores["rerank"] = float(result["relevance_score"])
+        return by_score(candidates, "rerank")
+
+
+def available_rerankers(configured: str | None) -> list[str]:
+    """Names a request may ask for: the offline ones plus a configured litellm model."""
+    names = [NONE, RRF]
+    if configured and configured not in names:
+        names.append(configured)
+    return names
+
+
+def build_reranker(
+    name: str, index: ChunkIndex, api_base: str | None = None, timeout_seconds: float = 30.0
+) -> Reranker:
+    """The reranker a name stands for; anything but none/rrf is a litellm rerank model."""
+    if name == NONE:
+        return NoReranker()
+    if name == RRF:
+        return FieldRankFusion(index)
+    if "/" not in name:
+        raise ValueError(f"unknown reranker {name!r}: use none, rrf or a litellm rerank model")
+    return LiteLLMReranker(name, api_base=api_base, timeout_seconds=timeout_seconds)

@@ -1,0 +1,299 @@
+"""Hybrid retrieval over the LanceDB chunks table: dense, BM25, fused by reciprocal rank.
+
+Uber's design searches vectors and BM25 over enriched metadata and unions them; TUM's adds
+filters by file and page range and cites chunk ids. Every filter, the access control one
+included, is part of the LanceDB query itself.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Sequence
+from enum import StrEnum
+
+import numpy as np
+from pydantic import BaseModel, Field
+
+from lorehouse.embedding_providers import Embedder
+from lorehouse.rerankers import (
+    NONE,
+    Candidate,
+    RerankFailure,
+    build_reranker,
+    by_score,
+    reciprocal_rank_fusion,
+)
+from lorehouse.stores.lance_index import ChunkIndex, sql_in, sql_string
+
+HIT_COLUMNS = [
+    "chunk_id",
+    "doc_id",
+    "title",
+    "rel_path",
+    "file_type",
+    "position",
+    "heading_path",
+    "page_start",
+    "page_end",
+    "is_table",
+    "text_chat",
+]
+_GROUP_NAME = re.compile(r"^[A-Za-z0-9_.:@-]{1,128}$")
+
+
+class SearchMode(StrEnum):
+    VECTOR = "vector"
+    BM25 = "bm25"
+    HYBRID = "hybrid"
+
+
+class IndexModelMismatch(RuntimeError):
+    """The index was built with another embedding model than the one configured."""
+
+
+class SearchFilters(BaseModel):
+    """Restrictions a caller may add; all of them are evaluated inside the store."""
+
+    doc_ids: list[str] | None = Field(default=None, max_length=1000)
+    page_from: int | None = Field(default=None, ge=1, description="First page, inclusive.")
+    page_to: int | None = Field(default=None, ge=1, description="Last page, inclusive.")
+    file_types: list[str] | None = Field(default=None, max_length=20)
+    is_table: bool | None = None
+
+    def clauses(self) -> list[str]:
+        """SQL predicates for LanceDB, with every value quoted."""
+        clauses = []
+        if self.doc_ids is not None:
+            clauses.append(sql_in("doc_id", self.doc_ids))
+        if self.file_types is not None:
+            clauses.append(sql_in("file_type", self.file_types))
+        # A chunk overlapping the range counts: a table starting on page 4 and ending on 5 is
+        # on page 5.
+        if self.page_from is not None:
+            clauses.append(f"page_end >= {int(self.page_from)}")
+        if self.page_to is not None:
+            clauses.append(f"page_start <= {int(self.page_to)}")
+        if self.is_table is not None:
+            clauses.append(f"is_table = {str(self.is_table).lower()}")
+        return clauses
+
+
+def access_clause(caller_groups: Sequence[str]) -> str:
+    """Public chunks (empty ACL), plus restricted ones sharing a group with the caller."""
+    groups = [g for g in caller_groups if _GROUP_NAME.match(g)]
+    if not groups:
+        return "cardinality(acl) = 0"
+    listed = ", ".join(sql_string(g) for g in groups)
+    return f"(cardinality(acl) = 0 OR array_has_any(acl, [{listed}]))"
+
+
+def where_clause(filters: SearchFilters | None, caller_groups: Sequence[str]) -> str:
+    """The full predicate of a search: access control always, the caller's filters if any."""
+    clauses = [access_clause(caller_groups), *(filters.clauses() if filters else [])]
+    return " AND ".join(f"({c})" for c in clauses)
+
+
+class SearchHit(BaseModel):
+    """One retrieved chunk with what a citation needs and a score per stage."""
+
+    rank: int
+    chunk_id: str
+    doc_id: str
+    title: str | None
+    rel_path: str
+    file_type: str
+    heading_path: list[str]
+    page_start: int | None
+    page_end: int | None
+    is_table: bool
+    text_chat: str
+    score: float = Field(description="The score of the stage that decided the order.")
+    scores: dict[str, float] = Field(description="vector (cosine), bm25, rrf, rerank.")
+    citation: str = Field(description="Path of the chunk's preview in the API.")
+
+
+class SearchResult(BaseModel):
+    """Hits in order plus how they were found."""
+
+    query: str
+    mode: SearchMode
+    rerank: str
+    hits: list[SearchHit]
+    timings_ms: dict[str, float]
+    warnings: list[str] = Field(default_factory=list)
+
+
+class Retriever:
+    """Searches one chunk index with the embedder that built it."""
+
+    def __init__(
+        self,
+        index: ChunkIndex,
+        embedder: Embedder,
+        candidates: int = 50,
+        default_rerank: str = NONE,
+        rerank_api_base: str | None = None,
+    ) -> None:
+        self.index = index
+        self.embedder = embedder
+        self.candidates = candidates
+        self.default_rerank = default_rerank
+        self.rerank_api_base = rerank_api_base
+
+    def check_model(self) -> None:
+        """Raises IndexModelMismatch when query vectors would land in another vector space."""
+        stored, _ = self.index.embedding_model()
+        if stored != self.embedder.name:
+            raise IndexModelMismatch(
+                f"the index was built with {stored!r} but the configured embedding model is "
+                f"{self.embedder.name!r}; run `lorehouse materialize` to re-embed"
+            )
+
+    def search(
+        self,
+        query: str,
+        top_k: int = 8,
+        mode: SearchMode | str = SearchMode.HYBRID,
+        filters: SearchFilters | None = None,
+        caller_groups: Sequence[str] = (),
+        rerank: str | None = None,
+    ) -> SearchResult:
+        """The top_k chunks for `query` the caller may see, best first."""
+        mode = SearchMode(mode)
+        rerank = rerank or self.default_rerank
+        reranker = build_reranker(rerank, self.index, api_base=self.rerank_api_base)
+        if not query.strip():
+            raise ValueError("the query is empty")
+        timings: dict[str, float] = {}
+        warnings: list[str] = []
+        where = where_clause(filters, caller_groups)
+        depth = max(self.candidates, top_k)
+        columns = [*HIT_COLUMNS, "vector"]
+
+        query_vector = np.zeros(0, dtype=np.float32)
+        if mode is not SearchMode.BM25 or rerank != NONE:
+            self.check_model()
+            query_vector = _timed(timings, "embed", lambda: self.embedder.embed([query])[0])
+
+        candidates: dict[str, Candidate] = {}
+        rankings: list[list[str]] = []
+        if mode in (SearchMode.VECTOR, SearchMode.HYBRID):
+            rows = _timed(
+                timings,
+                "vector",
+                lambda: self.index.vector_search(query_vector, where, depth, columns),
+            )
+            for row in rows:
+                candidate = _candidate(candidates, row)
+                candidate.scores["vector"] = 1.0 - float(row["_distance"])
+            rankings.append([row["chunk_id"] for row in rows])
+        if mode in (SearchMode.BM25, SearchMode.HYBRID):
+            rows = _timed(
+                timings, "bm25", lambda: self.index.text_search(query, where, depth, columns)
+            )
+            for row in rows:
+                _candidate(candidates, row).scores["bm25"] = float(row["_score"])
+            rankings.append([row["chunk_id"] for row in rows])
+
+        ordered = self._first_stage_order(mode, list(candidates.values()), rankings)
+        if rerank != NONE:
+            started = time.perf_counter()
+            try:
+                ordered = reranker.rerank(query, query_vector, ordered)
+            except RerankFailure as error:
+                warnings.append(f"reranker failed, first-stage order kept: {error}")
+            timings["rerank"] = 1000 * (time.perf_counter() - started)
+        decisive = _decisive_stage(mode, rerank, warnings)
+        hits = [
+            _hit(rank, candidate, decisive)
+            for rank, candidate in enumerate(ordered[:top_k], start=1)
+        ]
+        return SearchResult(
+            query=query,
+            mode=mode,
+            rerank=rerank,
+            hits=hits,
+            timings_ms={k: round(v, 2) for k, v in timings.items()},
+            warnings=warnings,
+        )
+
+    @staticmethod
+    def _first_stage_order(
+        mode: SearchMode, candidates: list[Candidate], rankings: list[list[str]]
+    ) -> list[Candidate]:
+        if mode is SearchMode.HYBRID:
+            fused = reciprocal_rank_fusion(rankings)
+            for candidate in candidates:
+                candidate.scores["rrf"] = fused.get(candidate.chunk_id, 0.0)
+            return by_score(candidates, "rrf")
+        return by_score(candidates, "vector" if mode is SearchMode.VECTOR else "bm25")
+
+    def chunk_preview(
+        self, chunk_id: str, caller_groups: Sequence[str], window: int = 1
+    ) -> tuple[dict, list[dict]] | None:
+        """A chunk and its neighbours in document order; None when absent or not visible.
+
+        Absent and restricted look the same on purpose: the answer must not reveal that a
+        chunk the caller may not see exists.
+        """
+        access = access_clause(caller_groups)
+        found = self.index.rows(
+            f"chunk_id = {sql_string(chunk_id)} AND {access}", HIT_COLUMNS, 1
+        )
+        if not found:
+            return None
+        chunk = found[0]
+        low, high = chunk["position"] - window, chunk["position"] + window
+        around = self.index.rows(
+            f"doc_id = {sql_string(chunk['doc_id'])} AND position BETWEEN {low} AND {high} "
+            f"AND {access}",
+            HIT_COLUMNS,
+            2 * window + 1,
+        )
+        return chunk, sorted(around, key=lambda row: row["position"])
+
+
+def _timed(timings: dict[str, float], stage: str, action: object) -> object:
+    started = time.perf_counter()
+    value = action()  # type: ignore[operator]
+    timings[stage] = 1000 * (time.perf_counter() - started)
+    return value
+
+
+def _candidate(candidates: dict[str, Candidate], row: dict) -> Candidate:
+    existing = candidates.get(row["chunk_id"])
+    if existing is None:
+        vector = row.get("vector")
+        existing = Candidate(
+            row={k: row[k] for k in HIT_COLUMNS},
+            vector=None if vector is None else np.asarray(vector, dtype=np.float32),
+        )
+        candidates[row["chunk_id"]] = existing
+    return existing
+
+
+def _decisive_stage(mode: SearchMode, rerank: str, warnings: list[str]) -> str:
+    if rerank != NONE and not warnings:
+        return "rerank"
+    return {SearchMode.VECTOR: "vector", SearchMode.BM25: "bm25"}.get(mode, "rrf")
+
+
+def _hit(rank: int, candidate: Candidate, decisive: str) -> SearchHit:
+    row = candidate.row
+    return SearchHit(
+        rank=rank,
+        chunk_id=row["chunk_id"],
+        doc_id=row["doc_id"],
+        title=row["title"],
+        rel_path=row["rel_path"],
+        file_type=row["file_type"],
+        heading_path=list(row["heading_path"] or []),
+        page_start=row["page_start"],
+        page_end=row["page_end"],
+        is_table=bool(row["is_table"]),
+        text_chat=row["text_chat"],
+        score=round(candidate.scores.get(decisive, 0.0), 6),
+        scores={k: round(v, 6) for k, v in candidate.scores.items()},
+        citation=f"/v1/chunks/{row['chunk_id']}",
+    )
