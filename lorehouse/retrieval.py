@@ -238,9 +238,7 @@ class Retriever:
         chunk the caller may not see exists.
         """
         access = access_clause(caller_groups)
-        found = self.index.rows(
-            f"chunk_id = {sql_string(chunk_id)} AND {access}", HIT_COLUMNS, 1
-        )
+        found = self.index.rows(f"chunk_id = {sql_string(chunk_id)} AND {access}", HIT_COLUMNS, 1)
         if not found:
             return None
         chunk = found[0]

@@ -494,6 +494,29 @@ class DuckDBStore:
                 "ORDER BY r.rel_path, c.position"
             ).df()
 
+    def visible_documents(
+        self, caller_groups: Sequence[str], limit: int, offset: int
+    ) -> tuple[int, list[dict]]:
+        """(total, one page) of the document list a caller may see, by path.
+
+        Access is decided in the query, like search, so a restricted document is never read
+        into the page and then dropped.
+        """
+        groups = list(caller_groups)
+        visible = "(len(d.acl) = 0 OR list_has_any(d.acl, ?::VARCHAR[]))"
+        with self.connect() as connection:
+            total_row = connection.execute(
+                f"SELECT count(*) FROM documents d WHERE {visible}", [groups]
+            ).fetchone()
+            frame = connection.execute(
+                "SELECT d.doc_id, d.title, d.rel_path, r.file_type, d.summary, d.n_chunks, "
+                "d.n_pages, d.updated_at FROM documents d JOIN documents_raw r USING (doc_id) "
+                f"WHERE {visible} ORDER BY d.rel_path LIMIT ? OFFSET ?",
+                [groups, limit, offset],
+            ).df()
+        total = int(total_row[0]) if total_row else 0
+        return total, frame.to_dict("records")
+
     # -- reporting -----------------------------------------------------------------------------
 
     def table(self, name: str) -> pd.DataFrame:
