@@ -6,14 +6,18 @@ import os
 import sys
 import warnings
 from collections import Counter
-from typing import Annotated
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from lorehouse.settings import get_settings
+from lorehouse.settings import Settings, get_settings
 from lorehouse.stores import DuckDBStore
+
+if TYPE_CHECKING:
+    from lorehouse.retrieval import Retriever
 
 app = typer.Typer(help="Lorehouse: document question answering over your own files.")
 console = Console(stderr=True)
@@ -97,6 +101,127 @@ def docs(
             (row.detail or row.title or "")[:80],
         )
     out.print(table)
+
+
+@app.command()
+def search(
+    query: Annotated[str, typer.Argument(help="What to look for")],
+    mode: Annotated[str, typer.Option(help="vector, bm25 or hybrid")] = "hybrid",
+    top_k: Annotated[int, typer.Option("--top-k", min=1, max=100)] = 8,
+    rerank: Annotated[str | None, typer.Option(help="none, rrf or a litellm model")] = None,
+    group: Annotated[
+        list[str] | None,
+        typer.Option("--group", "-g", help="Access group to search as (repeatable)"),
+    ] = None,
+    doc_id: Annotated[list[str] | None, typer.Option("--doc-id", help="Only this document")] = None,
+    file_type: Annotated[list[str] | None, typer.Option("--file-type", help="pdf, docx...")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON")] = False,
+) -> None:
+    """Search the index as the API does; without --group only public documents are seen."""
+    from lorehouse.retrieval import SearchFilters, SearchMode
+
+    if mode not in {m.value for m in SearchMode}:
+        console.print(f"[red]--mode must be one of vector, bm25, hybrid; got {mode!r}[/red]")
+        raise typer.Exit(2)
+    settings = get_settings()
+    retriever = _retriever(settings)
+    filters = SearchFilters(doc_ids=doc_id or None, file_types=file_type or None)
+    try:
+        result = retriever.search(
+            query, top_k=top_k, mode=mode, filters=filters, caller_groups=group or [], rerank=rerank
+        )
+    except (ValueError, RuntimeError) as error:
+        console.print(f"[red]{error}[/red]")
+        raise typer.Exit(1) from error
+    if as_json:
+        print(result.model_dump_json(indent=2))
+        return
+    table = Table("#", "score", "document", "section", "pages", "text")
+    for hit in result.hits:
+        pages = "" if hit.page_start is None else f"{hit.page_start}-{hit.page_end}"
+        table.add_row(
+            str(hit.rank),
+            f"{hit.score:.3f}",
+            hit.title or hit.rel_path,
+            " > ".join(hit.heading_path)[-60:],
+            pages,
+            " ".join(hit.text_chat.split())[:160],
+        )
+    out.print(table)
+    for warning in result.warnings:
+        console.print(f"[yellow]{warning}[/yellow]")
+
+
+def _retriever(settings: Settings) -> Retriever:
+    """The retriever the API would build, or a clear exit when the index is not there."""
+    from lorehouse.embedding_providers import embedder_for
+    from lorehouse.retrieval import Retriever
+    from lorehouse.stores.lance_index import ChunkIndex
+    from pipelines.resources import lance_storage_options
+
+    index = ChunkIndex(
+        settings.lancedb_location, settings.ann_index_min_rows, lance_storage_options(settings)
+    )
+    if not index.exists():
+        console.print(f"No index at {index.uri}; run `lorehouse materialize` first.")
+        raise typer.Exit(1)
+    return Retriever(
+        index,
+        embedder_for(settings.embed_model, settings.embed_api_base),
+        candidates=settings.search_candidates,
+        default_rerank=settings.rerank,
+        rerank_api_base=settings.rerank_api_base,
+    )
+
+
+@app.command()
+def serve(
+    host: Annotated[str | None, typer.Option(help="Interface; default LOREHOUSE_API_HOST")] = None,
+    port: Annotated[int | None, typer.Option(help="Port; default LOREHOUSE_API_PORT")] = None,
+    workers: Annotated[int, typer.Option(min=1, help="Server processes")] = 1,
+) -> None:
+    """Serve the HTTP API (127.0.0.1:8000 unless configured otherwise)."""
+    import uvicorn
+
+    settings = get_settings()
+    uvicorn.run(
+        "api.app:create_app",
+        factory=True,
+        host=host or settings.api_host,
+        port=port or settings.api_port,
+        workers=workers,
+        log_level="info",
+    )
+
+
+keys_app = typer.Typer(help="API keys: create keys with access groups (stored hashed).")
+app.add_typer(keys_app, name="keys")
+
+
+@keys_app.command("create")
+def create_key(
+    name: Annotated[str, typer.Argument(help="Who the key is for")],
+    group: Annotated[
+        list[str] | None, typer.Option("--group", "-g", help="Access group (repeatable)")
+    ] = None,
+    keys_file: Annotated[
+        Path | None, typer.Option("--file", help="Keys file; default LOREHOUSE_API_KEYS_FILE")
+    ] = None,
+) -> None:
+    """Creates a key, stores only its SHA-256 digest, and prints the key once."""
+    from api.auth import KeysFileError, add_key
+
+    path = keys_file or get_settings().api_keys_file
+    if path is None:
+        console.print("[red]Give --file or set LOREHOUSE_API_KEYS_FILE.[/red]")
+        raise typer.Exit(2)
+    try:
+        key = add_key(path, name, group or [])
+    except KeysFileError as error:
+        console.print(f"[red]{error}[/red]")
+        raise typer.Exit(1) from error
+    console.print(f"Key for {name!r} (groups: {', '.join(group or []) or 'public only'}):")
+    print(key)
 
 
 def _print_summary(store: DuckDBStore) -> None:

@@ -55,3 +55,29 @@ def parsed_markdown(path: Path, options: ParseOptions | None = None) -> ParsedDo
     outcome = parse_path(path, options)
     assert isinstance(outcome, ParsedDocument), f"{path.name} failed: {outcome}"
     return outcome
+
+
+def materialize_everything(source: Path, data_dir: Path, **settings: object) -> object:
+    """Runs every asset and check of the code location into `data_dir`, as `index_job` does."""
+    import dagster as dg
+
+    from assets import chunks, documents, embeddings, features
+    from lorehouse.settings import Settings
+    from pipelines.resources import build_resources
+
+    modules = [documents, chunks, features, embeddings]
+    config = Settings(source_uri=str(source), data_dir=data_dir, workers=2, **settings)
+    return dg.materialize(
+        [*dg.load_assets_from_modules(modules), *dg.load_asset_checks_from_modules(modules)],
+        resources=build_resources(config),
+        instance=dg.DagsterInstance.ephemeral(),
+    )
+
+
+@pytest.fixture(scope="session")
+def materialized_sample(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A data directory holding every store built from the bundled sample corpus (read-only)."""
+    data_dir = tmp_path_factory.mktemp("materialized") / "data"
+    result = materialize_everything(BUNDLED_SAMPLE_CORPUS, data_dir)
+    assert result.success  # type: ignore[attr-defined]
+    return data_dir

@@ -1,0 +1,101 @@
+"""chunk_embeddings on real documents: reruns, deletions and a change of embedding model."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from lorehouse.embedding import default_embedder
+from lorehouse.embedding_providers import LiteLLMEmbedder
+from lorehouse.retrieval import Retriever
+from lorehouse.settings import BUNDLED_SAMPLE_CORPUS
+from lorehouse.stores.duckdb_store import DuckDBStore
+from lorehouse.stores.lance_index import ChunkIndex
+from tests.conftest import materialize_everything
+from tests.dagster.conftest import metadata_of
+from tests.provider_server import embedding_server
+
+
+def _lance_rows(data_dir: Path) -> dict[str, tuple[str, np.ndarray]]:
+    table = ChunkIndex(str(data_dir / "lancedb")).table().to_arrow()
+    vectors = table["vector"].to_numpy(zero_copy_only=False)
+    return {
+        chunk_id: (text, np.asarray(vector))
+        for chunk_id, text, vector in zip(
+            table["chunk_id"].to_pylist(), table["text_embed"].to_pylist(), vectors, strict=True
+        )
+    }
+
+
+def test_rerun_changes_nothing_and_a_deleted_file_leaves_every_store(tmp_path: Path) -> None:
+    source = tmp_path / "corpus"
+    shutil.copytree(BUNDLED_SAMPLE_CORPUS, source)
+    data_dir = tmp_path / "data"
+
+    first = materialize_everything(source, data_dir)
+    assert first.success
+    embedded = metadata_of(first, "chunk_embeddings")
+    store = DuckDBStore(data_dir / "lorehouse.duckdb")
+    chunk_ids = set(store.table("chunks")["chunk_id"])
+    assert embedded["embedded"] == embedded["chunks"] == len(chunk_ids) > 50
+    assert embedded["embedding_model"] == "all-MiniLM-L6-v2-int8"
+    assert embedded["dimension"] == 384
+    assert embedded["chunks_per_second"] > 0
+    before = _lance_rows(data_dir)
+    assert set(before) == chunk_ids
+
+    second = materialize_everything(source, data_dir)
+    assert second.success
+    again = metadata_of(second, "chunk_embeddings")
+    assert (again["embedded"], again["rows_written"], again["rows_deleted"]) == (0, 0, 0)
+    after = _lance_rows(data_dir)
+    assert set(after) == set(before)
+    assert all(np.array_equal(after[c][1], before[c][1]) for c in before)
+
+    (source / "hr" / "parental-leave-faq.md").unlink()
+    third = materialize_everything(source, data_dir)
+    assert third.success
+    removed = {c for c, (text, _) in before.items() if "Parental Leave FAQ" in text}
+    assert removed
+    assert metadata_of(third, "chunk_embeddings")["rows_deleted"] == len(removed)
+    assert not removed & set(_lance_rows(data_dir))
+    for table in ("chunks", "enriched_chunks", "chunk_keywords"):
+        assert not removed & set(store.table(table)["chunk_id"]), table
+    assert "hr/parental-leave-faq.md" not in set(store.table("documents")["rel_path"])
+    retriever = Retriever(ChunkIndex(str(data_dir / "lancedb")), default_embedder())
+    hits = retriever.search("How many weeks of parental leave do I get?", top_k=20).hits
+    assert hits and not {h.chunk_id for h in hits} & removed
+
+
+def test_a_new_embedding_model_re_embeds_every_chunk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-local-test")
+    data_dir = tmp_path / "data"
+    assert materialize_everything(BUNDLED_SAMPLE_CORPUS, data_dir).success
+    chunk_count = len(_lance_rows(data_dir))
+
+    with embedding_server(dimension=16) as server:
+        model = "openai/lorehouse-test-embedding"
+        result = materialize_everything(
+            BUNDLED_SAMPLE_CORPUS, data_dir, embed_model=model, embed_api_base=server.base_url
+        )
+        assert result.success
+        meta = metadata_of(result, "chunk_embeddings")
+        assert meta["rebuilt_for_new_model"] is True
+        assert meta["embedded"] == chunk_count == len(set(server.texts_embedded))
+        index = ChunkIndex(str(data_dir / "lancedb"))
+        assert index.embedding_model() == (model, 16)
+        rows = _lance_rows(data_dir)
+        assert len(rows) == chunk_count
+        assert all(vector.shape == (16,) for _, vector in rows.values())
+        assert all(abs(np.linalg.norm(vector) - 1) < 1e-5 for _, vector in rows.values())
+
+        provider = LiteLLMEmbedder(model, api_base=server.base_url)
+        assert Retriever(index, provider).search("parental leave", mode="vector").hits
+        # The bundled model cannot query vectors another model made.
+        with pytest.raises(RuntimeError, match="re-embed"):
+            Retriever(index, default_embedder()).search("parental leave", mode="vector")
