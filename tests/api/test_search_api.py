@@ -1,0 +1,277 @@
+"""The HTTP API over stores materialized from the sample corpus: search, previews, ACL, errors."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from api.app import create_app
+from api.auth import add_key
+from lorehouse.settings import Settings
+from lorehouse.stores.duckdb_store import DuckDBStore
+
+
+@pytest.fixture(scope="module")
+def keys(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+    path = tmp_path_factory.mktemp("keys") / "api-keys.yaml"
+    return {
+        "file": path,
+        "public": add_key(path, "everyone", []),
+        "security": add_key(path, "security-team", ["security"]),
+    }
+
+
+@pytest.fixture(scope="module")
+def client(materialized_sample: Path, keys: dict[str, object]) -> Iterator[TestClient]:
+    settings = Settings(data_dir=materialized_sample, api_keys_file=keys["file"])
+    with TestClient(create_app(settings)) as test_client:
+        yield test_client
+
+
+@pytest.fixture(scope="module")
+def open_client(materialized_sample: Path) -> Iterator[TestClient]:
+    with TestClient(create_app(Settings(data_dir=materialized_sample))) as test_client:
+        yield test_client
+
+
+def _as(keys: dict[str, object], who: str) -> dict[str, str]:
+    return {"X-API-Key": str(keys[who])}
+
+
+def _search(client: TestClient, headers: dict[str, str], **body: object) -> dict:
+    response = client.post("/v1/search", json=body, headers=headers)
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+@pytest.mark.parametrize("mode", ["vector", "bm25", "hybrid"])
+def test_each_mode_finds_the_answer_with_a_citation(client, keys, mode: str) -> None:
+    result = _search(
+        client, _as(keys, "public"), query="How many weeks of parental leave do I get?", mode=mode
+    )
+    assert result["mode"] == mode and len(result["hits"]) == 8
+    top = result["hits"][:3]
+    assert any("20 weeks" in hit["text_chat"] for hit in top), [h["text_chat"] for h in top]
+    hit = top[0]
+    assert hit["citation"] == f"/v1/chunks/{hit['chunk_id']}"
+    assert hit["title"] and hit["heading_path"] and hit["page_start"] >= 1
+    expected_scores = {"vector": {"vector"}, "bm25": {"bm25"}, "hybrid": {"rrf"}}[mode]
+    assert expected_scores <= set(hit["scores"])
+    assert [h["rank"] for h in result["hits"]] == list(range(1, 9))
+    scores = [h["score"] for h in result["hits"]]
+    assert scores == sorted(scores, reverse=True)
+
+
+@pytest.mark.parametrize("rerank", ["none", "rrf"])
+def test_rerankers(client, keys, rerank: str) -> None:
+    result = _search(
+        client, _as(keys, "public"), query="laptop encryption requirements", rerank=rerank
+    )
+    assert result["rerank"] == rerank and result["hits"]
+    assert ("rerank" in result["hits"][0]["scores"]) == (rerank == "rrf")
+    assert "acceptable-use-policy" in result["hits"][0]["rel_path"]
+
+
+def test_filters_restrict_documents_pages_types_and_tables(client, keys) -> None:
+    headers = _as(keys, "public")
+    documents = client.get("/v1/documents", headers=headers).json()["documents"]
+    handbook = next(d for d in documents if d["rel_path"] == "handbook/employee-handbook.pdf")
+
+    only_handbook = _search(
+        client, headers, query="leave", top_k=20, filters={"doc_ids": [handbook["doc_id"]]}
+    )
+    assert only_handbook["hits"]
+    assert {h["doc_id"] for h in only_handbook["hits"]} == {handbook["doc_id"]}
+
+    pages = _search(
+        client,
+        headers,
+        query="leave",
+        top_k=50,
+        filters={"doc_ids": [handbook["doc_id"]], "page_from": 5, "page_to": 6},
+    )
+    assert pages["hits"]
+    assert all(h["page_end"] >= 5 and h["page_start"] <= 6 for h in pages["hits"])
+    assert len(pages["hits"]) < len(
+        _search(client, headers, query="leave", top_k=50, filters=only_handbook_filter(handbook))[
+            "hits"
+        ]
+    )
+
+    spreadsheets = _search(
+        client, headers, query="budget", top_k=20, filters={"file_types": ["xlsx"]}
+    )
+    assert spreadsheets["hits"] and {h["file_type"] for h in spreadsheets["hits"]} == {"xlsx"}
+
+    tables = _search(client, headers, query="expenses", top_k=20, filters={"is_table": True})
+    assert tables["hits"] and all(h["is_table"] for h in tables["hits"])
+    prose = _search(client, headers, query="expenses", top_k=20, filters={"is_table": False})
+    assert prose["hits"] and not any(h["is_table"] for h in prose["hits"])
+
+
+def only_handbook_filter(handbook: dict) -> dict:
+    return {"doc_ids": [handbook["doc_id"]]}
+
+
+def test_chunk_preview_shows_neighbours_in_document_order(client, keys) -> None:
+    headers = _as(keys, "public")
+    hit = _search(client, headers, query="phased return to work after leave")["hits"][0]
+    preview = client.get(f"/v1/chunks/{hit['chunk_id']}?window=2", headers=headers)
+    assert preview.status_code == 200
+    body = preview.json()
+    assert body["chunk"]["chunk_id"] == hit["chunk_id"]
+    position = body["chunk"]["position"]
+    assert [c["position"] for c in body["before"]] == list(range(max(0, position - 2), position))
+    assert all(c["doc_id"] == hit["doc_id"] for c in body["before"] + body["after"])
+    assert [c["position"] for c in body["after"]] == sorted(c["position"] for c in body["after"])
+
+
+def test_documents_are_paginated_with_summaries(client, keys) -> None:
+    headers = _as(keys, "security")
+    first = client.get("/v1/documents?limit=4&offset=0", headers=headers).json()
+    second = client.get("/v1/documents?limit=4&offset=4", headers=headers).json()
+    assert first["total"] == second["total"] == 9  # all but the hr-restricted spreadsheet
+    assert len(first["documents"]) == 4
+    assert not {d["doc_id"] for d in first["documents"]} & {
+        d["doc_id"] for d in second["documents"]
+    }
+    assert all(d["summary"] for d in first["documents"])
+
+
+def test_healthz_reports_counts(client) -> None:
+    health = client.get("/healthz")
+    assert health.status_code == 200
+    body = health.json()
+    assert body["status"] == "ok"
+    assert body["lancedb"]["counts"]["chunks"] == body["duckdb"]["counts"]["chunks"] > 50
+    assert body["duckdb"]["counts"]["documents"] == 10
+
+
+def test_keys_are_required_when_configured(client, keys) -> None:
+    assert client.post("/v1/search", json={"query": "leave"}).status_code == 401
+    wrong = client.post("/v1/search", json={"query": "leave"}, headers={"X-API-Key": "lh_nope"})
+    assert wrong.status_code == 401
+    assert "API key" in wrong.json()["detail"]
+    bearer = {"Authorization": f"Bearer {keys['public']}"}
+    assert client.post("/v1/search", json={"query": "leave"}, headers=bearer).status_code == 200
+    assert client.get("/v1/documents").status_code == 401
+    assert client.get("/v1/chunks/abc").status_code == 401
+    assert str(keys["public"]) not in Path(str(keys["file"])).read_text()
+
+
+def test_without_a_keys_file_callers_see_public_documents_only(open_client) -> None:
+    total = open_client.get("/v1/documents").json()["total"]
+    assert total == 7  # 10 documents, 2 security-only, 1 hr-only
+    hits = open_client.post(
+        "/v1/search", json={"query": "incident severity levels", "top_k": 30}
+    ).json()["hits"]
+    assert hits and not any(h["rel_path"].startswith("security/") for h in hits)
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"query": ""}, "query"),
+        ({"query": "   "}, "query"),
+        ({"query": "x" * 2001}, "query"),
+        ({"query": "leave", "top_k": 0}, "top_k"),
+        ({"query": "leave", "top_k": 101}, "top_k"),
+        ({"query": "leave", "mode": "semantic"}, "mode"),
+        ({"query": "leave", "rerank": "cross-encoder"}, "rerank"),
+        ({"query": "leave", "filters": {"file_types": ["exe"]}}, "filters"),
+        ({"query": "leave", "filters": {"page_from": 0}}, "filters"),
+        ({"query": "leave", "filters": {"page_from": 6, "page_to": 2}}, "filters"),
+        ({"query": "leave", "filters": {"doc_ids": []}}, "filters"),
+        ({"query": "leave", "colour": "blue"}, "colour"),
+        ({"top_k": 3}, "query"),
+    ],
+)
+def test_bad_requests_are_422_naming_the_field(client, keys, body: dict, field: str) -> None:
+    response = client.post("/v1/search", json=body, headers=_as(keys, "public"))
+    assert response.status_code == 422, response.text
+    locations = [error["loc"] for error in response.json()["detail"]]
+    assert any(field in location for location in locations), locations
+
+
+def test_malformed_json_and_bad_query_parameters_are_422(client, keys) -> None:
+    headers = {**_as(keys, "public"), "Content-Type": "application/json"}
+    assert client.post("/v1/search", content=b"{not json", headers=headers).status_code == 422
+    assert client.get("/v1/documents?limit=0", headers=headers).status_code == 422
+    assert client.get("/v1/documents?offset=-1", headers=headers).status_code == 422
+    assert client.get("/v1/chunks/abc?window=9", headers=headers).status_code == 422
+
+
+def test_unknown_chunk_is_404(client, keys) -> None:
+    response = client.get("/v1/chunks/does-not-exist", headers=_as(keys, "public"))
+    assert response.status_code == 404
+
+
+def test_stores_not_materialized_are_503_with_the_command(tmp_path: Path) -> None:
+    with TestClient(create_app(Settings(data_dir=tmp_path / "empty"))) as empty:
+        for response in (
+            empty.post("/v1/search", json={"query": "leave"}),
+            empty.get("/v1/documents"),
+            empty.get("/v1/chunks/abc"),
+            empty.get("/healthz"),
+        ):
+            assert response.status_code == 503, response.text
+            assert "lorehouse materialize" in response.text
+
+
+# -- access control -------------------------------------------------------------------------
+
+
+def _security_material(data_dir: Path) -> tuple[set[str], set[str], list[str]]:
+    """Doc ids and chunk ids of `security` documents, and 20+ queries aimed at their content."""
+    chunks = DuckDBStore(data_dir / "lorehouse.duckdb").table("chunks")
+    restricted = chunks[chunks["acl"].map(lambda acl: "security" in list(acl))]
+    queries: list[str] = []
+    for text in restricted["text_chat"]:
+        body = text.split("\n", 1)[-1]
+        words = re.findall(r"[A-Za-z][A-Za-z0-9'-]+", body)
+        if len(words) >= 6:
+            queries.append(" ".join(words[:12]))
+        if len(words) >= 24:
+            queries.append(" ".join(words[-12:]))
+    queries += [
+        "security incident response plan",
+        "incident severity levels SEV1 SEV2",
+        "who is the incident commander",
+        "vendor risk register",
+        "vendor risk rating and review date",
+        "data breach notification regulator 72 hours",
+    ]
+    return set(restricted["doc_id"]), set(restricted["chunk_id"]), queries
+
+
+def test_a_key_without_the_security_group_never_sees_security_content(
+    client, keys, materialized_sample: Path
+) -> None:
+    doc_ids, chunk_ids, queries = _security_material(materialized_sample)
+    assert len(doc_ids) == 2 and len(queries) >= 20
+    public, insider = _as(keys, "public"), _as(keys, "security")
+
+    seen_by_insider: set[str] = set()
+    for query in queries:
+        for mode, rerank in [("vector", "none"), ("bm25", "none"), ("hybrid", "rrf")]:
+            hits = _search(client, public, query=query, mode=mode, rerank=rerank, top_k=100)["hits"]
+            leaked = {h["chunk_id"] for h in hits} & chunk_ids
+            assert not leaked, (query, mode, leaked)
+        insider_hits = _search(client, insider, query=query, top_k=10)["hits"]
+        seen_by_insider |= {h["chunk_id"] for h in insider_hits} & chunk_ids
+    # The same queries do reach the content for a member of the group.
+    assert len(seen_by_insider) >= len(chunk_ids) // 2
+
+    aimed = _search(client, public, query="incident", filters={"doc_ids": sorted(doc_ids)})
+    assert aimed["hits"] == []
+    for chunk_id in sorted(chunk_ids)[:10]:
+        assert client.get(f"/v1/chunks/{chunk_id}", headers=public).status_code == 404
+        assert client.get(f"/v1/chunks/{chunk_id}", headers=insider).status_code == 200
+    listed = client.get("/v1/documents?limit=200", headers=public).json()["documents"]
+    assert not {d["doc_id"] for d in listed} & doc_ids
+    listed_insider = client.get("/v1/documents?limit=200", headers=insider).json()["documents"]
+    assert doc_ids <= {d["doc_id"] for d in listed_insider}
