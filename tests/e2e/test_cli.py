@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import os
+import signal
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
+
+import httpx
 
 from lorehouse.settings import REPO_ROOT
 
@@ -73,3 +79,92 @@ def test_workspace_loads_as_dagster_dev_loads_it(tmp_path: Path) -> None:
     run = _run([str(BIN / "dagster"), "definitions", "validate", "-w", "workspace.yaml"], tmp_path)
     assert run.returncode == 0, run.stderr[-3000:]
     assert "All code locations passed validation" in run.stderr + run.stdout
+
+
+def test_lorehouse_search_prints_json_hits(materialized_sample: Path) -> None:
+    run = _run(
+        [str(BIN / "lorehouse"), "search", "How many weeks of parental leave?", "--json"],
+        materialized_sample,
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    result = json.loads(run.stdout)
+    assert result["mode"] == "hybrid" and len(result["hits"]) == 8
+    assert any("20 weeks" in hit["text_chat"] for hit in result["hits"][:3])
+    table = _run(
+        [str(BIN / "lorehouse"), "search", "incident severity", "--mode", "bm25", "-g", "security"],
+        materialized_sample,
+    )
+    assert table.returncode == 0, table.stderr[-2000:]
+    assert "Security Incident Response Plan" in table.stdout
+
+
+def test_lorehouse_search_before_materialize_says_what_to_do(tmp_path: Path) -> None:
+    run = _run([str(BIN / "lorehouse"), "search", "leave"], tmp_path)
+    assert run.returncode == 1
+    assert "lorehouse materialize" in run.stderr
+
+
+def test_lorehouse_serve_answers_with_a_created_key(
+    materialized_sample: Path, tmp_path: Path
+) -> None:
+    keys_file = tmp_path / "keys.yaml"
+    created = _run(
+        [
+            str(BIN / "lorehouse"),
+            "keys",
+            "create",
+            "ops",
+            "-g",
+            "security",
+            "--file",
+            str(keys_file),
+        ],
+        materialized_sample,
+    )
+    assert created.returncode == 0, created.stderr
+    key = created.stdout.strip()
+    assert key.startswith("lh_") and key not in keys_file.read_text()
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {
+        **os.environ,
+        "LOREHOUSE_DATA_DIR": str(materialized_sample),
+        "LOREHOUSE_API_KEYS_FILE": str(keys_file),
+    }
+    server = subprocess.Popen(
+        [str(BIN / "lorehouse"), "serve", "--port", str(port)],
+        cwd=REPO_ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    try:
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                if httpx.get(f"{base}/healthz", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert server.poll() is None, (
+                server.stderr.read().decode()[-2000:] if server.stderr else ""
+            )
+            assert time.monotonic() < deadline, "server did not come up"
+            time.sleep(0.5)
+        denied = httpx.post(f"{base}/v1/search", json={"query": "incident"}, timeout=30)
+        assert denied.status_code == 401
+        allowed = httpx.post(
+            f"{base}/v1/search",
+            json={"query": "incident severity levels"},
+            headers={"X-API-Key": key},
+            timeout=30,
+        )
+        assert allowed.status_code == 200
+        assert any(h["rel_path"].startswith("security/") for h in allowed.json()["hits"])
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=30)
