@@ -14,7 +14,7 @@ export UNSTRUCTURED_DISABLE_NOTICE := 1
 export DO_NOT_TRACK := 1
 export DAGSTER_DISABLE_TELEMETRY := 1
 
-.PHONY: install demo test lint dev bench sample-corpus clean
+.PHONY: install demo test lint dev serve bench sample-corpus clean
 
 # System packages: Tesseract reads scanned PDF pages when LOREHOUSE_PDF_OCR_LANGUAGES is set.
 SYSTEM_PACKAGES := tesseract-ocr
@@ -37,6 +37,7 @@ $(DAGSTER_HOME)/dagster.yaml:
 demo: install $(DAGSTER_HOME)/dagster.yaml
 	$(BIN)/lorehouse materialize
 	$(BIN)/lorehouse docs
+	$(BIN)/lorehouse search "How many weeks of parental leave do primary caregivers get?" --top-k 3
 
 test: install
 	$(BIN)/ruff check .
@@ -46,8 +47,13 @@ test: install
 dev: install $(DAGSTER_HOME)/dagster.yaml
 	$(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
 
+serve: install
+	$(BIN)/lorehouse serve
+
 bench: install
 	$(BIN)/python bench/parse.py
+	$(BIN)/python bench/embed.py
+	$(BIN)/python bench/search.py
 
 sample-corpus: install
 	$(BIN)/python scripts/make_sample_corpus.py

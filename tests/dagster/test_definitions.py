@@ -23,6 +23,14 @@ def test_feature_stages_follow_parsing_in_order() -> None:
         assert graph.get(dg.AssetKey(child)).parent_keys == {dg.AssetKey(parent)}
 
 
+def test_embeddings_read_the_enriched_chunks_and_the_document_list() -> None:
+    graph = defs.resolve_asset_graph()
+    assert graph.get(dg.AssetKey("chunk_embeddings")).parent_keys == {
+        dg.AssetKey("enriched_chunks"),
+        dg.AssetKey("document_features"),
+    }
+
+
 def test_each_stage_has_its_data_contract_check() -> None:
     graph = defs.resolve_asset_graph()
     check_names = {key.name for key in graph.asset_check_keys}
@@ -36,6 +44,7 @@ def test_each_stage_has_its_data_contract_check() -> None:
         "documents_contract",
         "chunk_faqs_contract",
         "chunk_keywords_contract",
+        "chunk_embeddings_match_chunks",
     } <= check_names
 
 
