@@ -69,6 +69,7 @@ class LiteLLMEmbedder:
 
     def _embed_batch(self, batch: list[str]) -> np.ndarray:
         import litellm
+        import openai
 
         from lorehouse.llm import TRANSIENT_ERRORS
 
@@ -92,7 +93,9 @@ class LiteLLMEmbedder:
                 last_error = error
                 if attempt < self.max_attempts:
                     time.sleep(self.backoff_seconds * 2 ** (attempt - 1))
-            except litellm.APIError as error:  # auth, bad request: retrying will not help
+            # Auth, bad request, unknown model: retrying will not help. litellm's provider
+            # errors all derive from openai's.
+            except openai.APIError as error:
                 raise EmbeddingFailure(f"{self.name}: {type(error).__name__}: {error}") from error
         raise EmbeddingFailure(f"{self.name}: {type(last_error).__name__}: {last_error}")
 

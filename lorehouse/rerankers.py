@@ -129,6 +129,7 @@ class LiteLLMReranker:
         if not candidates:
             return candidates
         import litellm
+        import openai
 
         try:
             response = litellm.rerank(
@@ -140,9 +141,8 @@ class LiteLLMReranker:
                 api_base=self.api_base,
                 timeout=self.timeout_seconds,
             )
-        except litellm.APIError as error:
-            raise RerankFailure(f"{self.name}: {type(error).__name__}: {error}") from error
-        except (litellm.Timeout, litellm.APIConnectionError) as error:
+        # litellm's provider errors (rate limits, timeouts, 5xx, auth) all derive from openai's.
+        except openai.APIError as error:
             raise RerankFailure(f"{self.name}: {type(error).__name__}: {error}") from error
         for result in response.results or []:
             position = int(result["index"])

@@ -1,4 +1,5 @@
-"""A local OpenAI-compatible embeddings endpoint on 127.0.0.1, for provider-path tests.
+"""Local provider endpoints on 127.0.0.1 for provider-path tests: OpenAI-compatible
+embeddings and a Cohere-compatible reranker.
 
 litellm talks to it over real HTTP exactly as it would to a hosted provider, so the code under
 test is the production path; only the far end is small.
@@ -22,20 +23,25 @@ def hashed_vector(text: str, dimension: int) -> list[float]:
 
 
 @dataclass
-class EmbeddingServer:
+class ProviderServer:
     base_url: str
     dimension: int
     texts_embedded: list[str] = field(default_factory=list)
+    rerank_calls: int = 0
+    rerank_status: int = 200
 
 
 @contextmanager
-def embedding_server(dimension: int = 16) -> Iterator[EmbeddingServer]:
-    """Serves POST /v1/embeddings until the block exits."""
-    state = EmbeddingServer(base_url="", dimension=dimension)
+def provider_server(dimension: int = 16) -> Iterator[ProviderServer]:
+    """Serves POST /v1/embeddings and /v1/rerank until the block exits."""
+    state = ProviderServer(base_url="", dimension=dimension)
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            if self.path.endswith("/rerank"):
+                self._rerank(body)
+                return
             texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
             state.texts_embedded.extend(texts)
             payload = {
@@ -47,8 +53,25 @@ def embedding_server(dimension: int = 16) -> Iterator[EmbeddingServer]:
                 ],
                 "usage": {"prompt_tokens": len(texts), "total_tokens": len(texts)},
             }
+            self._reply(200, payload)
+
+        def _rerank(self, body: dict) -> None:
+            """Scores each document by the share of query words it contains."""
+            state.rerank_calls += 1
+            if state.rerank_status != 200:
+                self._reply(state.rerank_status, {"message": "reranker unavailable"})
+                return
+            words = set(body["query"].lower().split())
+            results = [
+                {"index": i, "relevance_score": len(words & set(d.lower().split())) / len(words)}
+                for i, d in enumerate(body["documents"])
+            ]
+            results.sort(key=lambda r: -r["relevance_score"])
+            self._reply(200, {"id": "local", "results": results, "meta": {}})
+
+        def _reply(self, status: int, payload: dict) -> None:
             encoded = json.dumps(payload).encode()
-            self.send_response(200)
+            self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(encoded)))
             self.end_headers()

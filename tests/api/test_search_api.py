@@ -13,6 +13,7 @@ from api.app import create_app
 from api.auth import add_key
 from lorehouse.settings import Settings
 from lorehouse.stores.duckdb_store import DuckDBStore
+from tests.provider_server import provider_server
 
 
 @pytest.fixture(scope="module")
@@ -275,3 +276,35 @@ def test_a_key_without_the_security_group_never_sees_security_content(
     assert not {d["doc_id"] for d in listed} & doc_ids
     listed_insider = client.get("/v1/documents?limit=200", headers=insider).json()["documents"]
     assert doc_ids <= {d["doc_id"] for d in listed_insider}
+
+
+def test_a_configured_litellm_reranker_reorders_and_degrades_with_a_warning(
+    materialized_sample: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COHERE_API_KEY", "local-test")
+    model = "cohere/rerank-english-v3.0"
+    with provider_server() as server:
+        settings = Settings(
+            data_dir=materialized_sample,
+            rerank=model,
+            rerank_api_base=server.base_url.removesuffix("/v1"),
+        )
+        with TestClient(create_app(settings)) as api:
+            query = "what happens to unused weeks of leave"
+            result = api.post("/v1/search", json={"query": query, "top_k": 5}).json()
+            assert result["rerank"] == model and not result["warnings"]
+            assert server.rerank_calls == 1
+            scores = [hit["scores"]["rerank"] for hit in result["hits"]]
+            assert scores == sorted(scores, reverse=True) and scores[0] > 0
+
+            plain = api.post("/v1/search", json={"query": query, "rerank": "none"}).json()
+            assert all("rerank" not in hit["scores"] for hit in plain["hits"])
+
+            server.rerank_status = 500
+            degraded = api.post("/v1/search", json={"query": query, "top_k": 5})
+            assert degraded.status_code == 200
+            body = degraded.json()
+            assert body["warnings"] and "first-stage order kept" in body["warnings"][0]
+            assert [h["chunk_id"] for h in body["hits"]] == [
+                h["chunk_id"] for h in plain["hits"][:5]
+            ]

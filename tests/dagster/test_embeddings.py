@@ -16,7 +16,7 @@ from lorehouse.stores.duckdb_store import DuckDBStore
 from lorehouse.stores.lance_index import ChunkIndex
 from tests.conftest import materialize_everything
 from tests.dagster.conftest import metadata_of
-from tests.provider_server import embedding_server
+from tests.provider_server import provider_server
 
 
 def _lance_rows(data_dir: Path) -> dict[str, tuple[str, np.ndarray]]:
@@ -78,7 +78,7 @@ def test_a_new_embedding_model_re_embeds_every_chunk(
     assert materialize_everything(BUNDLED_SAMPLE_CORPUS, data_dir).success
     chunk_count = len(_lance_rows(data_dir))
 
-    with embedding_server(dimension=16) as server:
+    with provider_server(dimension=16) as server:
         model = "openai/lorehouse-test-embedding"
         result = materialize_everything(
             BUNDLED_SAMPLE_CORPUS, data_dir, embed_model=model, embed_api_base=server.base_url
