@@ -14,7 +14,8 @@ def chunk_embeddings(
     feature_store: FeatureStoreResource,
     vector_index: VectorIndexResource,
 ) -> dg.MaterializeResult:
-    """Vectors of new or changed chunks (others keep theirs), BM25 and ANN indexes refreshed."""
+    """Vectors of new or changed chunks (others keep theirs), BM25 and ANN indexes refreshed;
+    plus one profile vector per document (title, summary, FAQs) for choosing sources."""
     index = vector_index.open()
     report = run_embedding(
         feature_store.open(),
@@ -34,6 +35,8 @@ def chunk_embeddings(
             "rows_written": report.rows_written,
             "rows_deleted": report.rows_deleted,
             "rebuilt_for_new_model": report.rebuilt,
+            "documents": report.documents,
+            "documents_embedded": report.documents_embedded,
             "chunks_per_second": round(report.chunks_per_second, 1),
             "embed_seconds": round(report.embed_seconds, 2),
             "seconds": round(report.seconds, 2),

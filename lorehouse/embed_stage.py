@@ -19,15 +19,22 @@ import pyarrow as pa
 
 from lorehouse.embedding_providers import Embedder
 from lorehouse.stores.duckdb_store import DuckDBStore
-from lorehouse.stores.lance_index import ChunkIndex, IndexState, chunk_schema
+from lorehouse.stores.lance_index import (
+    ChunkIndex,
+    IndexState,
+    LanceTable,
+    chunk_schema,
+    document_schema,
+)
 
 ProgressCallback = Callable[[int, int], None]
 
-_ROW_COLUMNS = [
+_CHUNK_COLUMNS = [
     "chunk_id",
     "doc_id",
     "title",
     "rel_path",
+    "source_uri",
     "file_type",
     "position",
     "heading_path",
@@ -39,6 +46,7 @@ _ROW_COLUMNS = [
     "text_embed",
     "text_enriched",
 ]
+_DOCUMENT_COLUMNS = ["doc_id", "title", "rel_path", "acl", "summary", "faqs", "profile_text"]
 
 
 @dataclass
@@ -53,6 +61,8 @@ class EmbedReport:
     rows_written: int = 0
     rows_deleted: int = 0
     rebuilt: bool = False
+    documents: int = 0
+    documents_embedded: int = 0
     embed_seconds: float = 0.0
     seconds: float = 0.0
     indexes: list[IndexState] = field(default_factory=list)
@@ -89,14 +99,35 @@ def index_rows(chunks: pd.DataFrame, model: str) -> pd.DataFrame:
             frame["title"], frame["summary"], frame["faqs"], frame["keywords"], strict=True
         )
     ]
-    frame = frame[_ROW_COLUMNS]
+    frame = frame[_CHUNK_COLUMNS]
     frame["page_start"] = frame["page_start"].astype("Int32")
     frame["page_end"] = frame["page_end"].astype("Int32")
     frame["position"] = frame["position"].astype("int32")
-    frame["embed_key"] = [embed_key(model, text) for text in frame["text_embed"]]
+    return _keyed(frame, "text_embed", model)
+
+
+def document_rows(documents: pd.DataFrame, model: str) -> pd.DataFrame:
+    """Each document's profile: title, summary and FAQs, embedded as one text."""
+    frame = documents.copy()
+    frame["acl"] = frame["acl"].map(list)
+    frame["faqs"] = frame["faqs"].map(list)
+    frame["profile_text"] = [
+        enriched_text(title, summary, faqs, [])
+        for title, summary, faqs in zip(
+            frame["title"], frame["summary"], frame["faqs"], strict=True
+        )
+    ]
+    return _keyed(frame[_DOCUMENT_COLUMNS], "profile_text", model)
+
+
+def _keyed(frame: pd.DataFrame, text_column: str, model: str) -> pd.DataFrame:
+    """Adds the embed key of the embedded text and a hash of the whole stored row."""
+    columns = list(frame.columns)
+    frame = frame.copy()
+    frame["embed_key"] = [embed_key(model, text) for text in frame[text_column]]
     frame["row_hash"] = [
         hashlib.sha256(
-            json.dumps([_plain(row[c]) for c in _ROW_COLUMNS], default=str).encode()
+            json.dumps([_plain(row[c]) for c in columns], default=str).encode()
         ).hexdigest()[:32]
         for row in frame.to_dict("records")
     ]
@@ -114,48 +145,89 @@ def run_embedding(
     batch_size: int = 64,
     on_progress: ProgressCallback | None = None,
 ) -> EmbedReport:
-    """Brings the LanceDB table in line with DuckDB's chunks; returns what it did."""
+    """Brings the LanceDB chunk and document tables in line with DuckDB; returns what it did."""
     started = time.perf_counter()
     model = embedder.name
-    rows = index_rows(store.chunks_for_index(), model)
     report = EmbedReport(model=model, dimension=getattr(embedder, "dimension", None))
-    report.chunks = len(rows)
+    chunks = index_rows(store.chunks_for_index(), model)
+    report.chunks = len(chunks)
+    outcome = _sync(
+        index, chunks, "text_embed", chunk_schema, embedder, batch_size, report, on_progress
+    )
+    report.embedded = outcome.embedded
+    report.reused_vectors = outcome.reused
+    report.rows_written = outcome.written
+    report.rows_deleted = outcome.deleted
+    report.rebuilt = outcome.rebuilt
 
-    rebuild = index.exists() and index.embedding_model()[0] != model
-    stored = {} if rebuild else index.stored_keys()
-    is_changed = [
-        stored.get(chunk_id, ("", ""))[1] != row_hash
-        for chunk_id, row_hash in zip(rows["chunk_id"], rows["row_hash"], strict=True)
-    ]
-    changed = rows[is_changed].reset_index(drop=True)
-    stale = sorted(set(stored) - set(rows["chunk_id"]))
-
-    known = {} if rebuild else index.vectors_for(sorted(set(changed["embed_key"])))
-    missing = sorted(set(changed["embed_key"]) - set(known))
-    text_by_key = dict(zip(changed["embed_key"], changed["text_embed"], strict=True))
-    fresh = _embed(embedder, [text_by_key[k] for k in missing], batch_size, report, on_progress)
-    vectors = {**known, **dict(zip(missing, fresh, strict=True))}
-    report.embedded = len(missing)
-    newly_embedded = set(missing)
-    report.reused_vectors = sum(key not in newly_embedded for key in changed["embed_key"])
-
-    dimension = _dimension(vectors, report.dimension, index, rebuild)
-    report.dimension = dimension
-    if dimension is None:  # nothing stored, nothing to store, and no way to know the width
-        report.seconds = time.perf_counter() - started
-        return report
-    table = _arrow_rows(changed, vectors, dimension, model)
-    if rebuild:
-        index.replace_all(_arrow_rows(rows, vectors, dimension, model))
-        report.rebuilt = True
-        report.rows_written = len(rows)
-    else:
-        index.upsert(table, stale)
-        report.rows_written = len(changed)
-        report.rows_deleted = len(stale)
-    report.indexes = index.refresh_indexes()
+    documents = document_rows(store.documents_for_index(), model)
+    report.documents = len(documents)
+    outcome = _sync(
+        index.documents(), documents, "profile_text", document_schema, embedder, batch_size, report
+    )
+    report.documents_embedded = outcome.embedded
+    if index.exists():
+        report.indexes = index.index_state()
     report.seconds = time.perf_counter() - started
     return report
+
+
+@dataclass
+class _SyncOutcome:
+    embedded: int = 0
+    reused: int = 0
+    written: int = 0
+    deleted: int = 0
+    rebuilt: bool = False
+
+
+def _sync(
+    table: LanceTable,
+    rows: pd.DataFrame,
+    text_column: str,
+    schema_for: Callable[[int, str], pa.Schema],
+    embedder: Embedder,
+    batch_size: int,
+    report: EmbedReport,
+    on_progress: ProgressCallback | None = None,
+) -> _SyncOutcome:
+    """Makes `table` hold exactly `rows`, embedding only text it has no vector for."""
+    model = embedder.name
+    outcome = _SyncOutcome()
+    rebuild = table.exists() and not table.is_current(model)
+    stored = {} if rebuild else table.stored_keys()
+    key = table.key_column
+    is_changed = [
+        stored.get(row_key, ("", ""))[1] != row_hash
+        for row_key, row_hash in zip(rows[key], rows["row_hash"], strict=True)
+    ]
+    changed = rows[is_changed].reset_index(drop=True)
+    stale = sorted(set(stored) - set(rows[key]))
+
+    known = {} if rebuild else table.vectors_for(sorted(set(changed["embed_key"])))
+    missing = sorted(set(changed["embed_key"]) - set(known))
+    text_by_key = dict(zip(changed["embed_key"], changed[text_column], strict=True))
+    fresh = _embed(embedder, [text_by_key[k] for k in missing], batch_size, report, on_progress)
+    vectors = {**known, **dict(zip(missing, fresh, strict=True))}
+    outcome.embedded = len(missing)
+    newly_embedded = set(missing)
+    outcome.reused = sum(k not in newly_embedded for k in changed["embed_key"])
+
+    dimension = _dimension(vectors, report.dimension, table, rebuild)
+    report.dimension = report.dimension or dimension
+    if dimension is None:  # nothing stored, nothing to store, and no way to know the width
+        return outcome
+    schema = schema_for(dimension, model)
+    if rebuild:
+        table.replace_all(_arrow_rows(rows, vectors, schema))
+        outcome.rebuilt = True
+        outcome.written = len(rows)
+    else:
+        table.upsert(_arrow_rows(changed, vectors, schema), stale)
+        outcome.written = len(changed)
+        outcome.deleted = len(stale)
+    table.refresh_indexes()
+    return outcome
 
 
 def _embed(
@@ -179,28 +251,24 @@ def _embed(
 
 
 def _dimension(
-    vectors: dict[str, np.ndarray], declared: int | None, index: ChunkIndex, rebuild: bool
+    vectors: dict[str, np.ndarray], declared: int | None, table: LanceTable, rebuild: bool
 ) -> int | None:
     if vectors:
         return len(next(iter(vectors.values())))
-    if index.exists() and not rebuild:
-        return index.embedding_model()[1]
+    if table.exists() and not rebuild:
+        return table.embedding_model()[1]
     return declared
 
 
-def _arrow_rows(
-    frame: pd.DataFrame, vectors: dict[str, np.ndarray], dimension: int, model: str
-) -> pa.Table:
-    schema = chunk_schema(dimension, model)
+def _arrow_rows(frame: pd.DataFrame, vectors: dict[str, np.ndarray], schema: pa.Schema) -> pa.Table:
+    dimension = schema.field("vector").type.list_size
     matrix = (
         np.vstack([vectors[key] for key in frame["embed_key"]]).astype(np.float32)
         if len(frame)
         else np.empty((0, dimension), dtype=np.float32)
     )
     if matrix.shape[1] != dimension:
-        raise ValueError(
-            f"{model} returned {matrix.shape[1]}-d vectors; the table holds {dimension}"
-        )
+        raise ValueError(f"vectors have {matrix.shape[1]} dimensions; the table holds {dimension}")
     columns = {
         name: pa.array(frame[name].tolist(), type=schema.field(name).type)
         for name in schema.names

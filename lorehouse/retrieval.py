@@ -31,6 +31,7 @@ HIT_COLUMNS = [
     "doc_id",
     "title",
     "rel_path",
+    "source_uri",
     "file_type",
     "position",
     "heading_path",
@@ -102,7 +103,9 @@ class SearchHit(BaseModel):
     doc_id: str
     title: str | None
     rel_path: str
+    source_uri: str
     file_type: str
+    position: int
     heading_path: list[str]
     page_start: int | None
     page_end: int | None
@@ -278,20 +281,29 @@ def _decisive_stage(mode: SearchMode, rerank: str, warnings: list[str]) -> str:
 
 
 def _hit(rank: int, candidate: Candidate, decisive: str) -> SearchHit:
-    row = candidate.row
+    return hit_from_row(candidate.row, rank, candidate.scores, decisive)
+
+
+def hit_from_row(
+    row: dict, rank: int = 0, scores: dict[str, float] | None = None, decisive: str = ""
+) -> SearchHit:
+    """A stored chunk row as a hit (scores empty for rows not ranked, e.g. neighbours)."""
+    scores = scores or {}
     return SearchHit(
         rank=rank,
         chunk_id=row["chunk_id"],
         doc_id=row["doc_id"],
         title=row["title"],
         rel_path=row["rel_path"],
+        source_uri=row["source_uri"] or "",
         file_type=row["file_type"],
+        position=int(row["position"]),
         heading_path=list(row["heading_path"] or []),
         page_start=row["page_start"],
         page_end=row["page_end"],
         is_table=bool(row["is_table"]),
         text_chat=row["text_chat"],
-        score=round(candidate.scores.get(decisive, 0.0), 6),
-        scores={k: round(v, 6) for k, v in candidate.scores.items()},
+        score=round(scores.get(decisive, 0.0), 6),
+        scores={k: round(v, 6) for k, v in scores.items()},
         citation=f"/v1/chunks/{row['chunk_id']}",
     )

@@ -484,7 +484,8 @@ class DuckDBStore:
         """Every chunk with what the search index stores beside it: title, file, enrichment."""
         with self.connect() as connection:
             return connection.execute(
-                "SELECT c.chunk_id, c.doc_id, d.title, r.rel_path, r.file_type, c.position, "
+                "SELECT c.chunk_id, c.doc_id, d.title, r.rel_path, r.source_uri, r.file_type, "
+                "c.position, "
                 "c.heading_path, c.page_start, c.page_end, c.is_table, c.acl, c.text_chat, "
                 "c.text_embed, e.summary, coalesce(e.faqs, []) AS faqs, "
                 "coalesce(e.keywords, []) AS keywords "
@@ -492,6 +493,18 @@ class DuckDBStore:
                 "JOIN documents_raw r USING (doc_id) "
                 "LEFT JOIN enriched_chunks e USING (chunk_id) "
                 "ORDER BY r.rel_path, c.position"
+            ).df()
+
+    def documents_for_index(self, faqs_per_document: int = 12) -> pd.DataFrame:
+        """Each document's profile inputs: title, summary and some of its chunks' FAQs."""
+        with self.connect() as connection:
+            return connection.execute(
+                "SELECT d.doc_id, d.title, d.rel_path, d.acl, d.summary, "
+                "coalesce(list(f.question ORDER BY f.chunk_id, f.question) "
+                "FILTER (WHERE f.question IS NOT NULL)[1:?], []) AS faqs "
+                "FROM documents d LEFT JOIN chunk_faqs f USING (doc_id) "
+                "GROUP BY ALL ORDER BY d.rel_path",
+                [faqs_per_document],
             ).df()
 
     def visible_documents(

@@ -17,9 +17,13 @@ import pyarrow as pa
 from lancedb.query import MatchQuery, MultiMatchQuery
 
 TABLE_NAME = "chunks"
+DOCUMENTS_TABLE_NAME = "documents"
 TEXT_COLUMNS = ("text_embed", "text_enriched")
 _MODEL_KEY = b"lorehouse.embedding_model"
 _DIMENSION_KEY = b"lorehouse.embedding_dimension"
+_LAYOUT_KEY = b"lorehouse.layout"
+#: Bumped whenever a table's columns change; a table of another layout is rebuilt.
+TABLE_LAYOUT = "2"
 # Long `IN (...)` lists are split so a large deletion stays a handful of modest statements.
 _IDS_PER_STATEMENT = 2000
 # Old table versions are kept this long so a reader that opened one mid-write can finish.
@@ -49,6 +53,7 @@ def chunk_schema(dimension: int, model: str) -> pa.Schema:
             pa.field("doc_id", pa.string(), nullable=False),
             pa.field("title", pa.string()),
             pa.field("rel_path", pa.string()),
+            pa.field("source_uri", pa.string()),
             pa.field("file_type", pa.string()),
             pa.field("position", pa.int32()),
             pa.field("heading_path", pa.list_(pa.string())),
@@ -63,8 +68,35 @@ def chunk_schema(dimension: int, model: str) -> pa.Schema:
             pa.field("row_hash", pa.string()),
             pa.field("vector", pa.list_(pa.float32(), dimension)),
         ],
-        metadata={_MODEL_KEY: model.encode(), _DIMENSION_KEY: str(dimension).encode()},
+        metadata=_metadata(dimension, model),
     )
+
+
+def document_schema(dimension: int, model: str) -> pa.Schema:
+    """One row per document: its profile (title, summary, FAQs) for choosing sources."""
+    return pa.schema(
+        [
+            pa.field("doc_id", pa.string(), nullable=False),
+            pa.field("title", pa.string()),
+            pa.field("rel_path", pa.string()),
+            pa.field("acl", pa.list_(pa.string())),
+            pa.field("summary", pa.string()),
+            pa.field("faqs", pa.list_(pa.string())),
+            pa.field("profile_text", pa.string()),
+            pa.field("embed_key", pa.string()),
+            pa.field("row_hash", pa.string()),
+            pa.field("vector", pa.list_(pa.float32(), dimension)),
+        ],
+        metadata=_metadata(dimension, model),
+    )
+
+
+def _metadata(dimension: int, model: str) -> dict[bytes, bytes]:
+    return {
+        _MODEL_KEY: model.encode(),
+        _DIMENSION_KEY: str(dimension).encode(),
+        _LAYOUT_KEY: TABLE_LAYOUT.encode(),
+    }
 
 
 def sql_string(value: str) -> str:
@@ -78,34 +110,41 @@ def sql_in(column: str, values: Iterable[str]) -> str:
     return f"{column} IN ({', '.join(literals)})" if literals else "false"
 
 
-class ChunkIndex:
-    """Reads and writes the `chunks` table of one LanceDB database (a folder or s3:// URI)."""
+class LanceTable:
+    """One table of a LanceDB database (a folder or s3:// URI) holding rows with vectors."""
+
+    name: str = TABLE_NAME
+    key_column: str = "chunk_id"
+    text_columns: tuple[str, ...] = TEXT_COLUMNS
+    scalar_indexes: tuple[tuple[str, str], ...] = (("doc_id", "BTREE"), ("acl", "LABEL_LIST"))
 
     def __init__(
         self,
         uri: str,
         ann_min_rows: int = 50_000,
         storage_options: dict[str, str] | None = None,
+        db: lancedb.DBConnection | None = None,
     ) -> None:
         self.uri = uri
         self.ann_min_rows = ann_min_rows
-        self._db = lancedb.connect(uri, storage_options=storage_options)
+        self._storage_options = storage_options
+        self._db = db or lancedb.connect(uri, storage_options=storage_options)
         self._table: lancedb.table.Table | None = None
 
     # -- opening ---------------------------------------------------------------------------------
 
     def exists(self) -> bool:
         """Whether the embedding stage has created the table."""
-        return TABLE_NAME in self._db.list_tables().tables
+        return self.name in self._db.list_tables().tables
 
     def table(self) -> lancedb.table.Table:
         """The table at its latest version; raises IndexNotBuilt before the first build."""
         if self._table is None:
             if not self.exists():
                 raise IndexNotBuilt(
-                    f"no '{TABLE_NAME}' table in {self.uri}; run `lorehouse materialize`"
+                    f"no '{self.name}' table in {self.uri}; run `lorehouse materialize`"
                 )
-            self._table = self._db.open_table(TABLE_NAME)
+            self._table = self._db.open_table(self.name)
         else:
             # Another process (a materialization) may have committed since we opened it.
             self._table.checkout_latest()
@@ -116,21 +155,29 @@ class ChunkIndex:
         metadata = self.table().schema.metadata or {}
         return metadata[_MODEL_KEY].decode(), int(metadata[_DIMENSION_KEY])
 
+    def is_current(self, model: str) -> bool:
+        """Whether the table holds `model`'s vectors in today's column layout."""
+        metadata = self.table().schema.metadata or {}
+        return (
+            metadata.get(_MODEL_KEY, b"").decode() == model
+            and metadata.get(_LAYOUT_KEY, b"").decode() == TABLE_LAYOUT
+        )
+
     def count(self, where: str | None = None) -> int:
         return self.table().count_rows(where) if self.exists() else 0
 
     # -- writing ---------------------------------------------------------------------------------
 
     def stored_keys(self) -> dict[str, tuple[str, str]]:
-        """chunk_id -> (embed_key, row_hash) of every stored row, without reading vectors."""
+        """key -> (embed_key, row_hash) of every stored row, without reading vectors."""
         if not self.exists():
             return {}
         table = self.table()
-        rows = table.search().select(["chunk_id", "embed_key", "row_hash"])
+        rows = table.search().select([self.key_column, "embed_key", "row_hash"])
         arrow = rows.limit(max(1, table.count_rows())).to_arrow()
         return dict(
             zip(
-                arrow["chunk_id"].to_pylist(),
+                arrow[self.key_column].to_pylist(),
                 zip(arrow["embed_key"].to_pylist(), arrow["row_hash"].to_pylist(), strict=True),
                 strict=True,
             )
@@ -157,30 +204,30 @@ class ChunkIndex:
                 found[key] = np.asarray(vector, dtype=np.float32)
         return found
 
-    def upsert(self, rows: pa.Table, stale_chunk_ids: Sequence[str]) -> None:
+    def upsert(self, rows: pa.Table, stale_keys: Sequence[str]) -> None:
         """Writes new and changed rows, then deletes rows whose chunks are gone.
 
         In that order: a document being replaced shows its old or its new chunks, never
         neither. The table is created on the first write.
         """
         if not self.exists():
-            self._table = self._db.create_table(TABLE_NAME, data=rows, schema=rows.schema)
+            self._table = self._db.create_table(self.name, data=rows, schema=rows.schema)
             return
         table = self.table()
         if rows.num_rows:
             (
-                table.merge_insert("chunk_id")
+                table.merge_insert(self.key_column)
                 .when_matched_update_all()
                 .when_not_matched_insert_all()
                 .execute(rows)
             )
-        for start in range(0, len(stale_chunk_ids), _IDS_PER_STATEMENT):
-            table.delete(sql_in("chunk_id", stale_chunk_ids[start : start + _IDS_PER_STATEMENT]))
+        for start in range(0, len(stale_keys), _IDS_PER_STATEMENT):
+            table.delete(sql_in(self.key_column, stale_keys[start : start + _IDS_PER_STATEMENT]))
 
     def replace_all(self, rows: pa.Table) -> None:
         """Overwrites the table in one commit: readers see the old model's rows or the new."""
         self._table = self._db.create_table(
-            TABLE_NAME, data=rows, schema=rows.schema, mode="overwrite"
+            self.name, data=rows, schema=rows.schema, mode="overwrite"
         )
 
     def refresh_indexes(self) -> list[IndexState]:
@@ -192,10 +239,10 @@ class ChunkIndex:
         """
         table = self.table()
         present = {tuple(index.columns) for index in table.list_indices()}
-        for column in TEXT_COLUMNS:
+        for column in self.text_columns:
             if (column,) not in present:
                 table.create_fts_index(column, replace=True, with_position=False)
-        for column, kind in (("doc_id", "BTREE"), ("acl", "LABEL_LIST")):
+        for column, kind in self.scalar_indexes:
             if (column,) not in present:
                 table.create_scalar_index(column, index_type=kind)
         rows = table.count_rows()
@@ -246,9 +293,10 @@ class ChunkIndex:
         where: str | None,
         limit: int,
         columns: Sequence[str],
-        fields: Sequence[str] = TEXT_COLUMNS,
+        fields: Sequence[str] | None = None,
     ) -> list[dict]:
-        """BM25 over one or both text columns, filtered inside the query."""
+        """BM25 over the text columns (or `fields`), filtered inside the query."""
+        fields = fields or self.text_columns
         if len(fields) == 1:
             full_text = MatchQuery(text, fields[0])
         else:
@@ -261,3 +309,20 @@ class ChunkIndex:
     def rows(self, where: str, columns: Sequence[str], limit: int) -> list[dict]:
         """Rows matching a predicate (a chunk by id, a document's neighbours)."""
         return self.table().search().where(where).select(list(columns)).limit(limit).to_list()
+
+
+class ChunkIndex(LanceTable):
+    """The `chunks` table: what search and citations read."""
+
+    def documents(self) -> DocumentIndex:
+        """The `documents` table of the same database."""
+        return DocumentIndex(self.uri, self.ann_min_rows, self._storage_options, db=self._db)
+
+
+class DocumentIndex(LanceTable):
+    """The `documents` table: one profile per document, for choosing sources."""
+
+    name = DOCUMENTS_TABLE_NAME
+    key_column = "doc_id"
+    text_columns = ("profile_text",)
+    scalar_indexes = (("acl", "LABEL_LIST"),)

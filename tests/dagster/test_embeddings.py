@@ -85,9 +85,13 @@ def test_a_new_embedding_model_re_embeds_every_chunk(
         )
         assert result.success
         meta = metadata_of(result, "chunk_embeddings")
-        assert meta["rebuilt_for_new_model"] is True
-        assert meta["embedded"] == chunk_count == len(set(server.texts_embedded))
         index = ChunkIndex(str(data_dir / "lancedb"))
+        assert meta["rebuilt_for_new_model"] is True
+        assert meta["embedded"] == chunk_count
+        # Every chunk and every document profile went to the provider, each text once.
+        assert len(server.texts_embedded) == chunk_count + meta["documents"]
+        assert meta["documents_embedded"] == meta["documents"] == 10
+        assert index.documents().embedding_model() == (model, 16)
         assert index.embedding_model() == (model, 16)
         rows = _lance_rows(data_dir)
         assert len(rows) == chunk_count

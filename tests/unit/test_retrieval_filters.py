@@ -27,6 +27,7 @@ def _index(tmp_path: Path) -> ChunkIndex:
         "doc_id": [r[5] for r in rows],
         "title": ["t"] * 4,
         "rel_path": ["p"] * 4,
+        "source_uri": ["file:///p"] * 4,
         "file_type": ["pdf", "docx", "xlsx", "pdf"],
         "position": [0, 0, 0, 1],
         "heading_path": [["h"]] * 4,
