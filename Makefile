@@ -38,6 +38,7 @@ demo: install $(DAGSTER_HOME)/dagster.yaml
 	$(BIN)/lorehouse materialize
 	$(BIN)/lorehouse docs
 	$(BIN)/lorehouse search "How many weeks of parental leave do primary caregivers get?" --top-k 3
+	$(BIN)/lorehouse ask "How many weeks of parental leave do primary caregivers get?" --trace
 
 test: install
 	$(BIN)/ruff check .

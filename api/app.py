@@ -8,18 +8,20 @@ the store queries themselves.
 
 from __future__ import annotations
 
+import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Annotated
 
 import duckdb
 from fastapi import Depends, FastAPI, HTTPException, Path, Query, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 
 from api.auth import ANONYMOUS, Caller, KeyRing
 from api.models import (
+    AskRequest,
     ChunkPreview,
     ChunkView,
     DocumentPage,
@@ -28,7 +30,9 @@ from api.models import (
     SearchRequest,
     StoreHealth,
 )
+from lorehouse.agents.pipeline import AskOptions, AskPipeline, AskResponse
 from lorehouse.embedding_providers import Embedder, embedder_for
+from lorehouse.llm import LLMClient
 from lorehouse.rerankers import available_rerankers
 from lorehouse.retrieval import IndexModelMismatch, Retriever, SearchResult
 from lorehouse.settings import Settings, get_settings
@@ -51,6 +55,7 @@ class Service:
     embedder: Embedder
     retriever: Retriever
     keys: KeyRing | None
+    pipeline: AskPipeline
 
     def feature_store(self) -> DuckDBStore:
         path = self.settings.duckdb_path
@@ -63,8 +68,12 @@ class StoreUnavailable(RuntimeError):
     """A store cannot answer now (not built, or busy); the client should retry later."""
 
 
-def open_service(settings: Settings) -> Service:
-    """Opens the stores, loads the embedder and the API keys: everything a request needs."""
+def open_service(settings: Settings, llm_client: LLMClient | None = None) -> Service:
+    """Opens the stores, loads the embedder and the API keys: everything a request needs.
+
+    `llm_client` overrides the client built from settings (e.g. one with extra litellm
+    options); without either, answers are extractive.
+    """
     keys = KeyRing.load(settings.api_keys_file) if settings.api_keys_file else None
     index = ChunkIndex(
         settings.lancedb_location, settings.ann_index_min_rows, lance_storage_options(settings)
@@ -78,16 +87,31 @@ def open_service(settings: Settings) -> Service:
         default_rerank=settings.rerank,
         rerank_api_base=settings.rerank_api_base,
     )
-    return Service(settings, index, embedder, retriever, keys)
+    if llm_client is None and settings.llm_model:
+        llm_client = LLMClient(
+            settings.llm_model,
+            api_base=settings.llm_api_base,
+            max_attempts=settings.llm_max_attempts,
+            timeout_seconds=settings.llm_timeout_seconds,
+            max_output_tokens=800,
+            models_dir=settings.models_dir,
+        )
+    options = AskOptions(
+        context_chunks=settings.ask_context_chunks,
+        neighbours=settings.ask_neighbours,
+        answer_min_similarity=settings.answer_min_similarity,
+    )
+    pipeline = AskPipeline(retriever, index.documents(), embedder, llm_client, options)
+    return Service(settings, index, embedder, retriever, keys, pipeline)
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
+def create_app(settings: Settings | None = None, llm_client: LLMClient | None = None) -> FastAPI:
     """The application; `settings` defaults to the process settings (LOREHOUSE_* variables)."""
     settings = settings or get_settings()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        app.state.service = open_service(settings)
+        app.state.service = open_service(settings, llm_client)
         yield
 
     app = FastAPI(
@@ -145,6 +169,37 @@ def _install_routes(app: FastAPI) -> None:
             rerank=body.rerank,
         )
 
+    @app.post(
+        "/v1/ask",
+        response_model=AskResponse,
+        tags=["answers"],
+        responses={200: {"content": {"text/event-stream": {}}}},
+    )
+    def ask(
+        body: AskRequest, service: ServiceDep, caller: CallerDep
+    ) -> AskResponse | StreamingResponse:
+        """A cited answer from the documents the caller may see, with its trace.
+
+        With `stream: true` the answer arrives as Server-Sent Events: `token` events with
+        text pieces, then one `answer` event holding this response.
+        """
+        service.retriever.check_model()
+        arguments = {
+            "question": body.question,
+            "history": body.history,
+            "filters": body.filters,
+            "top_k": body.top_k,
+            "caller_groups": caller.groups,
+        }
+        if body.stream:
+            # Fail before the stream starts if the stores are not there: a 503 cannot follow
+            # a 200 whose body has begun.
+            service.index.table()
+            return StreamingResponse(
+                _events(service.pipeline.stream(**arguments)), media_type="text/event-stream"
+            )
+        return service.pipeline.ask(**arguments)
+
     @app.get("/v1/chunks/{chunk_id}", response_model=ChunkPreview, tags=["search"])
     def chunk(
         service: ServiceDep,
@@ -192,6 +247,15 @@ def _install_routes(app: FastAPI) -> None:
         if not (health.lancedb.ready and health.duckdb.ready):
             health.status = "unavailable"
         return JSONResponse(health.model_dump(mode="json"), status_code=_health_code(health))
+
+
+def _events(stream: Iterator[str | AskResponse]) -> Iterator[str]:
+    """Server-Sent Events: one `token` event per text piece, then the `answer` event."""
+    for item in stream:
+        if isinstance(item, AskResponse):
+            yield f"event: answer\ndata: {item.model_dump_json()}\n\n"
+        else:
+            yield f"event: token\ndata: {json.dumps({'text': item})}\n\n"
 
 
 def _health_code(health: Health) -> int:

@@ -7,6 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from lorehouse.agents.query_optimizer import Turn
 from lorehouse.retrieval import SearchFilters, SearchMode
 
 FileTypeName = Literal["pdf", "docx", "pptx", "xlsx", "html", "md", "txt"]
@@ -45,6 +46,25 @@ class SearchRequest(BaseModel):
     def _not_blank(cls, value: str) -> str:
         if not value.strip():
             raise ValueError("query must contain more than whitespace")
+        return value
+
+
+class AskRequest(BaseModel):
+    """POST /v1/ask."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    question: str = Field(min_length=1, max_length=2000)
+    history: list[Turn] = Field(default_factory=list, max_length=20)
+    filters: SearchFiltersIn | None = None
+    top_k: int = Field(default=8, ge=1, le=50, description="Hits retrieved per (sub-)query.")
+    stream: bool = Field(default=False, description="Answer as Server-Sent Events.")
+
+    @field_validator("question")
+    @classmethod
+    def _question_not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("question must contain more than whitespace")
         return value
 
 

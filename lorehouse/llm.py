@@ -14,6 +14,7 @@ import json
 import random
 import threading
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import cache
 from importlib.resources import files
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 import litellm
+import openai
 from pydantic import BaseModel, ValidationError
 
 LOCAL_MODEL_ALIAS = "local"
@@ -158,6 +160,78 @@ class LLMClient:
             return Answer(value=value, tokens_in=tokens_in, tokens_out=tokens_out, cost_usd=cost)
         self.usage.add(failures=1)
         raise LLMFailure(f"no valid answer after {self.max_attempts} attempts: {last_problem}")
+
+    def complete_text(
+        self, prompt: Prompt, check: Callable[[str], str | None], **values: str
+    ) -> str:
+        """Free text (an answer with citations) accepted by `check`, retried otherwise.
+
+        `check` returns why a reply is unusable, or None; LLMFailure after `max_attempts`.
+        """
+        messages = [{"role": "user", "content": prompt.render(**values)}]
+        last_problem = "no attempt made"
+        for attempt in range(1, self.max_attempts + 1):
+            if attempt > 1:
+                self.usage.add(retries=1)
+            try:
+                response = litellm.completion(
+                    model=self.model,
+                    messages=messages,
+                    temperature=0.0,
+                    max_tokens=self.max_output_tokens,
+                    timeout=self.timeout_seconds,
+                    api_base=self.api_base,
+                    **self.call_options,
+                )
+            except TRANSIENT_ERRORS as error:
+                last_problem = f"{type(error).__name__}: {error}"
+                time.sleep(self._backoff(attempt))
+                continue
+            except openai.APIError as error:  # auth, bad request: retrying will not help
+                self.usage.add(failures=1)
+                raise LLMFailure(f"{type(error).__name__}: {error}") from error
+            tokens_in, tokens_out = _token_usage(response)
+            cost = _cost(response)
+            self.usage.add(calls=1, tokens_in=tokens_in, tokens_out=tokens_out, cost_usd=cost)
+            content = response.choices[0].message.content or ""
+            problem = check(content)
+            if problem is None:
+                return content
+            last_problem = f"invalid output: {problem}; got {content[:200]!r}"
+        self.usage.add(failures=1)
+        raise LLMFailure(f"no valid answer after {self.max_attempts} attempts: {last_problem}")
+
+    def stream_text(self, prompt: Prompt, **values: str) -> Iterator[str]:
+        """Text pieces as the model produces them; LLMFailure if the stream cannot start.
+
+        No retries: pieces already shown cannot be taken back, so the caller validates the
+        whole reply and falls back if it is unusable.
+        """
+        messages = [{"role": "user", "content": prompt.render(**values)}]
+        try:
+            stream = litellm.completion(
+                model=self.model,
+                messages=messages,
+                temperature=0.0,
+                max_tokens=self.max_output_tokens,
+                timeout=self.timeout_seconds,
+                api_base=self.api_base,
+                stream=True,
+                stream_options={"include_usage": True},
+                **self.call_options,
+            )
+            tokens_in = tokens_out = 0
+            for chunk in stream:
+                usage = getattr(chunk, "usage", None)
+                if usage:
+                    tokens_in = int(usage.prompt_tokens or 0)
+                    tokens_out = int(usage.completion_tokens or 0)
+                if chunk.choices and chunk.choices[0].delta.content:
+                    yield chunk.choices[0].delta.content
+        except openai.APIError as error:
+            self.usage.add(failures=1)
+            raise LLMFailure(f"{type(error).__name__}: {error}") from error
+        self.usage.add(calls=1, tokens_in=tokens_in, tokens_out=tokens_out)
 
     def _backoff(self, attempt: int) -> float:
         return self.backoff_seconds * (2 ** (attempt - 1)) * (0.5 + random.random())

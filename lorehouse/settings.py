@@ -127,6 +127,21 @@ class Settings(BaseSettings):
     rerank_api_base: str | None = Field(
         default=None, description="Endpoint override for a litellm rerank provider."
     )
+    ask_context_chunks: int = Field(
+        default=8, ge=1, le=50, description="Passages the answerer reads after post-processing."
+    )
+    ask_neighbours: int = Field(
+        default=0, ge=0, le=3, description="Neighbouring chunks added around each retrieved one."
+    )
+    answer_min_similarity: float = Field(
+        default=0.45,
+        ge=0.0,
+        le=1.0,
+        description=(
+            "Extractive answers: a question whose best context sentence is less similar than "
+            "this (cosine) is answered as not found."
+        ),
+    )
     api_keys_file: Path | None = Field(
         default=None,
         description="YAML file of hashed API keys and their groups; set means keys are required.",

@@ -152,6 +152,53 @@ def search(
         console.print(f"[yellow]{warning}[/yellow]")
 
 
+@app.command()
+def ask(
+    question: Annotated[str, typer.Argument(help="The question")],
+    top_k: Annotated[int, typer.Option("--top-k", min=1, max=50)] = 8,
+    group: Annotated[
+        list[str] | None,
+        typer.Option("--group", "-g", help="Access group to ask as (repeatable)"),
+    ] = None,
+    trace: Annotated[bool, typer.Option("--trace", help="Show each step")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the response as JSON")] = False,
+) -> None:
+    """Answer a question with numbered citations (extractive unless an LLM is configured)."""
+    from api.app import open_service
+
+    settings = get_settings()
+    _retriever(settings)  # exits with a clear message when nothing is materialized
+    service = open_service(settings)
+    try:
+        response = service.pipeline.ask(question, top_k=top_k, caller_groups=group or [])
+    except (ValueError, RuntimeError) as error:
+        console.print(f"[red]{error}[/red]")
+        raise typer.Exit(1) from error
+    if as_json:
+        print(response.model_dump_json(indent=2))
+        return
+    label = response.mode + (
+        " (degraded: " + response.degraded_reason + ")" if response.degraded else ""
+    )
+    out.print(
+        f"[bold]Q:[/bold] {question}\n[bold]A[/bold] [dim]({label})[/dim]: {response.answer}\n"
+    )
+    for citation in response.citations:
+        pages = f", p. {citation.page_start}" if citation.page_start else ""
+        if citation.page_end and citation.page_end != citation.page_start:
+            pages += f"-{citation.page_end}"
+        section = " > ".join(citation.heading_path)
+        out.print(
+            f"  [{citation.number}] {citation.title} - {section}{pages} ({citation.rel_path})"
+        )
+    if trace:
+        table = Table("step", "status", "ms", "detail")
+        for step in response.trace.steps:
+            table.add_row(step.step, step.status, f"{step.ms:.0f}", step.detail[:100])
+        out.print(table)
+        out.print(f"queries: {response.optimized_queries}  sources: {response.trace.sources}")
+
+
 def _retriever(settings: Settings) -> Retriever:
     """The retriever the API would build, or a clear exit when the index is not there."""
     from lorehouse.embedding_providers import embedder_for

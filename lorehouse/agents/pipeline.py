@@ -1,0 +1,370 @@
+"""The answer pipeline: optimize the query, pick sources, retrieve, post-process, answer.
+
+Each step is a small function of its own module; this module runs them in order, records a
+trace, and decides what happens when a step cannot run: steps that need an LLM are `skipped`
+without one, and an LLM step that fails after its retries falls back to the offline method
+(`fallback`) so a question is always answered, never a 500.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from datetime import UTC, date, datetime
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from lorehouse.agents.answerer import (
+    NOT_FOUND_ANSWER,
+    DraftAnswer,
+    answer_extractively,
+    answer_with_llm,
+    check_llm_answer,
+    draft_from_llm_text,
+    stream_llm_answer,
+)
+from lorehouse.agents.post_processor import post_process
+from lorehouse.agents.query_optimizer import Turn, optimize_query
+from lorehouse.agents.source_identifier import (
+    Sources,
+    choose_by_similarity,
+    choose_with_llm,
+    rank_documents,
+)
+from lorehouse.agents.trace import AskTrace, timed_step
+from lorehouse.embedding_providers import Embedder
+from lorehouse.llm import LLMClient, LLMFailure
+from lorehouse.retrieval import Retriever, SearchFilters, SearchHit, SearchMode, hit_from_row
+from lorehouse.stores.lance_index import DocumentIndex
+
+AnswerMode = Literal["llm", "extractive"]
+#: Documents shown to the LLM source identifier, pre-ranked offline, so its prompt stays small
+#: however large the corpus.
+SOURCE_CANDIDATES = 30
+
+
+@dataclass(frozen=True)
+class AskOptions:
+    """How the pipeline behaves; filled from Settings by the API and the CLI."""
+
+    context_chunks: int = 8
+    neighbours: int = 0
+    max_sources: int = 3
+    source_margin: float = 0.1
+    source_min_similarity: float = 0.3
+    answer_min_similarity: float = 0.45
+
+
+class Citation(BaseModel):
+    """A cited chunk: where the sentence came from, down to section and pages."""
+
+    number: int
+    chunk_id: str
+    doc_id: str
+    title: str | None
+    heading_path: list[str]
+    page_start: int | None
+    page_end: int | None
+    source_uri: str
+    rel_path: str
+    citation: str = Field(description="Path of the chunk's preview in the API.")
+
+
+class AskResponse(BaseModel):
+    """The answer, what it cites, and how it was produced."""
+
+    question: str
+    answer: str
+    mode: AnswerMode
+    answerable: bool
+    degraded: bool = False
+    degraded_reason: str | None = None
+    citations: list[Citation]
+    original_query: str
+    optimized_queries: list[str]
+    asked_at: datetime
+    answered_at: datetime
+    trace: AskTrace
+    totals: dict[str, float]
+
+
+@dataclass
+class _Prepared:
+    trace: AskTrace
+    queries: list[str]
+    context: list[SearchHit]
+    asked_at: datetime
+
+
+class AskPipeline:
+    """Answers questions over one index, as one caller, with or without an LLM."""
+
+    def __init__(
+        self,
+        retriever: Retriever,
+        documents: DocumentIndex,
+        embedder: Embedder,
+        client: LLMClient | None,
+        options: AskOptions | None = None,
+    ) -> None:
+        self.retriever = retriever
+        self.documents = documents
+        self.embedder = embedder
+        self.client = client
+        self.options = options or AskOptions()
+
+    # -- the whole pipeline ---------------------------------------------------------------------
+
+    def ask(
+        self,
+        question: str,
+        history: Sequence[Turn] = (),
+        filters: SearchFilters | None = None,
+        top_k: int = 8,
+        caller_groups: Sequence[str] = (),
+        today: date | None = None,
+    ) -> AskResponse:
+        """Runs every step and returns the cited answer with its trace."""
+        prepared = self.prepare(question, history, filters, top_k, caller_groups, today)
+        with timed_step(prepared.trace, "answerer", self._usage()) as step:
+            draft, mode, degraded = self._answer(question, prepared, step)
+        return self._response(question, prepared, draft, mode, degraded)
+
+    def stream(
+        self,
+        question: str,
+        history: Sequence[Turn] = (),
+        filters: SearchFilters | None = None,
+        top_k: int = 8,
+        caller_groups: Sequence[str] = (),
+        today: date | None = None,
+    ) -> Iterator[str | AskResponse]:
+        """Answer text pieces as they are produced, then the complete AskResponse.
+
+        With an LLM the pieces are its tokens; if the finished reply turns out unusable the
+        final response carries the extractive answer, marked degraded, and clients replace
+        what they showed with it.
+        """
+        prepared = self.prepare(question, history, filters, top_k, caller_groups, today)
+        with timed_step(prepared.trace, "answerer", self._usage()) as step:
+            if self.client is not None and prepared.context:
+                pieces: list[str] = []
+                problem: str | None = None
+                try:
+                    for piece in stream_llm_answer(
+                        self.client, question, prepared.queries, prepared.context
+                    ):
+                        pieces.append(piece)
+                        yield piece
+                    problem = check_llm_answer("".join(pieces), len(prepared.context))
+                except LLMFailure as error:
+                    problem = str(error)
+                if problem is None:
+                    draft = draft_from_llm_text("".join(pieces))
+                    mode, degraded = "llm", None
+                else:
+                    step.status = "fallback"
+                    step.detail = problem
+                    draft = self._extractive(question, prepared.context)
+                    mode, degraded = "extractive", problem
+            else:
+                draft, mode, degraded = self._answer(question, prepared, step)
+                yield draft.text
+        yield self._response(question, prepared, draft, mode, degraded)
+
+    # -- steps 1-4 ------------------------------------------------------------------------------
+
+    def prepare(
+        self,
+        question: str,
+        history: Sequence[Turn],
+        filters: SearchFilters | None,
+        top_k: int,
+        caller_groups: Sequence[str],
+        today: date | None,
+    ) -> _Prepared:
+        """Query optimization, source identification, retrieval and post-processing."""
+        asked_at = datetime.now(UTC)
+        trace = AskTrace(original_query=question)
+        usage = self._usage()
+
+        with timed_step(trace, "query_optimizer", usage) as step:
+            queries, standalone = [question], question
+            if self.client is None:
+                step.status, step.detail = "skipped", "no LLM configured"
+            else:
+                try:
+                    optimized = optimize_query(
+                        self.client, question, list(history), today or asked_at.date()
+                    )
+                    queries, standalone = optimized.queries(), optimized.standalone
+                except LLMFailure as error:
+                    step.status, step.detail = "fallback", f"original question used: {error}"
+            trace.optimized_queries = queries
+
+        with timed_step(trace, "source_identifier", usage) as step:
+            sources = self._identify_sources(standalone, caller_groups, step)
+            if filters and filters.doc_ids is not None:
+                wanted = set(filters.doc_ids)
+                narrowed = [d for d in sources if d in wanted] if sources != "all" else []
+                sources = narrowed or list(filters.doc_ids)
+            trace.sources = sources
+
+        with timed_step(trace, "retrieval") as step:
+            hits = self._retrieve(queries, sources, filters, top_k, caller_groups, trace, step)
+
+        with timed_step(trace, "post_processor") as step:
+            context = post_process(hits, self.options.context_chunks)
+            if self.options.neighbours > 0:
+                context = self._with_neighbours(context, caller_groups)
+            step.detail = f"{len(hits)} hits -> {len(context)} context chunks"
+            trace.context_chunk_ids = [hit.chunk_id for hit in context]
+        return _Prepared(trace, queries, context, asked_at)
+
+    def _identify_sources(self, question: str, caller_groups: Sequence[str], step) -> Sources:  # noqa: ANN001
+        if not self.documents.exists():
+            step.status, step.detail = "skipped", "no document index"
+            return "all"
+        query_vector = self.embedder.embed([question])[0]
+        ranked = rank_documents(
+            self.documents, query_vector, question, caller_groups, SOURCE_CANDIDATES
+        )
+        offline = choose_by_similarity(
+            ranked,
+            self.options.max_sources,
+            self.options.source_margin,
+            self.options.source_min_similarity,
+        )
+        if self.client is None:
+            step.detail = "ranked by similarity to title, summary and FAQs"
+            return offline
+        try:
+            return choose_with_llm(self.client, question, ranked)
+        except LLMFailure as error:
+            step.status, step.detail = "fallback", f"similarity ranking used: {error}"
+            return offline
+
+    def _retrieve(
+        self,
+        queries: Sequence[str],
+        sources: Sources,
+        filters: SearchFilters | None,
+        top_k: int,
+        caller_groups: Sequence[str],
+        trace: AskTrace,
+        step,  # noqa: ANN001
+    ) -> list[SearchHit]:
+        """Each query in hybrid mode within the chosen documents, all documents if that is empty."""
+        base = filters or SearchFilters()
+        best: dict[str, SearchHit] = {}
+        widened = []
+        for query in queries:
+            restricted = base if sources == "all" else base.model_copy(update={"doc_ids": sources})
+            result = self.retriever.search(
+                query, top_k, SearchMode.HYBRID, restricted, caller_groups
+            )
+            if not result.hits and sources != "all":
+                widened.append(query)
+                result = self.retriever.search(
+                    query, top_k, SearchMode.HYBRID, filters, caller_groups
+                )
+            trace.retrieved[query] = [hit.chunk_id for hit in result.hits]
+            for hit in result.hits:
+                if hit.chunk_id not in best or hit.score > best[hit.chunk_id].score:
+                    best[hit.chunk_id] = hit
+        if widened:
+            step.status = "fallback"
+            step.detail = f"nothing in the chosen documents for {widened}; searched all"
+        return sorted(best.values(), key=lambda h: (-h.score, h.chunk_id))
+
+    def _with_neighbours(
+        self, context: list[SearchHit], caller_groups: Sequence[str]
+    ) -> list[SearchHit]:
+        seen = {hit.chunk_id for hit in context}
+        extended = list(context)
+        for hit in context:
+            found = self.retriever.chunk_preview(
+                hit.chunk_id, caller_groups, self.options.neighbours
+            )
+            for row in found[1] if found else []:
+                if row["chunk_id"] not in seen:
+                    seen.add(row["chunk_id"])
+                    extended.append(hit_from_row(row))
+        return post_process(extended, len(extended))
+
+    # -- step 5 ---------------------------------------------------------------------------------
+
+    def _answer(
+        self,
+        question: str,
+        prepared: _Prepared,
+        step,  # noqa: ANN001
+    ) -> tuple[DraftAnswer, AnswerMode, str | None]:
+        if not prepared.context:
+            step.detail = "no passage retrieved"
+            return DraftAnswer(NOT_FOUND_ANSWER, [], False), self._mode(), None
+        if self.client is None:
+            step.detail = "extractive: no LLM configured"
+            return self._extractive(question, prepared.context), "extractive", None
+        try:
+            draft = answer_with_llm(self.client, question, prepared.queries, prepared.context)
+            return draft, "llm", None
+        except LLMFailure as error:
+            step.status, step.detail = "fallback", f"extractive answer: {error}"
+            return self._extractive(question, prepared.context), "extractive", str(error)
+
+    def _extractive(self, question: str, context: Sequence[SearchHit]) -> DraftAnswer:
+        return answer_extractively(
+            self.embedder, question, context, self.options.answer_min_similarity
+        )
+
+    def _mode(self) -> AnswerMode:
+        return "extractive" if self.client is None else "llm"
+
+    def _usage(self):  # noqa: ANN202
+        return self.client.usage if self.client else None
+
+    def _response(
+        self,
+        question: str,
+        prepared: _Prepared,
+        draft: DraftAnswer,
+        mode: AnswerMode,
+        degraded: str | None,
+    ) -> AskResponse:
+        citations = [
+            _citation(number, prepared.context[number - 1])
+            for number in draft.cited
+            if 1 <= number <= len(prepared.context)
+        ]
+        return AskResponse(
+            question=question,
+            answer=draft.text,
+            mode=mode,
+            answerable=draft.answerable,
+            degraded=degraded is not None,
+            degraded_reason=degraded,
+            citations=citations,
+            original_query=question,
+            optimized_queries=prepared.queries,
+            asked_at=prepared.asked_at,
+            answered_at=datetime.now(UTC),
+            trace=prepared.trace,
+            totals=prepared.trace.totals(),
+        )
+
+
+def _citation(number: int, hit: SearchHit) -> Citation:
+    return Citation(
+        number=number,
+        chunk_id=hit.chunk_id,
+        doc_id=hit.doc_id,
+        title=hit.title,
+        heading_path=hit.heading_path,
+        page_start=hit.page_start,
+        page_end=hit.page_end,
+        source_uri=hit.source_uri,
+        rel_path=hit.rel_path,
+        citation=hit.citation,
+    )

@@ -1,0 +1,51 @@
+"""Query Optimizer: a standalone query (history and relative dates resolved) and sub-queries."""
+
+from __future__ import annotations
+
+from datetime import date
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from lorehouse.llm import LLMClient, LLMFailure, load_prompt
+
+PROMPT_VERSION = "query_optimizer.v1"
+#: Conversation turns given to the optimizer; older ones rarely resolve a reference.
+HISTORY_TURNS = 6
+
+
+class Turn(BaseModel):
+    """One message of the conversation before the question."""
+
+    role: Literal["user", "assistant"]
+    content: str = Field(min_length=1, max_length=4000)
+
+
+class OptimizedQuery(BaseModel):
+    """What the optimizer returns; bounds keep a rambling model from flooding retrieval."""
+
+    standalone: str = Field(min_length=1, max_length=1000)
+    sub_queries: list[str] = Field(min_length=1, max_length=4)
+
+    def queries(self) -> list[str]:
+        """The queries to search: the sub-queries, or the standalone query alone."""
+        unique = list(dict.fromkeys(q.strip() for q in self.sub_queries if q.strip()))
+        return unique or [self.standalone]
+
+
+def optimize_query(
+    client: LLMClient, question: str, history: list[Turn], today: date
+) -> OptimizedQuery:
+    """Rewrites the question with the LLM; raises LLMFailure when no valid answer comes back."""
+    transcript = "\n".join(f"{t.role}: {t.content}" for t in history[-HISTORY_TURNS:])
+    answer = client.complete(
+        load_prompt(PROMPT_VERSION),
+        OptimizedQuery,
+        today=today.isoformat(),
+        history=transcript,
+        question=question,
+    )
+    value = answer.value
+    if any(len(q) > 1000 for q in value.sub_queries):
+        raise LLMFailure("a sub-query is longer than 1,000 characters")
+    return value

@@ -1,0 +1,106 @@
+"""Each answer-pipeline step with litellm's mock_response, and the Post-Processor on real chunks."""
+
+from __future__ import annotations
+
+import json
+from datetime import date
+from pathlib import Path
+
+import pytest
+
+from lorehouse.agents.answerer import answer_with_llm, check_llm_answer
+from lorehouse.agents.pipeline import AskPipeline
+from lorehouse.agents.post_processor import post_process
+from lorehouse.agents.query_optimizer import Turn, optimize_query
+from lorehouse.agents.source_identifier import DocumentProfile, choose_with_llm
+from lorehouse.embedding import default_embedder
+from lorehouse.llm import LLMClient, LLMFailure
+from lorehouse.retrieval import Retriever
+from lorehouse.stores.lance_index import ChunkIndex
+
+
+def _client(reply: str) -> LLMClient:
+    return LLMClient("openai/gpt-4o-mini", backoff_seconds=0, call_options={"mock_response": reply})
+
+
+def _pipeline(data_dir: Path, client: LLMClient | None) -> AskPipeline:
+    index = ChunkIndex(str(data_dir / "lancedb"))
+    return AskPipeline(
+        Retriever(index, default_embedder()), index.documents(), default_embedder(), client
+    )
+
+
+def test_query_optimizer_returns_sub_queries_and_retries_invalid_output() -> None:
+    reply = json.dumps(
+        {"standalone": "Leave and expenses", "sub_queries": ["leave weeks", "expense approver"]}
+    )
+    optimized = optimize_query(
+        _client(reply), "and expenses?", [Turn(role="user", content="leave?")], date(2026, 11, 22)
+    )
+    assert optimized.queries() == ["leave weeks", "expense approver"]
+    broken = _client('{"standalone": ""}')
+    with pytest.raises(LLMFailure, match="3 attempts"):
+        optimize_query(broken, "q", [], date(2026, 11, 22))
+    assert broken.usage.calls == 3 and broken.usage.retries == 2
+
+
+def test_source_identifier_drops_invented_ids() -> None:
+    candidates = [
+        DocumentProfile(doc_id="d1", title="Travel"),
+        DocumentProfile(doc_id="d2", title="Leave"),
+    ]
+    assert choose_with_llm(
+        _client('{"documents": ["d2", "d9"], "all": false}'), "q", candidates
+    ) == ["d2"]
+    assert choose_with_llm(_client('{"documents": [], "all": true}'), "q", candidates) == "all"
+    with pytest.raises(LLMFailure):
+        choose_with_llm(_client("not json"), "q", candidates)
+
+
+def test_answer_check_rejects_invented_citations_and_missing_ones() -> None:
+    assert check_llm_answer("Twenty weeks [1].", 2) is None
+    assert check_llm_answer("NOT_IN_DOCUMENTS", 2) is None
+    assert "cites passages [3]" in check_llm_answer("Twenty weeks [3].", 2)
+    assert "cites no passage" in check_llm_answer("Twenty weeks.", 2)
+    assert check_llm_answer("  ", 2) == "empty answer"
+
+
+def test_post_processor_removes_duplicates_and_restores_document_order(
+    materialized_sample: Path,
+) -> None:
+    retriever = Retriever(ChunkIndex(str(materialized_sample / "lancedb")), default_embedder())
+    hits = retriever.search("parental leave weeks and return to work", top_k=10).hits
+    assert len({h.doc_id for h in hits}) >= 2
+    near_copy = hits[0].model_copy(
+        update={"chunk_id": "copy", "text_chat": hits[0].text_chat + " "}
+    )
+    processed = post_process([*hits, *hits, near_copy], max_chunks=10)
+    assert [h.chunk_id for h in processed].count(hits[0].chunk_id) == 1
+    assert "copy" not in {h.chunk_id for h in processed}
+    assert len(processed) == len(hits)
+    assert processed[0].doc_id == hits[0].doc_id  # the best document leads
+    for doc_id in {h.doc_id for h in processed}:
+        positions = [h.position for h in processed if h.doc_id == doc_id]
+        assert positions == sorted(positions)
+    documents_in_order = [h.doc_id for h in processed]
+    assert documents_in_order == sorted(documents_in_order, key=documents_in_order.index)
+
+
+def test_invalid_llm_answers_are_retried_then_degrade_to_extractive(
+    materialized_sample: Path,
+) -> None:
+    client = _client("Twenty weeks [42].")
+    with pytest.raises(LLMFailure, match="cites passages"):
+        retriever = Retriever(ChunkIndex(str(materialized_sample / "lancedb")), default_embedder())
+        hits = retriever.search("parental leave", top_k=3).hits
+        answer_with_llm(client, "How long is parental leave?", ["parental leave"], hits)
+    response = _pipeline(materialized_sample, client).ask(
+        "How many weeks of parental leave do primary caregivers get?"
+    )
+    assert response.mode == "extractive" and response.degraded
+    assert "cites passages" in response.degraded_reason
+    assert "20 weeks" in response.answer and response.citations
+    statuses = {step.step: step.status for step in response.trace.steps}
+    assert statuses["answerer"] == "fallback"
+    assert statuses["query_optimizer"] == "fallback"  # the same reply is not valid JSON either
+    assert response.trace.llm_calls >= 9
