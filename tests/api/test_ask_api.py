@@ -1,0 +1,130 @@
+"""POST /v1/ask over stores built from the sample corpus: extractive, LLM, streaming, ACL."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from api.app import create_app
+from api.auth import add_key
+from lorehouse.llm import LLMClient
+from lorehouse.settings import Settings
+from lorehouse.stores.duckdb_store import DuckDBStore
+
+LEAVE = "How many weeks of parental leave do primary caregivers get?"
+
+
+@pytest.fixture(scope="module")
+def keys(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+    path = tmp_path_factory.mktemp("ask-keys") / "keys.yaml"
+    return {"file": path, "public": add_key(path, "everyone", [])}
+
+
+@pytest.fixture(scope="module")
+def api(materialized_sample: Path, keys: dict[str, object]) -> Iterator[TestClient]:
+    settings = Settings(data_dir=materialized_sample, api_keys_file=keys["file"])
+    with TestClient(create_app(settings), headers={"X-API-Key": str(keys["public"])}) as client:
+        yield client
+
+
+def _mocked_api(data_dir: Path, reply: str) -> TestClient:
+    client = LLMClient(
+        "openai/gpt-4o-mini", backoff_seconds=0, call_options={"mock_response": reply}
+    )
+    return TestClient(create_app(Settings(data_dir=data_dir), llm_client=client))
+
+
+def test_extractive_answer_cites_retrieved_chunks_that_exist(api: TestClient) -> None:
+    response = api.post("/v1/ask", json={"question": LEAVE})
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["mode"] == "extractive" and body["answerable"] and not body["degraded"]
+    assert "20 weeks" in body["answer"]
+    assert body["citations"]
+    context = body["trace"]["context_chunk_ids"]
+    for citation in body["citations"]:
+        assert f"[{citation['number']}]" in body["answer"]
+        assert citation["chunk_id"] == context[citation["number"] - 1]
+        assert citation["title"] and citation["source_uri"].startswith("file://")
+        assert api.get(citation["citation"]).status_code == 200
+    steps = {step["step"]: step for step in body["trace"]["steps"]}
+    assert list(steps) == [
+        "query_optimizer",
+        "source_identifier",
+        "retrieval",
+        "post_processor",
+        "answerer",
+    ]
+    assert steps["query_optimizer"]["status"] == "skipped"
+    assert all(step["ms"] >= 0 for step in steps.values())
+    assert body["totals"]["llm_calls"] == 0
+    assert body["asked_at"] <= body["answered_at"]
+
+
+def test_a_question_the_documents_do_not_answer_is_answered_as_absent(api: TestClient) -> None:
+    body = api.post("/v1/ask", json={"question": "What is the capital of Mongolia?"}).json()
+    assert body["answerable"] is False and body["citations"] == []
+    assert "do not answer" in body["answer"]
+
+
+def test_llm_mode_with_mock_response(materialized_sample: Path) -> None:
+    with _mocked_api(
+        materialized_sample, "Primary caregivers get 20 weeks at full pay [1]."
+    ) as api:
+        body = api.post("/v1/ask", json={"question": LEAVE}).json()
+    assert body["mode"] == "llm" and not body["degraded"]
+    assert body["answer"] == "Primary caregivers get 20 weeks at full pay [1]."
+    assert [c["number"] for c in body["citations"]] == [1]
+    assert body["citations"][0]["chunk_id"] == body["trace"]["context_chunk_ids"][0]
+    assert body["totals"]["llm_calls"] >= 1
+
+
+def test_streaming_sends_tokens_then_the_answer(materialized_sample: Path) -> None:
+    reply = "Primary caregivers get 20 weeks [1]."
+    with _mocked_api(materialized_sample, reply) as api:
+        response = api.post("/v1/ask", json={"question": LEAVE, "stream": True})
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/event-stream")
+    events = [block for block in response.text.split("\n\n") if block.strip()]
+    tokens = [json.loads(e.split("data: ", 1)[1])["text"] for e in events if "event: token" in e]
+    assert len(tokens) > 1 and "".join(tokens) == reply
+    assert events[-1].startswith("event: answer")
+    final = json.loads(events[-1].split("data: ", 1)[1])
+    assert final["answer"] == reply and final["citations"]
+
+
+def test_ask_validates_its_request(api: TestClient) -> None:
+    for body in (
+        {"question": ""},
+        {"question": "x", "top_k": 0},
+        {"question": "x", "history": [{"role": "bot", "content": "hi"}]},
+    ):
+        response = api.post("/v1/ask", json=body)
+        assert response.status_code == 422, body
+
+
+def test_restricted_chunks_never_reach_the_context_of_an_outsider(
+    api: TestClient, materialized_sample: Path
+) -> None:
+    chunks = DuckDBStore(materialized_sample / "lorehouse.duckdb").table("chunks")
+    restricted = set(chunks[chunks["acl"].map(len) > 0]["chunk_id"])
+    questions = [
+        "What are the incident severity levels?",
+        "Who is the incident commander during a security incident?",
+        "How fast must a personal data breach be reported to the regulator?",
+        "Which vendors are in the vendor risk register?",
+        "What is the risk tier of Nimbus Cloud Hosting?",
+        "What are the salary bands for senior engineers?",
+        "Summarise the security incident response plan",
+    ]
+    for question in questions:
+        body = api.post("/v1/ask", json={"question": question}).json()
+        seen = set(body["trace"]["context_chunk_ids"])
+        for ids in body["trace"]["retrieved"].values():
+            seen |= set(ids)
+        seen |= {c["chunk_id"] for c in body["citations"]}
+        assert not seen & restricted, question
