@@ -70,6 +70,7 @@ class LLMUsage:
     tokens_in: int = 0
     tokens_out: int = 0
     cost_usd: float = 0.0
+    seconds: float = 0.0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def add(self, **amounts: float) -> None:
@@ -128,6 +129,7 @@ class LLMClient:
         for attempt in range(1, self.max_attempts + 1):
             if attempt > 1:
                 self.usage.add(retries=1)
+            started = time.perf_counter()
             try:
                 response = litellm.completion(
                     model=self.model,
@@ -142,15 +144,22 @@ class LLMClient:
                     **self.call_options,
                 )
             except TRANSIENT_ERRORS as error:
+                self.usage.add(seconds=time.perf_counter() - started)
                 last_problem = f"{type(error).__name__}: {error}"
                 time.sleep(self._backoff(attempt))
                 continue
             except litellm.APIError as error:  # auth, bad request: retrying will not help
-                self.usage.add(failures=1)
+                self.usage.add(failures=1, seconds=time.perf_counter() - started)
                 raise LLMFailure(f"{type(error).__name__}: {error}") from error
             tokens_in, tokens_out = _token_usage(response)
             cost = _cost(response)
-            self.usage.add(calls=1, tokens_in=tokens_in, tokens_out=tokens_out, cost_usd=cost)
+            self.usage.add(
+                calls=1,
+                tokens_in=tokens_in,
+                tokens_out=tokens_out,
+                cost_usd=cost,
+                seconds=time.perf_counter() - started,
+            )
             content = response.choices[0].message.content or ""
             try:
                 value = response_model.model_validate_json(_json_part(content))
@@ -173,6 +182,7 @@ class LLMClient:
         for attempt in range(1, self.max_attempts + 1):
             if attempt > 1:
                 self.usage.add(retries=1)
+            started = time.perf_counter()
             try:
                 response = litellm.completion(
                     model=self.model,
@@ -184,15 +194,22 @@ class LLMClient:
                     **self.call_options,
                 )
             except TRANSIENT_ERRORS as error:
+                self.usage.add(seconds=time.perf_counter() - started)
                 last_problem = f"{type(error).__name__}: {error}"
                 time.sleep(self._backoff(attempt))
                 continue
             except openai.APIError as error:  # auth, bad request: retrying will not help
-                self.usage.add(failures=1)
+                self.usage.add(failures=1, seconds=time.perf_counter() - started)
                 raise LLMFailure(f"{type(error).__name__}: {error}") from error
             tokens_in, tokens_out = _token_usage(response)
             cost = _cost(response)
-            self.usage.add(calls=1, tokens_in=tokens_in, tokens_out=tokens_out, cost_usd=cost)
+            self.usage.add(
+                calls=1,
+                tokens_in=tokens_in,
+                tokens_out=tokens_out,
+                cost_usd=cost,
+                seconds=time.perf_counter() - started,
+            )
             content = response.choices[0].message.content or ""
             problem = check(content)
             if problem is None:
@@ -208,7 +225,9 @@ class LLMClient:
         whole reply and falls back if it is unusable.
         """
         messages = [{"role": "user", "content": prompt.render(**values)}]
+        waited = 0.0
         try:
+            started = time.perf_counter()
             stream = litellm.completion(
                 model=self.model,
                 messages=messages,
@@ -220,8 +239,14 @@ class LLMClient:
                 stream_options={"include_usage": True},
                 **self.call_options,
             )
+            waited += time.perf_counter() - started
             tokens_in = tokens_out = 0
-            for chunk in stream:
+            while True:
+                started = time.perf_counter()
+                chunk = next(stream, None)
+                waited += time.perf_counter() - started
+                if chunk is None:
+                    break
                 usage = getattr(chunk, "usage", None)
                 if usage:
                     tokens_in = int(usage.prompt_tokens or 0)
@@ -229,9 +254,9 @@ class LLMClient:
                 if chunk.choices and chunk.choices[0].delta.content:
                     yield chunk.choices[0].delta.content
         except openai.APIError as error:
-            self.usage.add(failures=1)
+            self.usage.add(failures=1, seconds=waited)
             raise LLMFailure(f"{type(error).__name__}: {error}") from error
-        self.usage.add(calls=1, tokens_in=tokens_in, tokens_out=tokens_out)
+        self.usage.add(calls=1, tokens_in=tokens_in, tokens_out=tokens_out, seconds=waited)
 
     def _backoff(self, attempt: int) -> float:
         return self.backoff_seconds * (2 ** (attempt - 1)) * (0.5 + random.random())

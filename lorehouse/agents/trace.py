@@ -71,10 +71,11 @@ def timed_step(trace: AskTrace, name: str, usage: LLMUsage | None = None) -> Ite
         step.tokens_in += after[1] - before[1]
         step.tokens_out += after[2] - before[2]
         step.cost_usd = round(step.cost_usd + after[3] - before[3], 6)
+        step.llm_ms = round(step.llm_ms + 1000 * (after[4] - before[4]), 2)
         trace.steps.append(step)
 
 
-def _snapshot(usage: LLMUsage | None) -> tuple[int, int, int, float]:
+def _snapshot(usage: LLMUsage | None) -> tuple[int, int, int, float, float]:
     if usage is None:
-        return 0, 0, 0, 0.0
-    return usage.calls, usage.tokens_in, usage.tokens_out, usage.cost_usd
+        return 0, 0, 0, 0.0, 0.0
+    return usage.calls, usage.tokens_in, usage.tokens_out, usage.cost_usd, usage.seconds

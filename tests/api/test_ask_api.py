@@ -81,6 +81,7 @@ def test_llm_mode_with_mock_response(materialized_sample: Path) -> None:
     assert [c["number"] for c in body["citations"]] == [1]
     assert body["citations"][0]["chunk_id"] == body["trace"]["context_chunk_ids"][0]
     assert body["totals"]["llm_calls"] >= 1
+    assert 0 < body["totals"]["llm_ms"] <= body["totals"]["ms"]
 
 
 def test_streaming_sends_tokens_then_the_answer(materialized_sample: Path) -> None:
