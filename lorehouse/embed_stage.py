@@ -64,13 +64,15 @@ class EmbedReport:
     documents: int = 0
     documents_embedded: int = 0
     embed_seconds: float = 0.0
+    chunk_embed_seconds: float = 0.0
     seconds: float = 0.0
     indexes: list[IndexState] = field(default_factory=list)
 
     @property
     def chunks_per_second(self) -> float:
-        """Throughput of the model calls alone (0 when nothing needed embedding)."""
-        return self.embedded / self.embed_seconds if self.embed_seconds > 0 else 0.0
+        """Chunk texts per second of model calls (0 when nothing needed embedding)."""
+        seconds = self.chunk_embed_seconds
+        return self.embedded / seconds if seconds > 0 else 0.0
 
 
 def enriched_text(title: str | None, summary: str | None, faqs: list, keywords: list) -> str:
@@ -159,6 +161,7 @@ def run_embedding(
     report.rows_written = outcome.written
     report.rows_deleted = outcome.deleted
     report.rebuilt = outcome.rebuilt
+    report.chunk_embed_seconds = report.embed_seconds
 
     documents = document_rows(store.documents_for_index(), model)
     report.documents = len(documents)
