@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field
 from lorehouse.embedding_providers import Embedder
 from lorehouse.rerankers import (
     NONE,
+    RRF,
     Candidate,
     RerankFailure,
     build_reranker,
@@ -172,7 +173,8 @@ class Retriever:
         warnings: list[str] = []
         where = where_clause(filters, caller_groups)
         depth = max(self.candidates, top_k)
-        columns = [*HIT_COLUMNS, "vector"]
+        # Stored vectors are read only for the reranker that uses them: 384 floats a hit.
+        columns = [*HIT_COLUMNS, "vector"] if rerank == RRF else HIT_COLUMNS
 
         query_vector = np.zeros(0, dtype=np.float32)
         if mode is not SearchMode.BM25 or rerank != NONE:

@@ -107,7 +107,7 @@ class Settings(BaseSettings):
         description="LanceDB location: a folder or s3:// URI; unset means data_dir/lancedb.",
     )
     ann_index_min_rows: int = Field(
-        default=50_000,
+        default=10_000,
         ge=256,
         description=(
             "Rows from which the vector column gets an ANN index; below it exact search is "

@@ -113,7 +113,7 @@ class VectorIndexResource(dg.ConfigurableResource):
     embed_model: str = Field(default="local", description="'local' MiniLM or a litellm model")
     embed_api_base: str | None = None
     batch_size: int = Field(default=64, ge=1)
-    ann_min_rows: int = Field(default=50_000, ge=1)
+    ann_min_rows: int = Field(default=10_000, ge=1)
     s3_endpoint_url: str | None = None
     s3_region: str | None = None
 

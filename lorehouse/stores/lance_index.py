@@ -121,7 +121,7 @@ class LanceTable:
     def __init__(
         self,
         uri: str,
-        ann_min_rows: int = 50_000,
+        ann_min_rows: int = 10_000,
         storage_options: dict[str, str] | None = None,
         db: lancedb.DBConnection | None = None,
     ) -> None:
