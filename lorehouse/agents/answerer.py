@@ -26,6 +26,7 @@ NOT_FOUND_ANSWER = (
     "The documents available to you do not answer this question, so I will not guess."
 )
 _CITATION = re.compile(r"\[(\d{1,3})\]")
+_PROMPT_SCAFFOLDING = ("Passages (in document order)", "Search queries used to find", "Rules:")
 _LIST_MARKER = re.compile(r"^\s*(?:[-*+]|\d{1,3}[.)])\s+")
 
 
@@ -61,6 +62,8 @@ def check_llm_answer(text: str, passages: int) -> str | None:
         return "empty answer"
     if stripped == NOT_FOUND_MARKER or stripped.startswith(NOT_FOUND_MARKER):
         return None
+    if any(scaffold in stripped for scaffold in _PROMPT_SCAFFOLDING):
+        return "the reply repeats the prompt instead of answering"
     cited = citations_in(stripped)
     if not cited:
         return "the answer cites no passage"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import date
 from typing import Literal
 
@@ -48,4 +49,23 @@ def optimize_query(
     value = answer.value
     if any(len(q) > 1000 for q in value.sub_queries):
         raise LLMFailure("a sub-query is longer than 1,000 characters")
+    if not history and _kept_share(question, value) < MIN_KEPT_SHARE:
+        # Without a conversation there is nothing to resolve: a rewrite that drops most of
+        # the question's words has changed the question (small models echo the examples).
+        raise LLMFailure(f"the rewrite drifted from the question: {value.queries()}")
     return value
+
+
+#: Share of the question's content words a rewrite without history must keep.
+MIN_KEPT_SHARE = 0.5
+_WORD = re.compile(r"[\w-]{3,}")
+
+
+def _kept_share(question: str, value: OptimizedQuery) -> float:
+    asked = {w.casefold() for w in _WORD.findall(question)}
+    if not asked:
+        return 1.0
+    rewritten = {
+        w.casefold() for w in _WORD.findall(" ".join([value.standalone, *value.queries()]))
+    }
+    return len(asked & rewritten) / len(asked)

@@ -104,3 +104,22 @@ def test_invalid_llm_answers_are_retried_then_degrade_to_extractive(
     assert statuses["answerer"] == "fallback"
     assert statuses["query_optimizer"] == "fallback"  # the same reply is not valid JSON either
     assert response.trace.llm_calls >= 9
+
+
+def test_a_rewrite_that_drops_the_question_is_rejected_unless_history_explains_it() -> None:
+    echoed = json.dumps(
+        {
+            "standalone": "What is the travel policy for employees?",
+            "sub_queries": ["What is the travel policy for employees?"],
+        }
+    )
+    with pytest.raises(LLMFailure, match="drifted"):
+        optimize_query(_client(echoed), "How long is parental leave?", [], date(2026, 11, 22))
+    history = [Turn(role="user", content="What is the travel policy for contractors?")]
+    resolved = optimize_query(_client(echoed), "and for employees?", history, date(2026, 11, 22))
+    assert resolved.standalone == "What is the travel policy for employees?"
+
+
+def test_a_reply_repeating_the_prompt_is_not_an_answer() -> None:
+    echo = "You answer questions...\nPassages (in document order):\n[1] Travel policy"
+    assert "repeats the prompt" in check_llm_answer(echo, 3)
