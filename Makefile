@@ -55,6 +55,7 @@ bench: install
 	$(BIN)/python bench/parse.py
 	$(BIN)/python bench/embed.py
 	$(BIN)/python bench/search.py
+	$(BIN)/python bench/ask.py
 
 sample-corpus: install
 	$(BIN)/python scripts/make_sample_corpus.py

@@ -123,3 +123,48 @@ def test_a_rewrite_that_drops_the_question_is_rejected_unless_history_explains_i
 def test_a_reply_repeating_the_prompt_is_not_an_answer() -> None:
     echo = "You answer questions...\nPassages (in document order):\n[1] Travel policy"
     assert "repeats the prompt" in check_llm_answer(echo, 3)
+
+
+def test_provider_errors_are_retried_then_degrade_with_the_reason(
+    materialized_sample: Path,
+) -> None:
+    import litellm
+
+    failing = LLMClient(
+        "openai/gpt-4o-mini",
+        backoff_seconds=0,
+        call_options={
+            "mock_response": litellm.RateLimitError(
+                message="slow down", llm_provider="openai", model="gpt-4o-mini"
+            )
+        },
+    )
+    response = _pipeline(materialized_sample, failing).ask(
+        "How many weeks of parental leave do primary caregivers get?"
+    )
+    assert response.degraded and "RateLimitError" in response.degraded_reason
+    assert response.mode == "extractive" and "20 weeks" in response.answer
+    assert failing.usage.retries >= 2 and failing.usage.failures >= 3
+
+
+def test_neighbours_widen_the_context_around_each_hit(materialized_sample: Path) -> None:
+    from lorehouse.agents.pipeline import AskOptions
+
+    index = ChunkIndex(str(materialized_sample / "lancedb"))
+    embedder = default_embedder()
+    question = "Can I split my parental leave?"
+    plain = AskPipeline(
+        Retriever(index, embedder), index.documents(), embedder, None, AskOptions(context_chunks=2)
+    ).prepare(question, [], None, 2, [], None)
+    wide = AskPipeline(
+        Retriever(index, embedder),
+        index.documents(),
+        embedder,
+        None,
+        AskOptions(context_chunks=2, neighbours=1),
+    ).prepare(question, [], None, 2, [], None)
+    assert len(wide.context) > len(plain.context)
+    assert {h.chunk_id for h in plain.context} <= {h.chunk_id for h in wide.context}
+    for hit in plain.context:
+        around = {h.position for h in wide.context if h.doc_id == hit.doc_id}
+        assert hit.position + 1 in around or hit.position - 1 in around
