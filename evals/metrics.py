@@ -1,0 +1,139 @@
+"""Retrieval metrics that survive re-chunking: evidence excerpts matched by fuzzy text.
+
+Newfront's lesson: label the evidence as text copied from the source, not as chunk ids, so a
+new chunker or parser does not invalidate the golden set. A case is a hit at k when every
+evidence excerpt is found in the top k retrieved chunks (one chunk containing it, or a run of
+consecutive chunks of its document covering an excerpt longer than a chunk).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from rapidfuzz import fuzz
+
+#: Default partial-ratio threshold (0-100) for an excerpt to count as found.
+DEFAULT_THRESHOLD = 90.0
+
+_LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
+_MARKUP = re.compile(r"[*_`#>|]+")
+_SPACE = re.compile(r"\s+")
+
+
+def normalize(text: str) -> str:
+    """Text as a reader sees it: link targets and Markdown markup dropped, spaces collapsed,
+    case folded; parsed chunks and raw source files then compare on their words."""
+    text = _LINK.sub(r"\1", text)
+    text = _MARKUP.sub(" ", text)
+    return _SPACE.sub(" ", text).strip().casefold()
+
+
+@dataclass(frozen=True)
+class RetrievedChunk:
+    """What the matcher needs of a retrieved chunk."""
+
+    chunk_id: str
+    rel_path: str
+    position: int
+    text: str
+
+
+@dataclass(frozen=True)
+class Evidence:
+    file: str
+    excerpt: str
+
+
+def _same_file(rel_path: str, evidence_file: str) -> bool:
+    a, b = rel_path.strip("/"), evidence_file.strip("/")
+    return a == b or a.endswith("/" + b) or b.endswith("/" + a)
+
+
+def _contains(haystack: str, needle: str, threshold: float) -> bool:
+    if not needle:
+        return True
+    if needle in haystack:
+        return True
+    if len(haystack) < len(needle) * 0.8:
+        return False
+    return fuzz.partial_ratio(needle, haystack) >= threshold
+
+
+def excerpt_found(
+    evidence: Evidence, retrieved: Sequence[RetrievedChunk], threshold: float = DEFAULT_THRESHOLD
+) -> bool:
+    """Whether the excerpt is in one retrieved chunk of its file, or in a run of consecutive
+    retrieved chunks of that file (positions n, n+1, ...) read together."""
+    needle = normalize(evidence.excerpt)
+    mine = sorted(
+        (c for c in retrieved if _same_file(c.rel_path, evidence.file)), key=lambda c: c.position
+    )
+    if any(_contains(normalize(_body(c.text)), needle, threshold) for c in mine):
+        return True
+    run: list[RetrievedChunk] = []
+    for chunk in mine:
+        if run and chunk.position != run[-1].position + 1:
+            if len(run) > 1 and _contains(_joined(run), needle, threshold):
+                return True
+            run = []
+        run.append(chunk)
+    return len(run) > 1 and _contains(_joined(run), needle, threshold)
+
+
+def _body(text: str) -> str:
+    """A chunk without its breadcrumb line (headings repeated at the top of every chunk)."""
+    first, _, rest = text.partition("\n")
+    return rest if rest.strip() and " > " in first else text
+
+
+def _joined(run: Sequence[RetrievedChunk]) -> str:
+    return normalize(" ".join(_body(c.text) for c in run))
+
+
+def first_hit_rank(
+    evidence: Sequence[Evidence],
+    ranking: Sequence[RetrievedChunk],
+    threshold: float = DEFAULT_THRESHOLD,
+) -> int | None:
+    """The smallest k at which every excerpt is found in ranking[:k]; None if never."""
+    if not evidence:
+        return None
+    for k in range(1, len(ranking) + 1):
+        top = ranking[:k]
+        if all(excerpt_found(item, top, threshold) for item in evidence):
+            return k
+    return None
+
+
+def recall_at(first_ranks: Sequence[int | None], k: int) -> float:
+    """Share of cases whose evidence is all within the top k."""
+    if not first_ranks:
+        return 0.0
+    return sum(1 for r in first_ranks if r is not None and r <= k) / len(first_ranks)
+
+
+def mean_reciprocal_rank(first_ranks: Sequence[int | None]) -> float:
+    """Mean of 1/rank at which each case became a hit (0 for a miss)."""
+    if not first_ranks:
+        return 0.0
+    return sum(1.0 / r for r in first_ranks if r) / len(first_ranks)
+
+
+def ndcg_at(ranked_ids: Sequence[str], relevance: Mapping[str, int], k: int) -> float:
+    """nDCG@k with linear gains (rel / log2(rank + 1)), as trec_eval and BEIR compute it."""
+    gains = [relevance.get(doc_id, 0) for doc_id in ranked_ids[:k]]
+    dcg = sum(g / math.log2(i + 2) for i, g in enumerate(gains) if g > 0)
+    ideal = sorted((g for g in relevance.values() if g > 0), reverse=True)[:k]
+    idcg = sum(g / math.log2(i + 2) for i, g in enumerate(ideal))
+    return dcg / idcg if idcg > 0 else 0.0
+
+
+def set_recall_at(ranked_ids: Sequence[str], relevance: Mapping[str, int], k: int) -> float:
+    """Share of the relevant documents found in the top k (BEIR's recall@k)."""
+    relevant = {doc_id for doc_id, grade in relevance.items() if grade > 0}
+    if not relevant:
+        return 0.0
+    return len(relevant & set(ranked_ids[:k])) / len(relevant)

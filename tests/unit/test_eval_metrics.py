@@ -1,0 +1,99 @@
+"""Evidence matching and ranking metrics on hand-made cases."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from evals.metrics import (
+    Evidence,
+    RetrievedChunk,
+    excerpt_found,
+    first_hit_rank,
+    mean_reciprocal_rank,
+    ndcg_at,
+    normalize,
+    recall_at,
+    set_recall_at,
+)
+
+SOURCE = (
+    "Employees receive 20 days of paid vacation per year. Unused days carry over to the "
+    "first quarter of the next year, up to five days, after which they lapse."
+)
+
+
+def _chunk(cid: str, text: str, position: int, path: str = "content/leave.md") -> RetrievedChunk:
+    return RetrievedChunk(chunk_id=cid, rel_path=path, position=position, text=text)
+
+
+def test_matching_ignores_whitespace_newlines_case_and_markup() -> None:
+    excerpt = "Employees receive 20 days of paid vacation\nper year."
+    chunk = _chunk(
+        "a", "Leave > Vacation\n**Employees**  receive 20 days of PAID vacation per year.", 0
+    )
+    assert excerpt_found(Evidence("content/leave.md", excerpt), [chunk])
+    assert normalize("A  [link](https://x.io)\n**bold**") == "a link bold"
+
+
+def test_an_excerpt_spanning_two_consecutive_chunks_is_found() -> None:
+    first = _chunk("a", "Leave > Vacation\nEmployees receive 20 days of paid vacation per year.", 3)
+    second = _chunk(
+        "b",
+        "Leave > Vacation\nUnused days carry over to the first quarter of the next year, "
+        "up to five days, after which they lapse.",
+        4,
+    )
+    evidence = Evidence("content/leave.md", SOURCE)
+    assert not excerpt_found(evidence, [first])
+    assert excerpt_found(evidence, [second, first])  # retrieval order does not matter
+    gap = _chunk("c", second.text, 6)
+    assert not excerpt_found(evidence, [first, gap])  # not consecutive: not a cover
+
+
+def test_an_excerpt_in_another_file_does_not_count() -> None:
+    chunk = _chunk("a", SOURCE, 0, path="content/other.md")
+    assert not excerpt_found(Evidence("content/leave.md", "Employees receive 20 days"), [chunk])
+
+
+def test_small_differences_pass_the_threshold_and_different_text_does_not() -> None:
+    chunk = _chunk("a", "Employees receive 20 days of paid vacation each year.", 0)
+    assert excerpt_found(
+        Evidence("content/leave.md", "receive 20 days of paid vacation per year"), [chunk]
+    )
+    assert not excerpt_found(
+        Evidence("content/leave.md", "receive 30 weeks of unpaid sabbatical leave"), [chunk]
+    )
+
+
+def test_first_hit_rank_needs_every_excerpt() -> None:
+    ranking = [
+        _chunk("x", "Nothing relevant here at all, only filler text.", 9),
+        _chunk("a", "Employees receive 20 days of paid vacation per year.", 0),
+        _chunk(
+            "b", "Expenses over 500 EUR need the approval of a director.", 0, "content/expenses.md"
+        ),
+    ]
+    vacation = Evidence("content/leave.md", "Employees receive 20 days of paid vacation per year.")
+    expenses = Evidence(
+        "content/expenses.md", "Expenses over 500 EUR need the approval of a director."
+    )
+    assert first_hit_rank([vacation], ranking) == 2
+    assert first_hit_rank([vacation, expenses], ranking) == 3
+    assert first_hit_rank([], ranking) is None
+
+
+def test_recall_mrr_and_ndcg_on_hand_computed_cases() -> None:
+    ranks = [1, 3, None, 2]
+    assert recall_at(ranks, 1) == 0.25
+    assert recall_at(ranks, 2) == 0.5
+    assert recall_at(ranks, 3) == 0.75
+    assert mean_reciprocal_rank(ranks) == pytest.approx((1 + 1 / 3 + 0 + 1 / 2) / 4)
+
+    relevance = {"d1": 1, "d2": 2}
+    # d2 at rank 1, d1 at rank 3: DCG = 2/log2(2) + 1/log2(4) = 2.5; IDCG = 2 + 1/log2(3)
+    assert ndcg_at(["d2", "x", "d1"], relevance, 10) == pytest.approx(2.5 / (2 + 1 / math.log2(3)))
+    assert ndcg_at(["x", "y"], relevance, 10) == 0.0
+    assert ndcg_at(["d2", "d1"], relevance, 10) == pytest.approx(1.0)
+    assert set_recall_at(["d2", "x", "d1"], relevance, 2) == 0.5
