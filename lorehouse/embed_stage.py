@@ -105,7 +105,7 @@ def index_rows(chunks: pd.DataFrame, model: str) -> pd.DataFrame:
     frame["page_start"] = frame["page_start"].astype("Int32")
     frame["page_end"] = frame["page_end"].astype("Int32")
     frame["position"] = frame["position"].astype("int32")
-    return _keyed(frame, "text_embed", model)
+    return keyed_rows(frame, "text_embed", model)
 
 
 def document_rows(documents: pd.DataFrame, model: str) -> pd.DataFrame:
@@ -119,10 +119,10 @@ def document_rows(documents: pd.DataFrame, model: str) -> pd.DataFrame:
             frame["title"], frame["summary"], frame["faqs"], strict=True
         )
     ]
-    return _keyed(frame[_DOCUMENT_COLUMNS], "profile_text", model)
+    return keyed_rows(frame[_DOCUMENT_COLUMNS], "profile_text", model)
 
 
-def _keyed(frame: pd.DataFrame, text_column: str, model: str) -> pd.DataFrame:
+def keyed_rows(frame: pd.DataFrame, text_column: str, model: str) -> pd.DataFrame:
     """Adds the embed key of the embedded text and a hash of the whole stored row."""
     columns = list(frame.columns)
     frame = frame.copy()
@@ -153,7 +153,7 @@ def run_embedding(
     report = EmbedReport(model=model, dimension=getattr(embedder, "dimension", None))
     chunks = index_rows(store.chunks_for_index(), model)
     report.chunks = len(chunks)
-    outcome = _sync(
+    outcome = sync_table(
         index, chunks, "text_embed", chunk_schema, embedder, batch_size, report, on_progress
     )
     report.embedded = outcome.embedded
@@ -165,7 +165,7 @@ def run_embedding(
 
     documents = document_rows(store.documents_for_index(), model)
     report.documents = len(documents)
-    outcome = _sync(
+    outcome = sync_table(
         index.documents(), documents, "profile_text", document_schema, embedder, batch_size, report
     )
     report.documents_embedded = outcome.embedded
@@ -176,7 +176,7 @@ def run_embedding(
 
 
 @dataclass
-class _SyncOutcome:
+class SyncOutcome:
     embedded: int = 0
     reused: int = 0
     written: int = 0
@@ -184,7 +184,7 @@ class _SyncOutcome:
     rebuilt: bool = False
 
 
-def _sync(
+def sync_table(
     table: LanceTable,
     rows: pd.DataFrame,
     text_column: str,
@@ -193,10 +193,13 @@ def _sync(
     batch_size: int,
     report: EmbedReport,
     on_progress: ProgressCallback | None = None,
-) -> _SyncOutcome:
-    """Makes `table` hold exactly `rows`, embedding only text it has no vector for."""
+) -> SyncOutcome:
+    """Makes `table` hold exactly `rows`, embedding only text it has no vector for.
+
+    `rows` carry the table's key column, `embed_key` and `row_hash` (see `keyed_rows`).
+    """
     model = embedder.name
-    outcome = _SyncOutcome()
+    outcome = SyncOutcome()
     rebuild = table.exists() and not table.is_current(model)
     stored = {} if rebuild else table.stored_keys()
     key = table.key_column

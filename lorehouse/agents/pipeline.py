@@ -90,11 +90,14 @@ class AskResponse(BaseModel):
 
 
 @dataclass
-class _Prepared:
+class Prepared:
+    """Steps 1-4 done: the queries, every hit ranked, and the context the answerer reads."""
+
     trace: AskTrace
     queries: list[str]
     context: list[SearchHit]
     asked_at: datetime
+    ranked: list[SearchHit]
 
 
 class AskPipeline:
@@ -183,7 +186,7 @@ class AskPipeline:
         top_k: int,
         caller_groups: Sequence[str],
         today: date | None,
-    ) -> _Prepared:
+    ) -> Prepared:
         """Query optimization, source identification, retrieval and post-processing."""
         asked_at = datetime.now(UTC)
         trace = AskTrace(original_query=question)
@@ -220,7 +223,7 @@ class AskPipeline:
                 context = self._with_neighbours(context, caller_groups)
             step.detail = f"{len(hits)} hits -> {len(context)} context chunks"
             trace.context_chunk_ids = [hit.chunk_id for hit in context]
-        return _Prepared(trace, queries, context, asked_at)
+        return Prepared(trace, queries, context, asked_at, hits)
 
     def _identify_sources(self, question: str, caller_groups: Sequence[str], step) -> Sources:  # noqa: ANN001
         if not self.documents.exists():
@@ -298,7 +301,7 @@ class AskPipeline:
     def _answer(
         self,
         question: str,
-        prepared: _Prepared,
+        prepared: Prepared,
         step,  # noqa: ANN001
     ) -> tuple[DraftAnswer, AnswerMode, str | None]:
         if not prepared.context:
@@ -328,7 +331,7 @@ class AskPipeline:
     def _response(
         self,
         question: str,
-        prepared: _Prepared,
+        prepared: Prepared,
         draft: DraftAnswer,
         mode: AnswerMode,
         degraded: str | None,

@@ -495,6 +495,14 @@ class DuckDBStore:
                 "ORDER BY r.rel_path, c.position"
             ).df()
 
+    def parsed_for_baseline(self) -> pd.DataFrame:
+        """Every parsed document's whole Markdown with its path and ACL (for baselines)."""
+        with self.connect() as connection:
+            return connection.execute(
+                "SELECT p.doc_id, r.rel_path, r.acl_groups AS acl, p.markdown "
+                "FROM documents_parsed p JOIN documents_raw r USING (doc_id) ORDER BY r.rel_path"
+            ).df()
+
     def documents_for_index(self, faqs_per_document: int = 12) -> pd.DataFrame:
         """Each document's profile inputs: title, summary and some of its chunks' FAQs."""
         with self.connect() as connection:

@@ -68,7 +68,7 @@ def chunk_schema(dimension: int, model: str) -> pa.Schema:
             pa.field("row_hash", pa.string()),
             pa.field("vector", pa.list_(pa.float32(), dimension)),
         ],
-        metadata=_metadata(dimension, model),
+        metadata=table_metadata(dimension, model),
     )
 
 
@@ -87,11 +87,12 @@ def document_schema(dimension: int, model: str) -> pa.Schema:
             pa.field("row_hash", pa.string()),
             pa.field("vector", pa.list_(pa.float32(), dimension)),
         ],
-        metadata=_metadata(dimension, model),
+        metadata=table_metadata(dimension, model),
     )
 
 
-def _metadata(dimension: int, model: str) -> dict[bytes, bytes]:
+def table_metadata(dimension: int, model: str) -> dict[bytes, bytes]:
+    """Schema metadata every vector table carries: model, dimension, layout version."""
     return {
         _MODEL_KEY: model.encode(),
         _DIMENSION_KEY: str(dimension).encode(),

@@ -1,0 +1,56 @@
+"""Golden sets: questions with verbatim evidence excerpts and a reference answer (JSONL)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field, ValidationError
+
+from evals.metrics import Evidence
+
+CaseType = Literal["lookup", "table", "paraphrase", "multi_doc", "ambiguous", "unanswerable"]
+
+
+class EvidenceItem(BaseModel):
+    file: str = Field(min_length=1, description="Path relative to the corpus root.")
+    excerpt: str = Field(min_length=1, description="Copied verbatim from the file.")
+
+
+class GoldenCase(BaseModel):
+    """One question; unanswerable cases have no evidence and count in answer eval only."""
+
+    id: str = Field(min_length=1)
+    question: str = Field(min_length=1)
+    evidence: list[EvidenceItem]
+    answer: str = Field(min_length=1)
+    type: CaseType
+
+    def evidence_items(self) -> list[Evidence]:
+        return [Evidence(item.file, item.excerpt) for item in self.evidence]
+
+    @property
+    def retrievable(self) -> bool:
+        """Whether the case counts in retrieval eval (it has evidence to find)."""
+        return bool(self.evidence)
+
+
+class GoldenSetError(ValueError):
+    """A golden set line is not a valid case; the message names the line."""
+
+
+def load_golden(path: Path) -> list[GoldenCase]:
+    """Every case of a JSONL golden set, in file order."""
+    return list(_cases(path))
+
+
+def _cases(path: Path) -> Iterator[GoldenCase]:
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            yield GoldenCase.model_validate(json.loads(line))
+        except (json.JSONDecodeError, ValidationError) as error:
+            raise GoldenSetError(f"{path}:{number}: {error}") from error

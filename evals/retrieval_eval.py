@@ -1,0 +1,159 @@
+"""Retrieval eval: recall@k for k = 1..K and MRR per retriever configuration, by case type.
+
+Configurations are functions from (question, k) to a ranked list of chunks, so the same loop
+measures the plain retrieval modes, rerankers, the agentic retrieval of /v1/ask and the
+traditional-RAG baseline side by side, on the same questions.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from evals.golden import GoldenCase
+from evals.metrics import (
+    DEFAULT_THRESHOLD,
+    RetrievedChunk,
+    first_hit_rank,
+    mean_reciprocal_rank,
+    recall_at,
+)
+from lorehouse.agents.pipeline import AskPipeline
+from lorehouse.retrieval import Retriever, SearchHit
+
+Ranker = Callable[[str, int], list[RetrievedChunk]]
+DEFAULT_RETRIEVER = "hybrid"
+K_MAX = 20
+
+
+@dataclass(frozen=True)
+class RetrieverConfig:
+    name: str
+    rank: Ranker
+
+
+@dataclass
+class CaseOutcome:
+    case_id: str
+    case_type: str
+    question: str
+    first_hit: int | None
+
+
+@dataclass
+class ConfigResult:
+    """One configuration's scores over the golden set."""
+
+    retriever: str
+    recall_at: dict[int, float]
+    mrr: float
+    by_type: dict[str, dict[int, float]]
+    outcomes: list[CaseOutcome]
+    seconds: float
+
+    def misses(self, k: int) -> list[CaseOutcome]:
+        return [o for o in self.outcomes if o.first_hit is None or o.first_hit > k]
+
+
+@dataclass
+class RetrievalEvalReport:
+    run_id: str
+    started_at: datetime
+    n_questions: int
+    k_max: int
+    default_retriever: str
+    results: list[ConfigResult] = field(default_factory=list)
+
+    def summary(self) -> dict:
+        """The CLI's --json object."""
+        return {
+            "n_questions": self.n_questions,
+            "default_retriever": self.default_retriever,
+            "results": [
+                {
+                    "retriever": r.retriever,
+                    "recall_at": {str(k): round(v, 4) for k, v in r.recall_at.items()},
+                    "mrr": round(r.mrr, 4),
+                }
+                for r in self.results
+            ],
+        }
+
+    def result(self, name: str) -> ConfigResult:
+        return next(r for r in self.results if r.retriever == name)
+
+
+def as_retrieved(hits: Sequence[SearchHit]) -> list[RetrievedChunk]:
+    return [RetrievedChunk(h.chunk_id, h.rel_path, h.position, h.text_chat) for h in hits]
+
+
+def search_config(
+    retriever: Retriever, mode: str, rerank: str, caller_groups: Sequence[str]
+) -> RetrieverConfig:
+    """A plain retrieval mode with a reranker, named e.g. `hybrid` or `hybrid+rrf`."""
+    name = mode if rerank == "none" else f"{mode}+{rerank}"
+
+    def rank(question: str, k: int) -> list[RetrievedChunk]:
+        result = retriever.search(
+            question, top_k=k, mode=mode, caller_groups=caller_groups, rerank=rerank
+        )
+        return as_retrieved(result.hits)
+
+    return RetrieverConfig(name, rank)
+
+
+def agentic_config(pipeline: AskPipeline, caller_groups: Sequence[str]) -> RetrieverConfig:
+    """The retrieval of /v1/ask (optimizer, source identifier, per-query search, union)."""
+
+    def rank(question: str, k: int) -> list[RetrievedChunk]:
+        prepared = pipeline.prepare(question, [], None, k, caller_groups, None)
+        return as_retrieved(prepared.ranked[:k])
+
+    return RetrieverConfig("agentic", rank)
+
+
+def evaluate(
+    cases: Sequence[GoldenCase],
+    configs: Sequence[RetrieverConfig],
+    k_max: int = K_MAX,
+    threshold: float = DEFAULT_THRESHOLD,
+    default_retriever: str = DEFAULT_RETRIEVER,
+) -> RetrievalEvalReport:
+    """Scores every configuration on the cases that have evidence."""
+    retrievable = [case for case in cases if case.retrievable]
+    report = RetrievalEvalReport(
+        run_id=uuid.uuid4().hex[:12],
+        started_at=datetime.now(UTC),
+        n_questions=len(retrievable),
+        k_max=k_max,
+        default_retriever=default_retriever,
+    )
+    for config in configs:
+        started = time.perf_counter()
+        outcomes = []
+        for case in retrievable:
+            ranking = config.rank(case.question, k_max)
+            rank = first_hit_rank(case.evidence_items(), ranking, threshold)
+            outcomes.append(CaseOutcome(case.id, case.type, case.question, rank))
+        ranks = [o.first_hit for o in outcomes]
+        by_type = {
+            case_type: {
+                k: recall_at([o.first_hit for o in outcomes if o.case_type == case_type], k)
+                for k in range(1, k_max + 1)
+            }
+            for case_type in sorted({o.case_type for o in outcomes})
+        }
+        report.results.append(
+            ConfigResult(
+                retriever=config.name,
+                recall_at={k: recall_at(ranks, k) for k in range(1, k_max + 1)},
+                mrr=mean_reciprocal_rank(ranks),
+                by_type=by_type,
+                outcomes=outcomes,
+                seconds=time.perf_counter() - started,
+            )
+        )
+    return report
