@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from evals.golden import GoldenCase
+from evals.golden_set import GoldenCase
 from evals.metrics import (
     DEFAULT_THRESHOLD,
     RetrievedChunk,
