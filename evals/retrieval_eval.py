@@ -157,3 +157,67 @@ def evaluate(
             )
         )
     return report
+
+
+def report_rows(report: RetrievalEvalReport, index_version: str, golden_set: str) -> list[dict]:
+    """Long-format rows for DuckDB `eval_retrieval`: one per retriever, case type and k."""
+    rows = []
+    for result in report.results:
+        series = {"all": result.recall_at, **result.by_type}
+        for case_type, recalls in series.items():
+            outcomes = [o for o in result.outcomes if case_type in ("all", o.case_type)]
+            mrr = mean_reciprocal_rank([o.first_hit for o in outcomes])
+            for k, recall in recalls.items():
+                rows.append(
+                    {
+                        "run_id": report.run_id,
+                        "evaluated_at": report.started_at,
+                        "index_version": index_version,
+                        "golden_set": golden_set,
+                        "retriever": result.retriever,
+                        "case_type": case_type,
+                        "k": k,
+                        "recall": recall,
+                        "mrr": mrr,
+                        "n_questions": len(outcomes),
+                        "is_default": result.retriever == report.default_retriever,
+                    }
+                )
+    return rows
+
+
+def recall_plot_png(report: RetrievalEvalReport) -> bytes:
+    """Recall against cutoff, one line per retriever (Newfront's chart); the baseline dashed."""
+    import io
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(8, 5), dpi=100)
+    for result in report.results:
+        ks = sorted(result.recall_at)
+        style = "--" if result.retriever == "naive" else "-"
+        width = 2.5 if result.retriever == report.default_retriever else 1.5
+        axes.plot(
+            ks,
+            [result.recall_at[k] for k in ks],
+            style,
+            linewidth=width,
+            marker="o",
+            markersize=3,
+            label=f"{result.retriever} (MRR {result.mrr:.2f})",
+        )
+    axes.set_xlabel("cutoff k (chunks retrieved)")
+    axes.set_ylabel("recall@k (all evidence found)")
+    axes.set_ylim(0, 1.02)
+    axes.set_xticks(range(1, report.k_max + 1, max(1, report.k_max // 10)))
+    axes.grid(alpha=0.3)
+    axes.set_title(f"Retrieval recall over {report.n_questions} questions")
+    axes.legend(loc="lower right", fontsize=8)
+    buffer = io.BytesIO()
+    figure.tight_layout()
+    figure.savefig(buffer, format="png")
+    plt.close(figure)
+    return buffer.getvalue()

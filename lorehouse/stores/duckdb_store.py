@@ -116,6 +116,19 @@ CREATE TABLE IF NOT EXISTS chunk_faqs (
     doc_id VARCHAR NOT NULL,
     question VARCHAR NOT NULL
 );
+CREATE TABLE IF NOT EXISTS eval_retrieval (
+    run_id VARCHAR NOT NULL,
+    evaluated_at TIMESTAMPTZ NOT NULL,
+    index_version VARCHAR NOT NULL,
+    golden_set VARCHAR NOT NULL,
+    retriever VARCHAR NOT NULL,
+    case_type VARCHAR NOT NULL,
+    k INTEGER NOT NULL,
+    recall DOUBLE NOT NULL,
+    mrr DOUBLE NOT NULL,
+    n_questions INTEGER NOT NULL,
+    is_default BOOLEAN NOT NULL
+);
 CREATE TABLE IF NOT EXISTS chunk_keywords (
     chunk_id VARCHAR NOT NULL,
     doc_id VARCHAR NOT NULL,
@@ -514,6 +527,29 @@ class DuckDBStore:
                 "GROUP BY ALL ORDER BY d.rel_path",
                 [faqs_per_document],
             ).df()
+
+    def access_groups(self) -> list[str]:
+        """Every access group any document names (an evaluation sees all of them)."""
+        with self.connect() as connection:
+            rows = connection.execute(
+                "SELECT DISTINCT unnest(acl_groups) FROM documents_raw ORDER BY 1"
+            ).fetchall()
+        return [row[0] for row in rows]
+
+    def append_eval_retrieval(self, frame: pd.DataFrame) -> None:
+        """Adds one eval run's rows; runs are kept, so recall can be compared across runs."""
+        with self._transaction(incoming=frame) as connection:
+            _insert_frame(connection, "eval_retrieval", "incoming", frame)
+
+    def previous_recall(self, retriever: str, k: int, before_run: str) -> float | None:
+        """The default retriever's overall recall@k in the last run before `before_run`."""
+        with self.connect() as connection:
+            row = connection.execute(
+                "SELECT recall FROM eval_retrieval WHERE retriever = ? AND k = ? "
+                "AND case_type = 'all' AND run_id <> ? ORDER BY evaluated_at DESC LIMIT 1",
+                [retriever, k, before_run],
+            ).fetchone()
+        return float(row[0]) if row else None
 
     def visible_documents(
         self, caller_groups: Sequence[str], limit: int, offset: int
