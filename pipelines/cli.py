@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import warnings
@@ -239,6 +240,67 @@ def serve(
         workers=workers,
         log_level="info",
     )
+
+
+eval_app = typer.Typer(help="Evaluate retrieval and answers against a golden set.")
+app.add_typer(eval_app, name="eval")
+
+
+@eval_app.command("retrieval")
+def eval_retrieval(
+    golden: Annotated[Path, typer.Option("--golden", help="Golden set (JSONL)")],
+    corpus_root: Annotated[
+        Path | None,
+        typer.Option("--corpus-root", help="Folder the evidence paths are relative to; checked"),
+    ] = None,
+    k_max: Annotated[int, typer.Option("--k-max", min=1, max=100)] = 20,
+    no_agentic: Annotated[
+        bool, typer.Option("--no-agentic", help="Skip /v1/ask retrieval")
+    ] = False,
+    no_naive: Annotated[bool, typer.Option("--no-naive", help="Skip the naive baseline")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object")] = False,
+) -> None:
+    """Recall@k (k = 1..K) and MRR of every retriever configuration on a golden set."""
+    from evals.golden_set import GoldenSetError
+    from evals.runner import run_retrieval_eval
+
+    settings = get_settings()
+    _retriever(settings)  # exits with a clear message when nothing is materialized
+    if not golden.is_file():
+        console.print(f"[red]No golden set at {golden}[/red]")
+        raise typer.Exit(2)
+    if corpus_root is not None:
+        from evals.check_golden import check_golden
+
+        problems = check_golden(golden, corpus_root)
+        if problems:
+            for problem in problems[:20]:
+                console.print(f"[red]{problem}[/red]")
+            raise typer.Exit(2)
+    try:
+        run = run_retrieval_eval(
+            settings, golden, k_max, include_agentic=not no_agentic, include_naive=not no_naive
+        )
+    except GoldenSetError as error:
+        console.print(f"[red]{error}[/red]")
+        raise typer.Exit(2) from error
+    if as_json:
+        print(json.dumps(run.report.summary()))
+        return
+    cutoffs = [k for k in (1, 3, 5, 8, 10, 20) if k <= k_max]
+    table = Table("retriever", *(f"R@{k}" for k in cutoffs), "MRR", "seconds")
+    for result in run.report.results:
+        table.add_row(
+            result.retriever,
+            *(f"{result.recall_at[k]:.2f}" for k in cutoffs),
+            f"{result.mrr:.3f}",
+            f"{result.seconds:.1f}",
+        )
+    out.print(table)
+    default = run.report.result(run.report.default_retriever)
+    for miss in default.misses(min(8, k_max))[:15]:
+        out.print(f"  miss@8 [{miss.case_type}] {miss.case_id}: {miss.question}")
+    console.print(f"chart: {run.plot_path}")
 
 
 keys_app = typer.Typer(help="API keys: create keys with access groups (stored hashed).")

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import TypeVar
 
 import lancedb
 import numpy as np
@@ -28,6 +29,9 @@ TABLE_LAYOUT = "2"
 _IDS_PER_STATEMENT = 2000
 # Old table versions are kept this long so a reader that opened one mid-write can finish.
 _KEEP_VERSIONS = timedelta(hours=1)
+
+
+T = TypeVar("T", bound="LanceTable")
 
 
 class IndexNotBuilt(RuntimeError):
@@ -317,7 +321,11 @@ class ChunkIndex(LanceTable):
 
     def documents(self) -> DocumentIndex:
         """The `documents` table of the same database."""
-        return DocumentIndex(self.uri, self.ann_min_rows, self._storage_options, db=self._db)
+        return self.sibling(DocumentIndex)
+
+    def sibling(self, table_type: type[T]) -> T:
+        """Another table of the same database, sharing this connection."""
+        return table_type(self.uri, self.ann_min_rows, self._storage_options, db=self._db)
 
 
 class DocumentIndex(LanceTable):

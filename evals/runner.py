@@ -1,0 +1,102 @@
+"""Runs the retrieval eval against the materialized stores of a deployment.
+
+Shared by `lorehouse eval retrieval` and the `retrieval_eval` asset, so both measure exactly
+the same configurations and store the same rows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from evals.golden_set import load_golden
+from evals.naive import NaiveIndex, build_naive_index, naive_search
+from evals.retrieval_eval import (
+    K_MAX,
+    RetrievalEvalReport,
+    RetrieverConfig,
+    agentic_config,
+    evaluate,
+    recall_plot_png,
+    report_rows,
+    search_config,
+)
+from lorehouse.agents.pipeline import AskPipeline
+from lorehouse.embedding_providers import embedder_for
+from lorehouse.llm import LLMClient
+from lorehouse.rerankers import available_rerankers
+from lorehouse.retrieval import Retriever
+from lorehouse.settings import Settings
+from lorehouse.stores.duckdb_store import DuckDBStore
+from lorehouse.stores.lance_index import ChunkIndex
+
+
+@dataclass
+class RetrievalEvalRun:
+    report: RetrievalEvalReport
+    plot_png: bytes
+    plot_path: Path
+    index_version: str
+    naive_windows: int
+
+
+def run_retrieval_eval(
+    settings: Settings,
+    golden_path: Path,
+    k_max: int = K_MAX,
+    include_agentic: bool = True,
+    include_naive: bool = True,
+) -> RetrievalEvalRun:
+    """Evaluates every configuration, stores the rows in DuckDB and writes the chart PNG."""
+    from pipelines.resources import lance_storage_options
+
+    store = DuckDBStore(settings.duckdb_path)
+    index = ChunkIndex(
+        settings.lancedb_location, settings.ann_index_min_rows, lance_storage_options(settings)
+    )
+    embedder = embedder_for(settings.embed_model, settings.embed_api_base)
+    retriever = Retriever(
+        index, embedder, settings.search_candidates, rerank_api_base=settings.rerank_api_base
+    )
+    retriever.check_model()
+    groups = store.access_groups()  # the eval sees every document
+    configs: list[RetrieverConfig] = [
+        search_config(retriever, "vector", "none", groups),
+        search_config(retriever, "bm25", "none", groups),
+    ]
+    configs += [
+        search_config(retriever, "hybrid", name, groups)
+        for name in available_rerankers(settings.rerank)
+    ]
+    if include_agentic:
+        client = (
+            LLMClient(
+                settings.llm_model,
+                api_base=settings.llm_api_base,
+                max_attempts=settings.llm_max_attempts,
+                timeout_seconds=settings.llm_timeout_seconds,
+                models_dir=settings.models_dir,
+            )
+            if settings.llm_model
+            else None
+        )
+        pipeline = AskPipeline(retriever, index.documents(), embedder, client)
+        configs.append(agentic_config(pipeline, groups))
+    windows = 0
+    if include_naive:
+        naive = index.sibling(NaiveIndex)
+        windows = build_naive_index(store, naive, embedder)
+        configs.append(
+            RetrieverConfig("naive", lambda q, k: naive_search(naive, embedder, q, k, groups))
+        )
+
+    report = evaluate(load_golden(golden_path), configs, k_max=k_max)
+    version = str(index.table().version)
+    store.append_eval_retrieval(pd.DataFrame(report_rows(report, version, golden_path.name)))
+    png = recall_plot_png(report)
+    plot_path = settings.data_dir / "evals" / f"retrieval-{report.run_id}.png"
+    plot_path.parent.mkdir(parents=True, exist_ok=True)
+    plot_path.write_bytes(png)
+    return RetrievalEvalRun(report, png, plot_path, version, windows)
