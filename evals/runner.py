@@ -24,7 +24,7 @@ from evals.retrieval_eval import (
     search_config,
 )
 from lorehouse.agents.pipeline import AskPipeline
-from lorehouse.embedding_providers import embedder_for
+from lorehouse.embedding_providers import Embedder, embedder_for
 from lorehouse.llm import LLMClient
 from lorehouse.rerankers import available_rerankers
 from lorehouse.retrieval import Retriever
@@ -43,23 +43,22 @@ class RetrievalEvalRun:
 
 
 def run_retrieval_eval(
-    settings: Settings,
+    store: DuckDBStore,
+    index: ChunkIndex,
+    embedder: Embedder,
     golden_path: Path,
+    plot_dir: Path,
+    *,
+    candidates: int = 50,
+    rerank: str = "none",
+    rerank_api_base: str | None = None,
+    llm_client: LLMClient | None = None,
     k_max: int = K_MAX,
     include_agentic: bool = True,
     include_naive: bool = True,
 ) -> RetrievalEvalRun:
     """Evaluates every configuration, stores the rows in DuckDB and writes the chart PNG."""
-    from pipelines.resources import lance_storage_options
-
-    store = DuckDBStore(settings.duckdb_path)
-    index = ChunkIndex(
-        settings.lancedb_location, settings.ann_index_min_rows, lance_storage_options(settings)
-    )
-    embedder = embedder_for(settings.embed_model, settings.embed_api_base)
-    retriever = Retriever(
-        index, embedder, settings.search_candidates, rerank_api_base=settings.rerank_api_base
-    )
+    retriever = Retriever(index, embedder, candidates, rerank_api_base=rerank_api_base)
     retriever.check_model()
     groups = store.access_groups()  # the eval sees every document
     configs: list[RetrieverConfig] = [
@@ -67,22 +66,10 @@ def run_retrieval_eval(
         search_config(retriever, "bm25", "none", groups),
     ]
     configs += [
-        search_config(retriever, "hybrid", name, groups)
-        for name in available_rerankers(settings.rerank)
+        search_config(retriever, "hybrid", name, groups) for name in available_rerankers(rerank)
     ]
     if include_agentic:
-        client = (
-            LLMClient(
-                settings.llm_model,
-                api_base=settings.llm_api_base,
-                max_attempts=settings.llm_max_attempts,
-                timeout_seconds=settings.llm_timeout_seconds,
-                models_dir=settings.models_dir,
-            )
-            if settings.llm_model
-            else None
-        )
-        pipeline = AskPipeline(retriever, index.documents(), embedder, client)
+        pipeline = AskPipeline(retriever, index.documents(), embedder, llm_client)
         configs.append(agentic_config(pipeline, groups))
     windows = 0
     if include_naive:
@@ -92,11 +79,50 @@ def run_retrieval_eval(
             RetrieverConfig("naive", lambda q, k: naive_search(naive, embedder, q, k, groups))
         )
 
-    report = evaluate(load_golden(golden_path), configs, k_max=k_max)
+    # The default retriever is what /v1/search does by default: hybrid plus the default reranker.
+    default = "hybrid" if rerank == "none" else f"hybrid+{rerank}"
+    report = evaluate(load_golden(golden_path), configs, k_max=k_max, default_retriever=default)
     version = str(index.table().version)
     store.append_eval_retrieval(pd.DataFrame(report_rows(report, version, golden_path.name)))
     png = recall_plot_png(report)
-    plot_path = settings.data_dir / "evals" / f"retrieval-{report.run_id}.png"
+    plot_path = plot_dir / f"retrieval-{report.run_id}.png"
     plot_path.parent.mkdir(parents=True, exist_ok=True)
     plot_path.write_bytes(png)
     return RetrievalEvalRun(report, png, plot_path, version, windows)
+
+
+def run_for_settings(
+    settings: Settings,
+    golden_path: Path,
+    k_max: int = K_MAX,
+    include_agentic: bool = True,
+    include_naive: bool = True,
+) -> RetrievalEvalRun:
+    """The eval against the stores and models a Settings object describes (the CLI's path)."""
+    from pipelines.resources import lance_storage_options
+
+    client = None
+    if settings.llm_model and include_agentic:
+        client = LLMClient(
+            settings.llm_model,
+            api_base=settings.llm_api_base,
+            max_attempts=settings.llm_max_attempts,
+            timeout_seconds=settings.llm_timeout_seconds,
+            models_dir=settings.models_dir,
+        )
+    return run_retrieval_eval(
+        DuckDBStore(settings.duckdb_path),
+        ChunkIndex(
+            settings.lancedb_location, settings.ann_index_min_rows, lance_storage_options(settings)
+        ),
+        embedder_for(settings.embed_model, settings.embed_api_base),
+        golden_path,
+        settings.data_dir / "evals",
+        candidates=settings.search_candidates,
+        rerank=settings.rerank,
+        rerank_api_base=settings.rerank_api_base,
+        llm_client=client,
+        k_max=k_max,
+        include_agentic=include_agentic,
+        include_naive=include_naive,
+    )

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -141,6 +142,14 @@ class Settings(BaseSettings):
             "Extractive answers: a question whose best context sentence is less similar than "
             "this (cosine) is answered as not found."
         ),
+    )
+    eval_golden_set: Path = Field(
+        default=REPO_ROOT / "evals" / "golden" / "sample_corpus.jsonl",
+        description="Golden set the retrieval_eval asset scores (JSONL).",
+    )
+    eval_gate: Literal["warn", "error"] = Field(
+        default="warn",
+        description="How the recall gate reports a drop of more than 3 points of recall@8.",
     )
     api_keys_file: Path | None = Field(
         default=None,

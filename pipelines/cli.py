@@ -262,7 +262,7 @@ def eval_retrieval(
 ) -> None:
     """Recall@k (k = 1..K) and MRR of every retriever configuration on a golden set."""
     from evals.golden_set import GoldenSetError
-    from evals.runner import run_retrieval_eval
+    from evals.runner import run_for_settings
 
     settings = get_settings()
     _retriever(settings)  # exits with a clear message when nothing is materialized
@@ -278,7 +278,7 @@ def eval_retrieval(
                 console.print(f"[red]{problem}[/red]")
             raise typer.Exit(2)
     try:
-        run = run_retrieval_eval(
+        run = run_for_settings(
             settings, golden, k_max, include_agentic=not no_agentic, include_naive=not no_naive
         )
     except GoldenSetError as error:

@@ -2,7 +2,7 @@
 
 import dagster as dg
 
-from assets import chunks, documents, embeddings, features
+from assets import chunks, documents, embeddings, evals, features
 from lorehouse.settings import get_settings
 from pipelines.jobs import index_job, nightly_reindex_schedule
 from pipelines.resources import build_resources
@@ -10,8 +10,10 @@ from pipelines.resources import build_resources
 
 def _ingest_definitions() -> dg.Definitions:
     return dg.Definitions(
-        assets=dg.load_assets_from_modules([documents, chunks, features, embeddings]),
-        asset_checks=dg.load_asset_checks_from_modules([documents, chunks, features, embeddings]),
+        assets=dg.load_assets_from_modules([documents, chunks, features, embeddings, evals]),
+        asset_checks=dg.load_asset_checks_from_modules(
+            [documents, chunks, features, embeddings, evals]
+        ),
     )
 
 

@@ -126,6 +126,29 @@ class VectorIndexResource(dg.ConfigurableResource):
         return embedder_for(self.embed_model, self.embed_api_base)
 
 
+class EvalResource(dg.ConfigurableResource):
+    """Which golden set the retrieval eval scores and how its gate reports a drop."""
+
+    golden_set: str
+    gate: str = Field(default="warn", pattern="^(warn|error)$")
+    plot_dir: str
+    search_candidates: int = Field(default=50, ge=1)
+    rerank: str = "none"
+    rerank_api_base: str | None = None
+
+    def llm_client(self, enrichment: EnrichmentResource) -> LLMClient | None:
+        """The agentic configuration's LLM: the enrichment model, if one is configured."""
+        if not enrichment.llm_model:
+            return None
+        return LLMClient(
+            enrichment.llm_model,
+            api_base=enrichment.llm_api_base,
+            max_attempts=enrichment.max_attempts,
+            timeout_seconds=enrichment.timeout_seconds,
+            models_dir=Path(enrichment.models_dir),
+        )
+
+
 def lance_storage_options(location: Settings | VectorIndexResource) -> dict[str, str] | None:
     """Object-store options LanceDB needs for an S3-compatible endpoint; None for local paths."""
     uri = location.lancedb_location if isinstance(location, Settings) else location.uri
@@ -169,6 +192,14 @@ def build_resources(settings: Settings) -> dict[str, dg.ConfigurableResource]:
             ann_min_rows=settings.ann_index_min_rows,
             s3_endpoint_url=settings.s3_endpoint_url,
             s3_region=settings.s3_region,
+        ),
+        "evaluation": EvalResource(
+            golden_set=str(settings.eval_golden_set),
+            gate=settings.eval_gate,
+            plot_dir=str((settings.data_dir / "evals").resolve()),
+            search_candidates=settings.search_candidates,
+            rerank=settings.rerank,
+            rerank_api_base=settings.rerank_api_base,
         ),
         "parsing": ParsingResource(
             workers=settings.workers,

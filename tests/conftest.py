@@ -61,11 +61,11 @@ def materialize_everything(source: Path, data_dir: Path, **settings: object) -> 
     """Runs every asset and check of the code location into `data_dir`, as `index_job` does."""
     import dagster as dg
 
-    from assets import chunks, documents, embeddings, features
+    from assets import chunks, documents, embeddings, evals, features
     from lorehouse.settings import Settings
     from pipelines.resources import build_resources
 
-    modules = [documents, chunks, features, embeddings]
+    modules = [documents, chunks, features, embeddings, evals]
     config = Settings(source_uri=str(source), data_dir=data_dir, workers=2, **settings)
     return dg.materialize(
         [*dg.load_assets_from_modules(modules), *dg.load_asset_checks_from_modules(modules)],

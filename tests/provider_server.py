@@ -29,6 +29,7 @@ class ProviderServer:
     texts_embedded: list[str] = field(default_factory=list)
     rerank_calls: int = 0
     rerank_status: int = 200
+    rerank_inverted: bool = False
 
 
 @contextmanager
@@ -62,8 +63,12 @@ def provider_server(dimension: int = 16) -> Iterator[ProviderServer]:
                 self._reply(state.rerank_status, {"message": "reranker unavailable"})
                 return
             words = set(body["query"].lower().split())
+            sign = -1 if state.rerank_inverted else 1  # a deliberately bad reranker
             results = [
-                {"index": i, "relevance_score": len(words & set(d.lower().split())) / len(words)}
+                {
+                    "index": i,
+                    "relevance_score": sign * len(words & set(d.lower().split())) / len(words),
+                }
                 for i, d in enumerate(body["documents"])
             ]
             results.sort(key=lambda r: -r["relevance_score"])

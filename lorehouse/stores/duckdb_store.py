@@ -541,15 +541,15 @@ class DuckDBStore:
         with self._transaction(incoming=frame) as connection:
             _insert_frame(connection, "eval_retrieval", "incoming", frame)
 
-    def previous_recall(self, retriever: str, k: int, before_run: str) -> float | None:
-        """The default retriever's overall recall@k in the last run before `before_run`."""
+    def recall_history(self, k: int, golden_set: str) -> list[tuple[str, str, float]]:
+        """(run_id, retriever, recall@k) of the default retriever per run, newest first."""
         with self.connect() as connection:
-            row = connection.execute(
-                "SELECT recall FROM eval_retrieval WHERE retriever = ? AND k = ? "
-                "AND case_type = 'all' AND run_id <> ? ORDER BY evaluated_at DESC LIMIT 1",
-                [retriever, k, before_run],
-            ).fetchone()
-        return float(row[0]) if row else None
+            rows = connection.execute(
+                "SELECT run_id, retriever, recall FROM eval_retrieval WHERE is_default "
+                "AND k = ? AND case_type = 'all' AND golden_set = ? ORDER BY evaluated_at DESC",
+                [k, golden_set],
+            ).fetchall()
+        return [(row[0], row[1], float(row[2])) for row in rows]
 
     def visible_documents(
         self, caller_groups: Sequence[str], limit: int, offset: int

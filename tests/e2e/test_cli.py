@@ -168,3 +168,21 @@ def test_lorehouse_serve_answers_with_a_created_key(
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=30)
+
+
+def test_lorehouse_eval_retrieval_prints_one_json_object(materialized_sample: Path) -> None:
+    golden = REPO_ROOT / "evals" / "golden" / "sample_corpus.jsonl"
+    run = _run(
+        [str(BIN / "lorehouse"), "eval", "retrieval", "--golden", str(golden), "--json"],
+        materialized_sample,
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    result = json.loads(run.stdout)
+    assert result["n_questions"] == 12
+    assert result["default_retriever"] == "hybrid"
+    names = [r["retriever"] for r in result["results"]]
+    assert names == ["vector", "bm25", "hybrid", "hybrid+rrf", "agentic", "naive"]
+    for entry in result["results"]:
+        assert list(entry["recall_at"]) == [str(k) for k in range(1, 21)]
+        recalls = list(entry["recall_at"].values())
+        assert recalls == sorted(recalls) and 0 <= entry["mrr"] <= 1

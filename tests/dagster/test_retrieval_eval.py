@@ -1,0 +1,65 @@
+"""retrieval_eval on the sample corpus: the stored run, the chart, and the recall gate firing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from assets import evals
+from lorehouse.settings import BUNDLED_SAMPLE_CORPUS, Settings
+from lorehouse.stores.duckdb_store import DuckDBStore
+from pipelines.resources import build_resources
+from tests.conftest import materialize_everything
+from tests.dagster.conftest import metadata_of
+from tests.provider_server import provider_server
+
+
+def _evaluate(data_dir: Path, **settings: object) -> dg.ExecuteInProcessResult:
+    config = Settings(source_uri=str(BUNDLED_SAMPLE_CORPUS), data_dir=data_dir, **settings)
+    return dg.materialize(
+        [evals.retrieval_eval, evals.recall_gate],
+        resources=build_resources(config),
+        instance=dg.DagsterInstance.ephemeral(),
+    )
+
+
+def _gate(result: dg.ExecuteInProcessResult) -> dg.AssetCheckEvaluation:
+    (evaluation,) = result.get_asset_check_evaluations()
+    return evaluation
+
+
+def test_the_gate_fires_when_the_retriever_is_degraded_on_purpose(
+    data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first = materialize_everything(BUNDLED_SAMPLE_CORPUS, data_dir)
+    assert first.success
+    meta = metadata_of(first, "retrieval_eval")
+    assert meta["questions"] == 12  # the unanswerable case counts in answer eval only
+    assert meta["default_recall_at_8"] >= 0.9
+    assert "naive" in meta["results"] and "agentic" in meta["results"]
+    assert "data:image/png;base64," in meta["recall_chart"]
+    assert Path(meta["chart_file"]).read_bytes().startswith(b"\x89PNG")
+    rows = DuckDBStore(data_dir / "lorehouse.duckdb").table("eval_retrieval")
+    assert set(rows["retriever"]) == {"vector", "bm25", "hybrid", "hybrid+rrf", "agentic", "naive"}
+    assert set(rows["k"]) == set(range(1, 21))
+
+    monkeypatch.setenv("COHERE_API_KEY", "local-test")
+    with provider_server() as server:
+        server.rerank_inverted = True  # ranks the best candidates last
+        degraded = {
+            "rerank": "cohere/rerank-english-v3.0",
+            "rerank_api_base": server.base_url.removesuffix("/v1"),
+        }
+        warned = _gate(_evaluate(data_dir, **degraded))
+        assert not warned.passed
+        assert warned.severity == dg.AssetCheckSeverity.WARN
+        assert warned.metadata["drop_points"].value > 3
+
+        recovered = _gate(_evaluate(data_dir))
+        assert recovered.passed
+
+        failed = _gate(_evaluate(data_dir, eval_gate="error", **degraded))
+        assert not failed.passed
+        assert failed.severity == dg.AssetCheckSeverity.ERROR
