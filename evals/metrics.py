@@ -8,6 +8,7 @@ consecutive chunks of its document covering an excerpt longer than a chunk).
 
 from __future__ import annotations
 
+import html
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -19,14 +20,16 @@ from rapidfuzz import fuzz
 DEFAULT_THRESHOLD = 90.0
 
 _LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
+_TAG = re.compile(r"</?[A-Za-z][^>]*>")
 _MARKUP = re.compile(r"[*_`#>|]+")
 _SPACE = re.compile(r"\s+")
 
 
 def normalize(text: str) -> str:
-    """Text as a reader sees it: link targets and Markdown markup dropped, spaces collapsed,
-    case folded; parsed chunks and raw source files then compare on their words."""
-    text = _LINK.sub(r"\1", text)
+    """Text as a reader sees it: link targets, HTML tags and Markdown markup dropped, entities
+    decoded, spaces collapsed, case folded; parsed chunks and raw source files then compare
+    on their words."""
+    text = html.unescape(_TAG.sub(" ", _LINK.sub(r"\1", text)))
     text = _MARKUP.sub(" ", text)
     return _SPACE.sub(" ", text).strip().casefold()
 

@@ -35,6 +35,7 @@ def test_matching_ignores_whitespace_newlines_case_and_markup() -> None:
     )
     assert excerpt_found(Evidence("content/leave.md", excerpt), [chunk])
     assert normalize("A  [link](https://x.io)\n**bold**") == "a link bold"
+    assert normalize("<td><p>Keep&nbsp;for 7 years</td>") == "keep for 7 years"
 
 
 def test_an_excerpt_spanning_two_consecutive_chunks_is_found() -> None:
