@@ -124,51 +124,15 @@ class LLMClient:
 
     def complete(self, prompt: Prompt, response_model: type[T], **values: str) -> Answer[T]:
         """One validated answer, or LLMFailure after `max_attempts` tries."""
-        messages = [{"role": "user", "content": prompt.render(**values)}]
-        last_problem = "no attempt made"
-        for attempt in range(1, self.max_attempts + 1):
-            if attempt > 1:
-                self.usage.add(retries=1)
-            started = time.perf_counter()
+
+        def parse(content: str) -> tuple[T | None, str | None]:
             try:
-                response = litellm.completion(
-                    model=self.model,
-                    messages=messages,
-                    response_format=response_model
-                    if self._enforces_schema
-                    else {"type": "json_object"},
-                    temperature=0.0,
-                    max_tokens=self.max_output_tokens,
-                    timeout=self.timeout_seconds,
-                    api_base=self.api_base,
-                    **self.call_options,
-                )
-            except TRANSIENT_ERRORS as error:
-                self.usage.add(seconds=time.perf_counter() - started)
-                last_problem = f"{type(error).__name__}: {error}"
-                time.sleep(self._backoff(attempt))
-                continue
-            except litellm.APIError as error:  # auth, bad request: retrying will not help
-                self.usage.add(failures=1, seconds=time.perf_counter() - started)
-                raise LLMFailure(f"{type(error).__name__}: {error}") from error
-            tokens_in, tokens_out = _token_usage(response)
-            cost = _cost(response)
-            self.usage.add(
-                calls=1,
-                tokens_in=tokens_in,
-                tokens_out=tokens_out,
-                cost_usd=cost,
-                seconds=time.perf_counter() - started,
-            )
-            content = response.choices[0].message.content or ""
-            try:
-                value = response_model.model_validate_json(_json_part(content))
+                return response_model.model_validate_json(_json_part(content)), None
             except ValidationError as error:
-                last_problem = f"invalid output: {_short(error)}; got {content[:200]!r}"
-                continue
-            return Answer(value=value, tokens_in=tokens_in, tokens_out=tokens_out, cost_usd=cost)
-        self.usage.add(failures=1)
-        raise LLMFailure(f"no valid answer after {self.max_attempts} attempts: {last_problem}")
+                return None, _short(error)
+
+        response_format = response_model if self._enforces_schema else {"type": "json_object"}
+        return self._complete(prompt.render(**values), parse, response_format=response_format)
 
     def complete_text(
         self, prompt: Prompt, check: Callable[[str], str | None], **values: str
@@ -177,7 +141,25 @@ class LLMClient:
 
         `check` returns why a reply is unusable, or None; LLMFailure after `max_attempts`.
         """
-        messages = [{"role": "user", "content": prompt.render(**values)}]
+
+        def parse(content: str) -> tuple[str | None, str | None]:
+            problem = check(content)
+            return (content, None) if problem is None else (None, problem)
+
+        return self._complete(prompt.render(**values), parse).value
+
+    def _complete(
+        self,
+        prompt_text: str,
+        parse: Callable[[str], tuple[Any, str | None]],
+        **options: Any,
+    ) -> Answer[Any]:
+        """The retry loop every non-streaming call shares.
+
+        Transient provider errors back off and retry, other provider errors fail at once,
+        and a reply `parse` rejects (it returns the reason) is asked for again.
+        """
+        messages = [{"role": "user", "content": prompt_text}]
         last_problem = "no attempt made"
         for attempt in range(1, self.max_attempts + 1):
             if attempt > 1:
@@ -191,6 +173,7 @@ class LLMClient:
                     max_tokens=self.max_output_tokens,
                     timeout=self.timeout_seconds,
                     api_base=self.api_base,
+                    **options,
                     **self.call_options,
                 )
             except TRANSIENT_ERRORS as error:
@@ -198,7 +181,9 @@ class LLMClient:
                 last_problem = f"{type(error).__name__}: {error}"
                 time.sleep(self._backoff(attempt))
                 continue
-            except openai.APIError as error:  # auth, bad request: retrying will not help
+            # Auth, bad request, unknown model: retrying will not help. litellm's provider
+            # errors all derive from openai's.
+            except openai.APIError as error:
                 self.usage.add(failures=1, seconds=time.perf_counter() - started)
                 raise LLMFailure(f"{type(error).__name__}: {error}") from error
             tokens_in, tokens_out = _token_usage(response)
@@ -211,9 +196,11 @@ class LLMClient:
                 seconds=time.perf_counter() - started,
             )
             content = response.choices[0].message.content or ""
-            problem = check(content)
+            value, problem = parse(content)
             if problem is None:
-                return content
+                return Answer(
+                    value=value, tokens_in=tokens_in, tokens_out=tokens_out, cost_usd=cost
+                )
             last_problem = f"invalid output: {problem}; got {content[:200]!r}"
         self.usage.add(failures=1)
         raise LLMFailure(f"no valid answer after {self.max_attempts} attempts: {last_problem}")
