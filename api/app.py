@@ -31,14 +31,14 @@ from api.models import (
     StoreHealth,
 )
 from lorehouse.agents.pipeline import AskOptions, AskPipeline, AskResponse
-from lorehouse.embedding_providers import Embedder, embedder_for
+from lorehouse.components import embedder_from, llm_client_for, open_chunk_index, retriever_for
+from lorehouse.embedding_providers import Embedder
 from lorehouse.llm import LLMClient
 from lorehouse.rerankers import available_rerankers
 from lorehouse.retrieval import IndexModelMismatch, Retriever, SearchResult
 from lorehouse.settings import Settings, get_settings
 from lorehouse.stores import DuckDBStore
 from lorehouse.stores.lance_index import ChunkIndex, IndexNotBuilt
-from pipelines.resources import lance_storage_options
 
 log = logging.getLogger("lorehouse.api")
 _NOT_MATERIALIZED = "the {store} store is not materialized yet; run `lorehouse materialize`"
@@ -75,27 +75,11 @@ def open_service(settings: Settings, llm_client: LLMClient | None = None) -> Ser
     options); without either, answers are extractive.
     """
     keys = KeyRing.load(settings.api_keys_file) if settings.api_keys_file else None
-    index = ChunkIndex(
-        settings.lancedb_location, settings.ann_index_min_rows, lance_storage_options(settings)
-    )
-    embedder = embedder_for(settings.embed_model, settings.embed_api_base)
+    index = open_chunk_index(settings)
+    embedder = embedder_from(settings)
     embedder.embed(["warm up"])  # load the model now, not during the first request
-    retriever = Retriever(
-        index,
-        embedder,
-        candidates=settings.search_candidates,
-        default_rerank=settings.rerank,
-        rerank_api_base=settings.rerank_api_base,
-    )
-    if llm_client is None and settings.llm_model:
-        llm_client = LLMClient(
-            settings.llm_model,
-            api_base=settings.llm_api_base,
-            max_attempts=settings.llm_max_attempts,
-            timeout_seconds=settings.llm_timeout_seconds,
-            max_output_tokens=800,
-            models_dir=settings.models_dir,
-        )
+    retriever = retriever_for(settings, index, embedder)
+    llm_client = llm_client or llm_client_for(settings, max_output_tokens=800)
     options = AskOptions(
         context_chunks=settings.ask_context_chunks,
         neighbours=settings.ask_neighbours,

@@ -37,7 +37,7 @@ def retrieval_eval(
         candidates=evaluation.search_candidates,
         rerank=evaluation.rerank,
         rerank_api_base=evaluation.rerank_api_base,
-        llm_client=evaluation.llm_client(enrichment),
+        llm_client=enrichment.llm_client(),
     )
     report = run.report
     cutoffs = [1, 3, 5, 8, 10, 20]

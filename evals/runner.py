@@ -24,7 +24,8 @@ from evals.retrieval_eval import (
     search_config,
 )
 from lorehouse.agents.pipeline import AskPipeline
-from lorehouse.embedding_providers import Embedder, embedder_for
+from lorehouse.components import embedder_from, llm_client_for, open_chunk_index
+from lorehouse.embedding_providers import Embedder
 from lorehouse.llm import LLMClient
 from lorehouse.rerankers import available_rerankers
 from lorehouse.retrieval import Retriever
@@ -99,29 +100,16 @@ def run_for_settings(
     include_naive: bool = True,
 ) -> RetrievalEvalRun:
     """The eval against the stores and models a Settings object describes (the CLI's path)."""
-    from pipelines.resources import lance_storage_options
-
-    client = None
-    if settings.llm_model and include_agentic:
-        client = LLMClient(
-            settings.llm_model,
-            api_base=settings.llm_api_base,
-            max_attempts=settings.llm_max_attempts,
-            timeout_seconds=settings.llm_timeout_seconds,
-            models_dir=settings.models_dir,
-        )
     return run_retrieval_eval(
         DuckDBStore(settings.duckdb_path),
-        ChunkIndex(
-            settings.lancedb_location, settings.ann_index_min_rows, lance_storage_options(settings)
-        ),
-        embedder_for(settings.embed_model, settings.embed_api_base),
+        open_chunk_index(settings),
+        embedder_from(settings),
         golden_path,
         settings.data_dir / "evals",
         candidates=settings.search_candidates,
         rerank=settings.rerank,
         rerank_api_base=settings.rerank_api_base,
-        llm_client=client,
+        llm_client=llm_client_for(settings) if include_agentic else None,
         k_max=k_max,
         include_agentic=include_agentic,
         include_naive=include_naive,

@@ -19,6 +19,7 @@ from lorehouse.stores import DuckDBStore
 
 if TYPE_CHECKING:
     from lorehouse.retrieval import Retriever
+    from lorehouse.stores.lance_index import ChunkIndex
 
 app = typer.Typer(help="Lorehouse: document question answering over your own files.")
 console = Console(stderr=True)
@@ -168,7 +169,7 @@ def ask(
     from api.app import open_service
 
     settings = get_settings()
-    _retriever(settings)  # exits with a clear message when nothing is materialized
+    _require_index(settings)
     service = open_service(settings)
     try:
         response = service.pipeline.ask(question, top_k=top_k, caller_groups=group or [])
@@ -202,24 +203,20 @@ def ask(
 
 def _retriever(settings: Settings) -> Retriever:
     """The retriever the API would build, or a clear exit when the index is not there."""
-    from lorehouse.embedding_providers import embedder_for
-    from lorehouse.retrieval import Retriever
-    from lorehouse.stores.lance_index import ChunkIndex
-    from pipelines.resources import lance_storage_options
+    from lorehouse.components import embedder_from, retriever_for
 
-    index = ChunkIndex(
-        settings.lancedb_location, settings.ann_index_min_rows, lance_storage_options(settings)
-    )
+    return retriever_for(settings, _require_index(settings), embedder_from(settings))
+
+
+def _require_index(settings: Settings) -> ChunkIndex:
+    """The chunk index, or a clear exit telling the user to materialize first."""
+    from lorehouse.components import open_chunk_index
+
+    index = open_chunk_index(settings)
     if not index.exists():
         console.print(f"No index at {index.uri}; run `lorehouse materialize` first.")
         raise typer.Exit(1)
-    return Retriever(
-        index,
-        embedder_for(settings.embed_model, settings.embed_api_base),
-        candidates=settings.search_candidates,
-        default_rerank=settings.rerank,
-        rerank_api_base=settings.rerank_api_base,
-    )
+    return index
 
 
 @app.command()
@@ -265,7 +262,7 @@ def eval_retrieval(
     from evals.runner import run_for_settings
 
     settings = get_settings()
-    _retriever(settings)  # exits with a clear message when nothing is materialized
+    _require_index(settings)
     if not golden.is_file():
         console.print(f"[red]No golden set at {golden}[/red]")
         raise typer.Exit(2)

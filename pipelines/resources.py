@@ -7,6 +7,7 @@ from dagster_aws.s3 import S3Resource
 from pydantic import Field
 
 from lorehouse.chunking import Chunker
+from lorehouse.components import lance_storage_options
 from lorehouse.embedding import default_token_counter
 from lorehouse.embedding_providers import Embedder, embedder_for
 from lorehouse.enrichment import Enricher
@@ -89,18 +90,21 @@ class EnrichmentResource(dg.ConfigurableResource):
     timeout_seconds: float = Field(default=60.0, gt=0)
     models_dir: str = ".lorehouse/models"
 
+    def llm_client(self) -> LLMClient | None:
+        """A client for the configured model; None means extractive."""
+        if not self.llm_model:
+            return None
+        return LLMClient(
+            self.llm_model,
+            api_base=self.llm_api_base,
+            max_attempts=self.max_attempts,
+            timeout_seconds=self.timeout_seconds,
+            models_dir=Path(self.models_dir),
+        )
+
     def enricher(self) -> Enricher:
         """An enricher for the configured model, or the extractive one."""
-        client = None
-        if self.llm_model:
-            client = LLMClient(
-                self.llm_model,
-                api_base=self.llm_api_base,
-                max_attempts=self.max_attempts,
-                timeout_seconds=self.timeout_seconds,
-                models_dir=Path(self.models_dir),
-            )
-        return Enricher(client, concurrency=self.concurrency)
+        return Enricher(self.llm_client(), concurrency=self.concurrency)
 
 
 class VectorIndexResource(dg.ConfigurableResource):
@@ -119,7 +123,8 @@ class VectorIndexResource(dg.ConfigurableResource):
 
     def open(self) -> ChunkIndex:
         """The chunk index at the configured location."""
-        return ChunkIndex(self.uri, self.ann_min_rows, lance_storage_options(self))
+        options = lance_storage_options(self.uri, self.s3_endpoint_url, self.s3_region)
+        return ChunkIndex(self.uri, self.ann_min_rows, options)
 
     def embedder(self) -> Embedder:
         """The embedder both the index build and query time use."""
@@ -135,32 +140,6 @@ class EvalResource(dg.ConfigurableResource):
     search_candidates: int = Field(default=50, ge=1)
     rerank: str = "none"
     rerank_api_base: str | None = None
-
-    def llm_client(self, enrichment: EnrichmentResource) -> LLMClient | None:
-        """The agentic configuration's LLM: the enrichment model, if one is configured."""
-        if not enrichment.llm_model:
-            return None
-        return LLMClient(
-            enrichment.llm_model,
-            api_base=enrichment.llm_api_base,
-            max_attempts=enrichment.max_attempts,
-            timeout_seconds=enrichment.timeout_seconds,
-            models_dir=Path(enrichment.models_dir),
-        )
-
-
-def lance_storage_options(location: Settings | VectorIndexResource) -> dict[str, str] | None:
-    """Object-store options LanceDB needs for an S3-compatible endpoint; None for local paths."""
-    uri = location.lancedb_location if isinstance(location, Settings) else location.uri
-    if not uri.startswith("s3://"):
-        return None
-    options = {}
-    if location.s3_endpoint_url:
-        options["endpoint"] = location.s3_endpoint_url
-        options["allow_http"] = str(location.s3_endpoint_url.startswith("http://")).lower()
-    if location.s3_region:
-        options["region"] = location.s3_region
-    return options
 
 
 def build_resources(settings: Settings) -> dict[str, dg.ConfigurableResource]:

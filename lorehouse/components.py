@@ -1,0 +1,74 @@
+"""Library objects built from a Settings object: the one place the CLI, the API and the
+evaluation runner assemble stores, the embedder, the retriever and the LLM client.
+
+Dagster resources describe the same things field by field (they must be configurable in the
+UI) and call the shared pieces here, such as `lance_storage_options`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from lorehouse.embedding_providers import Embedder, embedder_for
+from lorehouse.retrieval import Retriever
+from lorehouse.settings import Settings
+from lorehouse.stores.lance_index import ChunkIndex
+
+if TYPE_CHECKING:
+    from lorehouse.llm import LLMClient
+
+
+def lance_storage_options(
+    uri: str, endpoint_url: str | None, region: str | None
+) -> dict[str, str] | None:
+    """Object-store options LanceDB needs for an S3-compatible endpoint; None for local paths."""
+    if not uri.startswith("s3://"):
+        return None
+    options = {}
+    if endpoint_url:
+        options["endpoint"] = endpoint_url
+        options["allow_http"] = str(endpoint_url.startswith("http://")).lower()
+    if region:
+        options["region"] = region
+    return options
+
+
+def open_chunk_index(settings: Settings) -> ChunkIndex:
+    """The LanceDB chunk index a deployment writes and searches."""
+    uri = settings.lancedb_location
+    return ChunkIndex(
+        uri,
+        settings.ann_index_min_rows,
+        lance_storage_options(uri, settings.s3_endpoint_url, settings.s3_region),
+    )
+
+
+def embedder_from(settings: Settings) -> Embedder:
+    return embedder_for(settings.embed_model, settings.embed_api_base)
+
+
+def retriever_for(settings: Settings, index: ChunkIndex, embedder: Embedder) -> Retriever:
+    """The retriever the API serves: candidates, default reranker and its endpoint as set."""
+    return Retriever(
+        index,
+        embedder,
+        candidates=settings.search_candidates,
+        default_rerank=settings.rerank,
+        rerank_api_base=settings.rerank_api_base,
+    )
+
+
+def llm_client_for(settings: Settings, max_output_tokens: int = 400) -> LLMClient | None:
+    """A client for the configured LLM, or None when answers and enrichment are extractive."""
+    if not settings.llm_model:
+        return None
+    from lorehouse.llm import LLMClient  # litellm is slow to import; only load it when needed
+
+    return LLMClient(
+        settings.llm_model,
+        api_base=settings.llm_api_base,
+        max_attempts=settings.llm_max_attempts,
+        timeout_seconds=settings.llm_timeout_seconds,
+        max_output_tokens=max_output_tokens,
+        models_dir=settings.models_dir,
+    )
