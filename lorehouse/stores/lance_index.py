@@ -135,6 +135,8 @@ class LanceTable:
         self._storage_options = storage_options
         self._db = db or lancedb.connect(uri, storage_options=storage_options)
         self._table: lancedb.table.Table | None = None
+        # (table version, has a vector index): list_indices() is too slow to ask per query.
+        self._vector_index_seen: tuple[int, bool] | None = None
 
     # -- opening ---------------------------------------------------------------------------------
 
@@ -277,14 +279,23 @@ class LanceTable:
     def has_vector_index(self) -> bool:
         return any(state.columns == ["vector"] for state in self.index_state())
 
+    def _vector_indexed(self, table: lancedb.table.Table) -> bool:
+        """has_vector_index, asked again only when the table has a new version."""
+        version = table.version
+        if self._vector_index_seen is None or self._vector_index_seen[0] != version:
+            present = any(list(i.columns) == ["vector"] for i in table.list_indices())
+            self._vector_index_seen = (version, present)
+        return self._vector_index_seen[1]
+
     # -- reading ---------------------------------------------------------------------------------
 
     def vector_search(
         self, vector: np.ndarray, where: str | None, limit: int, columns: Sequence[str]
     ) -> list[dict]:
         """Nearest chunks by cosine distance, filtered inside the query."""
-        query = self.table().search(vector, vector_column_name="vector").distance_type("cosine")
-        if self.has_vector_index():
+        table = self.table()
+        query = table.search(vector, vector_column_name="vector").distance_type("cosine")
+        if self._vector_indexed(table):
             # Re-score a few times more candidates with full vectors: SQ quantization alone
             # costs a few points of recall.
             query = query.refine_factor(4)
