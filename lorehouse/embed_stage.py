@@ -29,24 +29,10 @@ from lorehouse.stores.lance_index import (
 
 ProgressCallback = Callable[[int, int], None]
 
-_CHUNK_COLUMNS = [
-    "chunk_id",
-    "doc_id",
-    "title",
-    "rel_path",
-    "source_uri",
-    "file_type",
-    "position",
-    "heading_path",
-    "page_start",
-    "page_end",
-    "is_table",
-    "acl",
-    "text_chat",
-    "text_embed",
-    "text_enriched",
-]
-_DOCUMENT_COLUMNS = ["doc_id", "title", "rel_path", "acl", "summary", "faqs", "profile_text"]
+# The stored columns come from the table schemas; the stage adds the two hashes and the vector.
+_ADDED_BY_STAGE = {"embed_key", "row_hash", "vector"}
+_CHUNK_COLUMNS = [n for n in chunk_schema(1, "").names if n not in _ADDED_BY_STAGE]
+_DOCUMENT_COLUMNS = [n for n in document_schema(1, "").names if n not in _ADDED_BY_STAGE]
 
 
 @dataclass
