@@ -40,19 +40,17 @@ import contextlib
 import gc
 import io
 import json
-import os
-import platform
 import shutil
 import statistics
 import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from machine import machine_info  # bench/machine.py, beside this script
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SHARED_CORPUS = REPO_ROOT.parent / "shared" / "corpus"
@@ -226,21 +224,6 @@ def stored_vector_difference(
 # --------------------------------------------------------------------------------------------
 
 
-def machine_info() -> dict[str, Any]:
-    versions = {}
-    for name in LIBRARIES:
-        try:
-            versions[name] = version(name)
-        except PackageNotFoundError:
-            versions[name] = "not installed"
-    return {
-        "cpu_count": os.cpu_count(),
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "libraries": versions,
-    }
-
-
 def _best(runs: list[Run]) -> Run:
     return min(runs, key=lambda run: run.seconds)
 
@@ -412,7 +395,7 @@ def main(argv: list[str] | None = None) -> int:
         print(" done", flush=True)
         difference = stored_vector_difference(last_lance, embedder.name, texts, raw_vectors)
 
-    info = machine_info()
+    info = machine_info(LIBRARIES)
     print_report(info, corpus, runs, rerun, difference, args)
     wall = time.perf_counter() - started
     print(f"\nWall time: {wall:.0f} s")

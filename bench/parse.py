@@ -28,15 +28,15 @@ import gc
 import io
 import json
 import os
-import platform
 import re
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
+
+from machine import machine_info  # bench/machine.py, beside this script
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CORPUS = REPO_ROOT.parent / "shared" / "corpus" / "docs"
@@ -360,22 +360,6 @@ def warm_up(kind: str, file_type: Any, path: Path, rel_path: str, data: bytes) -
 # --------------------------------------------------------------------------------------------
 
 
-def machine_info() -> dict[str, Any]:
-    versions = {}
-    for name in LIBRARIES:
-        try:
-            versions[name] = version(name)
-        except PackageNotFoundError:
-            versions[name] = "not installed"
-    return {
-        "cpu_count": os.cpu_count(),
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "machine": platform.machine(),
-        "libraries": versions,
-    }
-
-
 def summarize(results: list[FileResult]) -> dict[str, Any]:
     """Per-format and overall throughput; each ratio uses only files both sides parsed."""
     summary: dict[str, Any] = {}
@@ -595,7 +579,7 @@ def main(argv: list[str] | None = None) -> int:
             print(".", end="", flush=True)
         print()
 
-    info = machine_info()
+    info = machine_info(LIBRARIES)
     summary = summarize(results)
     print_report(info, results, summary, args.repeat)
     if args.json is not None:

@@ -34,7 +34,6 @@ import argparse
 import gc
 import json
 import os
-import platform
 import re
 import sys
 import tempfile
@@ -42,9 +41,10 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
+
+from machine import machine_info  # bench/machine.py, beside this script
 
 # The baseline runs single-threaded BLAS. A matrix-vector product is memory-bound, and on this
 # 2-core machine OpenBLAS's second thread falls asleep between queries; waking it costs 5-8 ms,
@@ -393,21 +393,6 @@ def _recall(found: list[set[str]], exact: list[set[str]]) -> float:
 # --------------------------------------------------------------------------------------------
 
 
-def machine_info() -> dict[str, Any]:
-    versions = {}
-    for name in LIBRARIES:
-        try:
-            versions[name] = version(name)
-        except PackageNotFoundError:
-            versions[name] = "not installed"
-    return {
-        "cpu_count": os.cpu_count(),
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "libraries": versions,
-    }
-
-
 def _ms(value: float) -> str:
     return f"{value:,.0f}" if value >= 100 else f"{value:.2f}"
 
@@ -534,7 +519,7 @@ def main(argv: list[str] | None = None) -> int:
         for rows in args.sizes:
             results.append(measure_size(rows, args, words, workdir))
             gc.collect()
-    info = machine_info()
+    info = machine_info(LIBRARIES)
     print_report(info, results, args, source)
     wall = time.perf_counter() - started
     print(f"\nWall time: {wall:.0f} s")
