@@ -359,15 +359,6 @@ class AskPipeline:
 
 
 def _citation(number: int, hit: SearchHit) -> Citation:
-    return Citation(
-        number=number,
-        chunk_id=hit.chunk_id,
-        doc_id=hit.doc_id,
-        title=hit.title,
-        heading_path=hit.heading_path,
-        page_start=hit.page_start,
-        page_end=hit.page_end,
-        source_uri=hit.source_uri,
-        rel_path=hit.rel_path,
-        citation=hit.citation,
-    )
+    """A cited hit: every Citation field but its number is a field of the hit."""
+    fields = set(Citation.model_fields) - {"number"}
+    return Citation(number=number, **hit.model_dump(include=fields))
