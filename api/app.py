@@ -30,8 +30,14 @@ from api.models import (
     SearchRequest,
     StoreHealth,
 )
-from lorehouse.agents.pipeline import AskOptions, AskPipeline, AskResponse
-from lorehouse.components import embedder_from, llm_client_for, open_chunk_index, retriever_for
+from lorehouse.agents.pipeline import AskPipeline, AskResponse
+from lorehouse.components import (
+    ask_options_for,
+    embedder_from,
+    llm_client_for,
+    open_chunk_index,
+    retriever_for,
+)
 from lorehouse.embedding_providers import Embedder
 from lorehouse.llm import LLMClient
 from lorehouse.rerankers import available_rerankers
@@ -80,12 +86,9 @@ def open_service(settings: Settings, llm_client: LLMClient | None = None) -> Ser
     embedder.embed(["warm up"])  # load the model now, not during the first request
     retriever = retriever_for(settings, index, embedder)
     llm_client = llm_client or llm_client_for(settings, max_output_tokens=800)
-    options = AskOptions(
-        context_chunks=settings.ask_context_chunks,
-        neighbours=settings.ask_neighbours,
-        answer_min_similarity=settings.answer_min_similarity,
+    pipeline = AskPipeline(
+        retriever, index.documents(), embedder, llm_client, ask_options_for(settings)
     )
-    pipeline = AskPipeline(retriever, index.documents(), embedder, llm_client, options)
     return Service(settings, index, embedder, retriever, keys, pipeline)
 
 

@@ -1,4 +1,4 @@
-"""retrieval_eval: recall@k of every retriever on the golden set, and the gate on it."""
+"""Eval assets: recall@k of every retriever (and its gate), and LLM-judged answer quality."""
 
 import base64
 from pathlib import Path
@@ -6,8 +6,10 @@ from pathlib import Path
 import dagster as dg
 
 from assets.embeddings import chunk_embeddings
-from assets.progress import markdown_table
-from evals.runner import run_retrieval_eval
+from assets.progress import markdown_table, progress_logger
+from evals.answer_eval import AnswerEvalReport
+from evals.runner import run_answer_eval, run_retrieval_eval
+from lorehouse.retrieval import Retriever
 from pipelines.resources import (
     EnrichmentResource,
     EvalResource,
@@ -109,3 +111,102 @@ def recall_gate(
             "drop_points": round(100 * drop, 1),
         },
     )
+
+
+@dg.asset(group_name="evals", kinds={"duckdb"}, deps=[chunk_embeddings])
+def answer_eval(
+    context: dg.AssetExecutionContext,
+    feature_store: FeatureStoreResource,
+    vector_index: VectorIndexResource,
+    evaluation: EvalResource,
+    enrichment: EnrichmentResource,
+) -> dg.MaterializeResult:
+    """/v1/ask answers every golden question; a judge model grades each 0-5 with reasoning.
+
+    Without a judge model the asset says it was skipped and stores nothing: a score is never
+    invented, and the bundled local model is too small to judge.
+    """
+    judge = evaluation.judge_client()
+    if judge is None:
+        reason = "no judge model configured: set LOREHOUSE_JUDGE_MODEL to a litellm model"
+        context.log.warning(f"answer_eval skipped: {reason}")
+        return dg.MaterializeResult(metadata={"status": "skipped", "reason": reason})
+    index = vector_index.open()
+    embedder = vector_index.embedder()
+    retriever = Retriever(
+        index,
+        embedder,
+        evaluation.search_candidates,
+        default_rerank=evaluation.rerank,
+        rerank_api_base=evaluation.rerank_api_base,
+    )
+    logger = progress_logger(context, "answers judged")
+    report = run_answer_eval(
+        feature_store.open(),
+        index,
+        retriever,
+        embedder,
+        Path(evaluation.golden_set),
+        judge,
+        llm_client=enrichment.llm_client(),
+        options=evaluation.ask_options(),
+        concurrency=evaluation.judge_concurrency,
+        on_case=logger,
+    )
+    return dg.MaterializeResult(metadata=answer_eval_metadata(report, evaluation.golden_set))
+
+
+def answer_eval_metadata(report: AnswerEvalReport, golden_set: str) -> dict[str, object]:
+    """Score distribution, labels, mean by case type and the worst cases, for the asset page."""
+    mean = report.mean_score()
+    distribution = report.score_distribution()
+    widest = max(distribution.values(), default=0) or 1
+    worst = report.worst(10)
+    failures = [o for o in report.outcomes if o.score is None]
+    return {
+        "status": "judged",
+        "run_id": report.run_id,
+        "judge_model": report.judge_model,
+        "golden_set": Path(golden_set).name,
+        "cases": len(report.outcomes),
+        "judged": len(report.judged),
+        "judge_failures": len(failures),
+        "mean_score": dg.MetadataValue.float(round(mean, 3)) if mean is not None else "none",
+        "score_distribution": dg.MetadataValue.md(
+            markdown_table(
+                ["score", "cases", ""],
+                [[k, v, "#" * round(20 * v / widest)] for k, v in distribution.items()],
+            )
+        ),
+        "labels": dg.MetadataValue.md(
+            markdown_table(["label", "cases"], [[k, v] for k, v in report.label_counts().items()])
+        ),
+        "mean_score_by_type": dg.MetadataValue.md(
+            markdown_table(
+                ["case type", "mean score"],
+                [[k, f"{v:.2f}"] for k, v in report.mean_by_type().items()],
+            )
+        ),
+        "worst_cases": dg.MetadataValue.md(
+            markdown_table(
+                ["case", "type", "score", "label", "question", "answer", "judge's reasoning"],
+                [
+                    [
+                        o.case_id,
+                        o.case_type,
+                        o.score,
+                        o.label,
+                        o.question,
+                        o.answer[:200],
+                        o.reasoning or "",
+                    ]
+                    for o in worst
+                ],
+            )
+        ),
+        "judge_errors": dg.MetadataValue.md(
+            markdown_table(
+                ["case", "error"], [[o.case_id, o.judge_error or ""] for o in failures[:20]]
+            )
+        ),
+    }

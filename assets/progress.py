@@ -25,9 +25,11 @@ def progress_logger(
 
 
 def markdown_table(header: list[str], rows: list[list[object]]) -> str:
-    """A small Markdown table for asset metadata."""
+    """A small Markdown table for asset metadata; a cell's line breaks would end its row."""
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += [
-        "| " + " | ".join(str(cell).replace("|", "\\|") for cell in row) + " |" for row in rows
-    ]
+    lines += ["| " + " | ".join(_cell(cell) for cell in row) + " |" for row in rows]
     return "\n".join(lines)
+
+
+def _cell(value: object) -> str:
+    return " ".join(str(value).split()).replace("|", "\\|")

@@ -17,6 +17,9 @@ CaseType = Literal["lookup", "table", "paraphrase", "multi_doc", "ambiguous", "u
 class EvidenceItem(BaseModel):
     file: str = Field(min_length=1, description="Path relative to the corpus root.")
     excerpt: str = Field(min_length=1, description="Copied verbatim from the file.")
+    page: int | None = Field(
+        default=None, ge=1, description="1-based page of the excerpt, where the file has pages."
+    )
 
 
 class GoldenCase(BaseModel):
@@ -42,7 +45,11 @@ class GoldenSetError(ValueError):
 
 
 def load_golden(path: Path) -> list[GoldenCase]:
-    """Every case of a JSONL golden set, in file order."""
+    """Every case of a JSONL golden set, in file order; FinanceBench files are read as such."""
+    from evals.financebench import financebench_cases, is_financebench
+
+    if is_financebench(path):
+        return financebench_cases(path)
     return list(_cases(path))
 
 

@@ -9,9 +9,8 @@ consecutive chunks of its document covering an excerpt longer than a chunk).
 from __future__ import annotations
 
 import html
-import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from rapidfuzz import fuzz
@@ -123,20 +122,3 @@ def mean_reciprocal_rank(first_ranks: Sequence[int | None]) -> float:
     if not first_ranks:
         return 0.0
     return sum(1.0 / r for r in first_ranks if r) / len(first_ranks)
-
-
-def ndcg_at(ranked_ids: Sequence[str], relevance: Mapping[str, int], k: int) -> float:
-    """nDCG@k with linear gains (rel / log2(rank + 1)), as trec_eval and BEIR compute it."""
-    gains = [relevance.get(doc_id, 0) for doc_id in ranked_ids[:k]]
-    dcg = sum(g / math.log2(i + 2) for i, g in enumerate(gains) if g > 0)
-    ideal = sorted((g for g in relevance.values() if g > 0), reverse=True)[:k]
-    idcg = sum(g / math.log2(i + 2) for i, g in enumerate(ideal))
-    return dcg / idcg if idcg > 0 else 0.0
-
-
-def set_recall_at(ranked_ids: Sequence[str], relevance: Mapping[str, int], k: int) -> float:
-    """Share of the relevant documents found in the top k (BEIR's recall@k)."""
-    relevant = {doc_id for doc_id, grade in relevance.items() if grade > 0}
-    if not relevant:
-        return 0.0
-    return len(relevant & set(ranked_ids[:k])) / len(relevant)

@@ -6,11 +6,14 @@ the same configurations and store the same rows.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
+from evals.answer_eval import AnswerEvalReport, evaluate_answers
+from evals.beir import BeirReport, evaluate_rankers, index_dataset, load_beir, search_ranker
 from evals.golden_set import load_golden
 from evals.naive import NaiveIndex, build_naive_index, naive_search
 from evals.retrieval_eval import (
@@ -23,15 +26,23 @@ from evals.retrieval_eval import (
     report_rows,
     search_config,
 )
-from lorehouse.agents.pipeline import AskPipeline
-from lorehouse.components import embedder_from, llm_client_for, open_chunk_index
+from lorehouse.agents.pipeline import AskOptions, AskPipeline, AskResponse
+from lorehouse.components import (
+    ask_options_for,
+    embedder_from,
+    judge_client_for,
+    llm_client_for,
+    open_chunk_index,
+    retriever_for,
+)
+from lorehouse.embed_stage import ProgressCallback
 from lorehouse.embedding_providers import Embedder
 from lorehouse.llm import LLMClient
 from lorehouse.rerankers import available_rerankers
 from lorehouse.retrieval import Retriever
 from lorehouse.settings import Settings
 from lorehouse.stores.duckdb_store import DuckDBStore
-from lorehouse.stores.lance_index import ChunkIndex
+from lorehouse.stores.lance_index import ChunkIndex, sql_in
 
 
 @dataclass
@@ -114,3 +125,121 @@ def run_for_settings(
         include_agentic=include_agentic,
         include_naive=include_naive,
     )
+
+
+def run_beir_for_settings(
+    settings: Settings,
+    directory: Path,
+    split: str = "test",
+    store_dir: Path | None = None,
+    max_queries: int | None = None,
+    on_embed_progress: ProgressCallback | None = None,
+    on_query: ProgressCallback | None = None,
+) -> BeirReport:
+    """Indexes a BEIR dataset into its own LanceDB store, then scores every retriever mode.
+
+    The store defaults to `<data_dir>/beir/<dataset>`, apart from the deployment's own index,
+    and is kept, so a second run over the same dataset and model embeds nothing.
+    """
+    dataset = load_beir(directory, split, max_queries)
+    store_dir = store_dir or settings.data_dir / "beir" / dataset.name
+    index = ChunkIndex(str(store_dir / "lancedb"), ann_min_rows=settings.ann_index_min_rows)
+    embedder = embedder_from(settings)
+    indexed = index_dataset(dataset, index, embedder, settings.embed_batch_size, on_embed_progress)
+    retriever = Retriever(
+        index, embedder, settings.search_candidates, rerank_api_base=settings.rerank_api_base
+    )
+    rankers = [
+        ("vector", search_ranker(retriever, "vector", "none")),
+        ("bm25", search_ranker(retriever, "bm25", "none")),
+    ] + [
+        ("hybrid" if name == "none" else f"hybrid+{name}", search_ranker(retriever, "hybrid", name))
+        for name in available_rerankers(settings.rerank)
+    ]
+    report = BeirReport(
+        dataset=dataset.name,
+        split=split,
+        n_documents=len(dataset.corpus),
+        n_queries=len(dataset.queries),
+        index_seconds=indexed.seconds,
+        documents_embedded=indexed.embedded,
+    )
+    report.results = evaluate_rankers(dataset, rankers, on_query=on_query)
+    return report
+
+
+def run_answer_eval(
+    store: DuckDBStore,
+    index: ChunkIndex,
+    retriever: Retriever,
+    embedder: Embedder,
+    golden_path: Path,
+    judge: LLMClient,
+    *,
+    llm_client: LLMClient | None = None,
+    options: AskOptions | None = None,
+    concurrency: int = 4,
+    limit: int | None = None,
+    on_case: ProgressCallback | None = None,
+) -> AnswerEvalReport:
+    """Asks every golden question as /v1/ask would, has `judge` grade it, stores the rows."""
+    retriever.check_model()
+    groups = store.access_groups()  # the eval sees every document
+    pipeline = AskPipeline(retriever, index.documents(), embedder, llm_client, options)
+
+    def ask(question: str) -> tuple[AskResponse, str]:
+        response = pipeline.ask(question, caller_groups=groups)
+        return response, context_text(index, response.trace.context_chunk_ids)
+
+    cases = load_golden(golden_path)[:limit]
+    report = evaluate_answers(cases, ask, judge, concurrency, on_case)
+    store.append_eval_answers(pd.DataFrame(report.rows(golden_path.name)))
+    return report
+
+
+def context_text(index: ChunkIndex, chunk_ids: Sequence[str]) -> str:
+    """The passages an answer was written from, numbered in context order, for the judge."""
+    if not chunk_ids:
+        return ""
+    rows = index.rows(
+        sql_in("chunk_id", chunk_ids), ["chunk_id", "rel_path", "text_chat"], len(chunk_ids)
+    )
+    by_id = {row["chunk_id"]: row for row in rows}
+    return "\n\n".join(
+        f"[{number}] ({by_id[chunk_id]['rel_path']}) {by_id[chunk_id]['text_chat']}"
+        for number, chunk_id in enumerate(chunk_ids, start=1)
+        if chunk_id in by_id
+    )
+
+
+def run_answer_eval_for_settings(
+    settings: Settings,
+    golden_path: Path,
+    limit: int | None = None,
+    on_case: ProgressCallback | None = None,
+) -> AnswerEvalReport:
+    """The answer eval against the stores, models and judge a Settings object describes."""
+    judge = judge_client_for(settings)
+    if judge is None:
+        raise JudgeNotConfigured(
+            "no judge model: set LOREHOUSE_JUDGE_MODEL to a litellm model to grade answers"
+        )
+    index = open_chunk_index(settings)
+    embedder = embedder_from(settings)
+    return run_answer_eval(
+        DuckDBStore(settings.duckdb_path),
+        index,
+        retriever_for(settings, index, embedder),
+        embedder,
+        golden_path,
+        judge,
+        llm_client=llm_client_for(settings, max_output_tokens=800),
+        options=ask_options_for(settings),
+        concurrency=settings.llm_concurrency,
+        limit=limit,
+        on_case=on_case,
+    )
+
+
+class JudgeNotConfigured(RuntimeError):
+    """The answer eval needs a judge model; without one it is skipped, never faked."""

@@ -15,6 +15,7 @@ from lorehouse.settings import Settings
 from lorehouse.stores.lance_index import ChunkIndex
 
 if TYPE_CHECKING:
+    from lorehouse.agents.pipeline import AskOptions
     from lorehouse.llm import LLMClient
 
 
@@ -60,13 +61,35 @@ def retriever_for(settings: Settings, index: ChunkIndex, embedder: Embedder) -> 
 
 def llm_client_for(settings: Settings, max_output_tokens: int = 400) -> LLMClient | None:
     """A client for the configured LLM, or None when answers and enrichment are extractive."""
-    if not settings.llm_model:
+    return _client(settings, settings.llm_model, settings.llm_api_base, max_output_tokens)
+
+
+def ask_options_for(settings: Settings) -> AskOptions:
+    """The answer pipeline's options: the same for /v1/ask, the CLI and the answer eval."""
+    from lorehouse.agents.pipeline import AskOptions  # imports litellm
+
+    return AskOptions(
+        context_chunks=settings.ask_context_chunks,
+        neighbours=settings.ask_neighbours,
+        answer_min_similarity=settings.answer_min_similarity,
+    )
+
+
+def judge_client_for(settings: Settings) -> LLMClient | None:
+    """A client for the answer-eval judge, or None when no judge model is configured."""
+    return _client(settings, settings.judge_model, settings.judge_api_base, 500)
+
+
+def _client(
+    settings: Settings, model: str | None, api_base: str | None, max_output_tokens: int
+) -> LLMClient | None:
+    if not model:
         return None
     from lorehouse.llm import LLMClient  # litellm is slow to import; only load it when needed
 
     return LLMClient(
-        settings.llm_model,
-        api_base=settings.llm_api_base,
+        model,
+        api_base=api_base,
         max_attempts=settings.llm_max_attempts,
         timeout_seconds=settings.llm_timeout_seconds,
         max_output_tokens=max_output_tokens,

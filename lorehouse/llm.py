@@ -27,6 +27,9 @@ from pydantic import BaseModel, ValidationError
 
 LOCAL_MODEL_ALIAS = "local"
 T = TypeVar("T", bound=BaseModel)
+# litellm prints a "Give Feedback / Get Help" banner to stdout on every provider error, which
+# would corrupt the CLI's --json output; the error itself is raised and logged as usual.
+litellm.suppress_debug_info = True
 
 # Worth waiting for: the provider is busy or the network hiccuped.
 TRANSIENT_ERRORS: tuple[type[Exception], ...] = (

@@ -131,6 +131,8 @@ class LiteLLMReranker:
         import litellm
         import openai
 
+        import lorehouse.llm  # noqa: F401  (configures litellm's output once)
+
         try:
             response = litellm.rerank(
                 model=self.name,

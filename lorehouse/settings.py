@@ -87,6 +87,17 @@ class Settings(BaseSettings):
     llm_api_base: str | None = Field(
         default=None, description="Endpoint override (an Ollama or OpenAI-compatible server)."
     )
+    judge_model: str | None = Field(
+        default=None,
+        description=(
+            "litellm model that grades answers in the answer eval (0-5 against the reference). "
+            "Unset: the answer eval reports that it was skipped. Use a strong model; the "
+            "bundled local one is too small to judge."
+        ),
+    )
+    judge_api_base: str | None = Field(
+        default=None, description="Endpoint override for the judge model."
+    )
     llm_concurrency: int = Field(default=4, ge=1, le=64, description="LLM calls in flight.")
     llm_max_attempts: int = Field(
         default=3, ge=1, le=10, description="Tries per call (invalid output, rate limits)."

@@ -300,6 +300,131 @@ def eval_retrieval(
     console.print(f"chart: {run.plot_path}")
 
 
+@eval_app.command("answers")
+def eval_answers(
+    golden: Annotated[Path, typer.Option("--golden", help="Golden set (JSONL)")],
+    limit: Annotated[
+        int | None, typer.Option("--limit", min=1, help="Only the first N cases")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object")] = False,
+) -> None:
+    """Ask every golden question as /v1/ask does; the judge model grades each answer 0-5."""
+    from rich.progress import Progress
+
+    from evals.golden_set import GoldenSetError
+    from evals.runner import JudgeNotConfigured, run_answer_eval_for_settings
+
+    settings = get_settings()
+    _require_index(settings)
+    if not golden.is_file():
+        console.print(f"[red]No golden set at {golden}[/red]")
+        raise typer.Exit(2)
+    with Progress(console=console, transient=True) as progress:
+        task = progress.add_task("answering and judging", total=None)
+
+        def judged(done: int, total: int) -> None:
+            progress.update(task, completed=done, total=total)
+
+        try:
+            report = run_answer_eval_for_settings(settings, golden, limit, judged)
+        except JudgeNotConfigured as error:
+            console.print(f"[yellow]Answer eval skipped: {error}[/yellow]")
+            raise typer.Exit(2) from error
+        except GoldenSetError as error:
+            console.print(f"[red]{error}[/red]")
+            raise typer.Exit(2) from error
+    if as_json:
+        print(json.dumps(report.summary()))
+        return
+    summary = report.summary()
+    out.print(
+        f"judge {report.judge_model}: {summary['n_judged']}/{summary['n_cases']} cases judged, "
+        f"mean score {summary['mean_score']}"
+    )
+    labels = Table("label", "cases")
+    for label, count in summary["labels"].items():
+        labels.add_row(label, str(count))
+    out.print(labels)
+    worst = Table("case", "type", "score", "label", "reasoning", title="Worst cases")
+    for outcome in report.worst(10):
+        worst.add_row(
+            outcome.case_id,
+            outcome.case_type,
+            str(outcome.score),
+            outcome.label or "",
+            outcome.reasoning or "",
+        )
+    out.print(worst)
+    for failure in (o for o in report.outcomes if o.judge_error):
+        out.print(f"  not judged: {failure.case_id}: {failure.judge_error}")
+
+
+@eval_app.command("beir")
+def eval_beir(
+    directory: Annotated[Path, typer.Argument(help="BEIR dataset folder (corpus, queries, qrels)")],
+    split: Annotated[str, typer.Option("--split", help="qrels/<split>.tsv to score")] = "test",
+    store: Annotated[
+        Path | None,
+        typer.Option("--store", help="Where to keep its index; default <data_dir>/beir/<name>"),
+    ] = None,
+    max_queries: Annotated[
+        int | None, typer.Option("--max-queries", min=1, help="Score only the first N queries")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object")] = False,
+) -> None:
+    """nDCG@10, recall@10 and recall@100 of every retrieval mode on a BEIR dataset."""
+    from rich.progress import Progress
+
+    from evals.beir import BeirFormatError
+    from evals.runner import run_beir_for_settings
+
+    settings = get_settings()
+    with Progress(console=console, transient=True) as progress:
+        embedding = progress.add_task("embedding documents", total=None)
+        querying = progress.add_task("querying", total=None)
+
+        def embedded(done: int, total: int) -> None:
+            progress.update(embedding, completed=done, total=total)
+
+        def queried(done: int, total: int) -> None:
+            progress.update(querying, completed=done, total=total)
+
+        try:
+            report = run_beir_for_settings(
+                settings, directory, split, store, max_queries, embedded, queried
+            )
+        except BeirFormatError as error:
+            console.print(f"[red]{error}[/red]")
+            raise typer.Exit(2) from error
+    if as_json:
+        print(json.dumps(report.summary()))
+        return
+    table = Table(
+        "retriever",
+        "nDCG@10",
+        "R@10",
+        "R@100",
+        "MRR@10",
+        "ms/query",
+        title=f"{report.dataset} ({report.split}): {report.n_queries} queries, "
+        f"{report.n_documents} documents",
+    )
+    for result in report.results:
+        scores = result.scores
+        table.add_row(
+            result.retriever,
+            f"{scores['ndcg@10']:.3f}",
+            f"{scores['recall@10']:.3f}",
+            f"{scores['recall@100']:.3f}",
+            f"{scores['mrr@10']:.3f}",
+            f"{result.query_ms_median:.0f}",
+        )
+    out.print(table)
+    console.print(
+        f"indexed in {report.index_seconds:.0f} s ({report.documents_embedded} documents embedded)"
+    )
+
+
 keys_app = typer.Typer(help="API keys: create keys with access groups (stored hashed).")
 app.add_typer(keys_app, name="keys")
 

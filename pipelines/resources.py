@@ -6,6 +6,7 @@ import dagster as dg
 from dagster_aws.s3 import S3Resource
 from pydantic import Field
 
+from lorehouse.agents.pipeline import AskOptions
 from lorehouse.chunking import Chunker
 from lorehouse.components import lance_storage_options
 from lorehouse.embedding import default_token_counter
@@ -140,6 +141,34 @@ class EvalResource(dg.ConfigurableResource):
     search_candidates: int = Field(default=50, ge=1)
     rerank: str = "none"
     rerank_api_base: str | None = None
+    ask_context_chunks: int = Field(default=8, ge=1)
+    ask_neighbours: int = Field(default=0, ge=0)
+    answer_min_similarity: float = 0.45
+    judge_model: str | None = None
+    judge_api_base: str | None = None
+    judge_concurrency: int = Field(default=4, ge=1)
+    judge_max_attempts: int = Field(default=3, ge=1)
+    judge_timeout_seconds: float = Field(default=60.0, gt=0)
+
+    def ask_options(self) -> AskOptions:
+        """The answer pipeline's options, as /v1/ask uses them."""
+        return AskOptions(
+            context_chunks=self.ask_context_chunks,
+            neighbours=self.ask_neighbours,
+            answer_min_similarity=self.answer_min_similarity,
+        )
+
+    def judge_client(self) -> LLMClient | None:
+        """The answer-eval judge, or None: the answer eval is then skipped, never faked."""
+        if not self.judge_model:
+            return None
+        return LLMClient(
+            self.judge_model,
+            api_base=self.judge_api_base,
+            max_attempts=self.judge_max_attempts,
+            timeout_seconds=self.judge_timeout_seconds,
+            max_output_tokens=500,
+        )
 
 
 def build_resources(settings: Settings) -> dict[str, dg.ConfigurableResource]:
@@ -179,6 +208,14 @@ def build_resources(settings: Settings) -> dict[str, dg.ConfigurableResource]:
             search_candidates=settings.search_candidates,
             rerank=settings.rerank,
             rerank_api_base=settings.rerank_api_base,
+            ask_context_chunks=settings.ask_context_chunks,
+            ask_neighbours=settings.ask_neighbours,
+            answer_min_similarity=settings.answer_min_similarity,
+            judge_model=settings.judge_model,
+            judge_api_base=settings.judge_api_base,
+            judge_concurrency=settings.llm_concurrency,
+            judge_max_attempts=settings.llm_max_attempts,
+            judge_timeout_seconds=settings.llm_timeout_seconds,
         ),
         "parsing": ParsingResource(
             workers=settings.workers,

@@ -1,5 +1,6 @@
 """Local provider endpoints on 127.0.0.1 for provider-path tests: OpenAI-compatible
-embeddings and a Cohere-compatible reranker.
+embeddings, a Cohere-compatible reranker and an OpenAI-compatible chat model that judges
+answers.
 
 litellm talks to it over real HTTP exactly as it would to a hosted provider, so the code under
 test is the production path; only the far end is small.
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -30,11 +32,40 @@ class ProviderServer:
     rerank_calls: int = 0
     rerank_status: int = 200
     rerank_inverted: bool = False
+    judge_prompts: list[str] = field(default_factory=list)
+    #: The judge replies with broken JSON when a prompt contains one of these strings.
+    judge_breaks_on: tuple[str, ...] = ()
+
+
+_SECTION = '\n"""\n(.*?)\n"""'
+_REFUSALS = ("do not answer", "not in the documents", "NOT_IN_DOCUMENTS")
+
+
+def judge_verdict(prompt: str) -> dict[str, object]:
+    """Grades like a strict reader: the share of the reference's words the answer repeats.
+
+    A deterministic stand-in for a judge model behind a real HTTP endpoint: good answers
+    score high, wrong or empty ones low, refusals are flagged.
+    """
+    reference = re.search("Reference answer written by an expert:" + _SECTION, prompt, re.S)
+    answer = re.search("The assistant's answer:" + _SECTION, prompt, re.S)
+    assert reference and answer, "the judge prompt lost its sections"
+    words = set(re.findall(r"[a-z0-9]{3,}", reference.group(1).lower()))
+    said = set(re.findall(r"[a-z0-9]{3,}", answer.group(1).lower()))
+    share = len(words & said) / len(words) if words else 0.0
+    refused = any(marker.lower() in answer.group(1).lower() for marker in _REFUSALS)
+    unanswerable = "deliberately unanswerable" in prompt
+    score = (5 if refused else 0) if unanswerable else (0 if refused else round(5 * share))
+    return {
+        "reasoning": f"The answer repeats {share:.0%} of the reference's words.",
+        "score": score,
+        "refused": refused,
+    }
 
 
 @contextmanager
 def provider_server(dimension: int = 16) -> Iterator[ProviderServer]:
-    """Serves POST /v1/embeddings and /v1/rerank until the block exits."""
+    """Serves POST /v1/embeddings, /v1/rerank and /v1/chat/completions until the block exits."""
     state = ProviderServer(base_url="", dimension=dimension)
 
     class Handler(BaseHTTPRequestHandler):
@@ -42,6 +73,9 @@ def provider_server(dimension: int = 16) -> Iterator[ProviderServer]:
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             if self.path.endswith("/rerank"):
                 self._rerank(body)
+                return
+            if self.path.endswith("/chat/completions"):
+                self._judge(body)
                 return
             texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
             state.texts_embedded.extend(texts)
@@ -73,6 +107,29 @@ def provider_server(dimension: int = 16) -> Iterator[ProviderServer]:
             ]
             results.sort(key=lambda r: -r["relevance_score"])
             self._reply(200, {"id": "local", "results": results, "meta": {}})
+
+        def _judge(self, body: dict) -> None:
+            prompt = body["messages"][-1]["content"]
+            state.judge_prompts.append(prompt)
+            broken = any(marker in prompt for marker in state.judge_breaks_on)
+            content = "score: five" if broken else json.dumps(judge_verdict(prompt))
+            self._reply(
+                200,
+                {
+                    "id": "local-judge",
+                    "object": "chat.completion",
+                    "created": 0,
+                    "model": body.get("model", "judge"),
+                    "choices": [
+                        {
+                            "index": 0,
+                            "message": {"role": "assistant", "content": content},
+                            "finish_reason": "stop",
+                        }
+                    ],
+                    "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120},
+                },
+            )
 
         def _reply(self, status: int, payload: dict) -> None:
             encoded = json.dumps(payload).encode()

@@ -129,6 +129,26 @@ CREATE TABLE IF NOT EXISTS eval_retrieval (
     n_questions INTEGER NOT NULL,
     is_default BOOLEAN NOT NULL
 );
+CREATE TABLE IF NOT EXISTS eval_answers (
+    run_id VARCHAR NOT NULL,
+    evaluated_at TIMESTAMPTZ NOT NULL,
+    golden_set VARCHAR NOT NULL,
+    case_id VARCHAR NOT NULL,
+    case_type VARCHAR NOT NULL,
+    question VARCHAR NOT NULL,
+    reference_answer VARCHAR NOT NULL,
+    answer VARCHAR NOT NULL,
+    answer_mode VARCHAR NOT NULL,
+    degraded BOOLEAN NOT NULL,
+    n_citations INTEGER NOT NULL,
+    judge_model VARCHAR NOT NULL,
+    -- NULL score and label: the judge failed for this case; judge_error says why
+    score INTEGER,
+    label VARCHAR,
+    reasoning VARCHAR,
+    judge_error VARCHAR,
+    answer_seconds DOUBLE NOT NULL
+);
 CREATE TABLE IF NOT EXISTS chunk_keywords (
     chunk_id VARCHAR NOT NULL,
     doc_id VARCHAR NOT NULL,
@@ -540,6 +560,11 @@ class DuckDBStore:
         """Adds one eval run's rows; runs are kept, so recall can be compared across runs."""
         with self._transaction(incoming=frame) as connection:
             _insert_frame(connection, "eval_retrieval", "incoming", frame)
+
+    def append_eval_answers(self, frame: pd.DataFrame) -> None:
+        """Adds one answer-eval run's judged cases; runs are kept for comparison."""
+        with self._transaction(incoming=frame) as connection:
+            _insert_frame(connection, "eval_answers", "incoming", frame)
 
     def recall_history(self, k: int, golden_set: str) -> list[tuple[str, str, float]]:
         """(run_id, retriever, recall@k) of the default retriever per run, newest first."""

@@ -1,0 +1,208 @@
+"""Answer eval: the /v1/ask pipeline answers each golden case, then an LLM judge grades it.
+
+As in Uber's write-up, the judge sees the question, the expert's reference answer, the bot's
+answer and the source text the bot retrieved, and returns a 0-5 score with its reasoning.
+The label is derived from the score and the judge's "refused" flag, not asked for, so it is
+always consistent with the score. A case the judge could not grade keeps its answer and the
+judge's error, with no score: a failed judgement is never turned into a number.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from evals.golden_set import GoldenCase
+from lorehouse.agents.pipeline import AskResponse
+from lorehouse.llm import LLMClient, LLMFailure, load_prompt
+
+JUDGE_PROMPT = "answer_judge.v1"
+Label = Literal["correct", "partial", "incorrect", "refused"]
+LABELS: tuple[Label, ...] = ("correct", "partial", "incorrect", "refused")
+#: The judge reads at most this much retrieved text, so one long table cannot crowd it out.
+MAX_SOURCE_CHARS = 12_000
+_UNANSWERABLE_NOTE = (
+    "\nThis question is deliberately unanswerable from the documents: the correct behaviour "
+    "is to say the documents do not contain the answer.\n"
+)
+
+
+class JudgeVerdict(BaseModel):
+    """The judge's reply; reasoning comes first so the score follows from it."""
+
+    reasoning: str = Field(min_length=1)
+    score: int = Field(ge=0, le=5)
+    refused: bool
+
+
+def label_for(verdict: JudgeVerdict, answerable: bool) -> Label:
+    """Correct 4-5, partial 2-3, incorrect 0-1; a refusal of an answerable case is `refused`.
+
+    Refusing an unanswerable case is the right answer, so it is graded by its score.
+    """
+    if verdict.refused and answerable:
+        return "refused"
+    if verdict.score >= 4:
+        return "correct"
+    if verdict.score >= 2:
+        return "partial"
+    return "incorrect"
+
+
+@dataclass
+class AnswerOutcome:
+    """One case: what the bot said and what the judge made of it."""
+
+    case_id: str
+    case_type: str
+    question: str
+    reference_answer: str
+    answer: str
+    answer_mode: str
+    degraded: bool
+    n_citations: int
+    answer_seconds: float
+    score: int | None = None
+    label: Label | None = None
+    reasoning: str | None = None
+    judge_error: str | None = None
+
+
+@dataclass
+class AnswerEvalReport:
+    run_id: str
+    started_at: datetime
+    judge_model: str
+    outcomes: list[AnswerOutcome] = field(default_factory=list)
+
+    @property
+    def judged(self) -> list[AnswerOutcome]:
+        return [o for o in self.outcomes if o.score is not None]
+
+    def mean_score(self) -> float | None:
+        judged = self.judged
+        return sum(o.score or 0 for o in judged) / len(judged) if judged else None
+
+    def score_distribution(self) -> dict[int, int]:
+        counts = Counter(o.score for o in self.judged)
+        return {score: counts.get(score, 0) for score in range(6)}
+
+    def label_counts(self) -> dict[str, int]:
+        counts = Counter(o.label for o in self.judged)
+        return {label: counts.get(label, 0) for label in LABELS}
+
+    def mean_by_type(self) -> dict[str, float]:
+        types = sorted({o.case_type for o in self.judged})
+        return {
+            case_type: sum(o.score or 0 for o in self.judged if o.case_type == case_type)
+            / sum(1 for o in self.judged if o.case_type == case_type)
+            for case_type in types
+        }
+
+    def worst(self, n: int = 5) -> list[AnswerOutcome]:
+        """The lowest-scored cases, the ones worth reading first."""
+        return sorted(self.judged, key=lambda o: (o.score, o.case_id))[:n]
+
+    def summary(self) -> dict:
+        """The CLI's --json object."""
+        mean = self.mean_score()
+        return {
+            "run_id": self.run_id,
+            "judge_model": self.judge_model,
+            "n_cases": len(self.outcomes),
+            "n_judged": len(self.judged),
+            "judge_failures": len(self.outcomes) - len(self.judged),
+            "mean_score": None if mean is None else round(mean, 3),
+            "score_distribution": {str(k): v for k, v in self.score_distribution().items()},
+            "labels": self.label_counts(),
+            "mean_score_by_type": {k: round(v, 3) for k, v in self.mean_by_type().items()},
+        }
+
+    def rows(self, golden_set: str) -> list[dict]:
+        """Rows for DuckDB `eval_answers`, one per case."""
+        return [
+            {
+                "run_id": self.run_id,
+                "evaluated_at": self.started_at,
+                "golden_set": golden_set,
+                "judge_model": self.judge_model,
+                **vars(outcome),
+            }
+            for outcome in self.outcomes
+        ]
+
+
+def judge_answer(judge: LLMClient, case: GoldenCase, answer: str, sources: str) -> JudgeVerdict:
+    """The judge's verdict on one answer; LLMFailure when no valid verdict came back."""
+    return judge.complete(
+        load_prompt(JUDGE_PROMPT),
+        JudgeVerdict,
+        question=case.question,
+        reference=case.answer,
+        case_note=_UNANSWERABLE_NOTE if case.type == "unanswerable" else "",
+        answer=answer,
+        sources=sources[:MAX_SOURCE_CHARS] or "(nothing was retrieved)",
+    ).value
+
+
+#: Asks the pipeline one question; returns its response and the text of its context passages.
+Asker = Callable[[str], tuple[AskResponse, str]]
+
+
+def evaluate_answers(
+    cases: Sequence[GoldenCase],
+    ask: Asker,
+    judge: LLMClient,
+    concurrency: int = 4,
+    on_case: Callable[[int, int], None] | None = None,
+) -> AnswerEvalReport:
+    """Answers every case (one at a time, as the pipeline is local), judges them in parallel."""
+    report = AnswerEvalReport(
+        run_id=uuid.uuid4().hex[:12], started_at=datetime.now(UTC), judge_model=judge.model
+    )
+    answered: list[tuple[GoldenCase, AnswerOutcome, str]] = []
+    for case in cases:
+        started = time.perf_counter()
+        response, sources = ask(case.question)
+        outcome = AnswerOutcome(
+            case_id=case.id,
+            case_type=case.type,
+            question=case.question,
+            reference_answer=case.answer,
+            answer=response.answer,
+            answer_mode=response.mode,
+            degraded=response.degraded,
+            n_citations=len(response.citations),
+            answer_seconds=time.perf_counter() - started,
+        )
+        answered.append((case, outcome, sources))
+
+    done = 0
+
+    def grade(item: tuple[GoldenCase, AnswerOutcome, str]) -> AnswerOutcome:
+        case, outcome, sources = item
+        try:
+            verdict = judge_answer(judge, case, outcome.answer, sources)
+        except LLMFailure as error:
+            outcome.judge_error = str(error)
+            return outcome
+        outcome.score = verdict.score
+        outcome.label = label_for(verdict, answerable=case.type != "unanswerable")
+        outcome.reasoning = verdict.reasoning
+        return outcome
+
+    with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
+        for outcome in pool.map(grade, answered):
+            report.outcomes.append(outcome)
+            done += 1
+            if on_case:
+                on_case(done, len(answered))
+    return report

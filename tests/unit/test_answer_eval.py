@@ -1,0 +1,61 @@
+"""The judge's verdicts and labels, with litellm's own mock responses."""
+
+from __future__ import annotations
+
+import pytest
+
+from evals.answer_eval import JudgeVerdict, judge_answer, label_for
+from evals.golden_set import GoldenCase
+from lorehouse.llm import LLMClient, LLMFailure
+
+CASE = GoldenCase(
+    id="leave-1",
+    question="How many weeks of parental leave do primary caregivers get?",
+    evidence=[],
+    answer="16 weeks of paid leave.",
+    type="lookup",
+)
+
+
+def _judge(reply: str) -> LLMClient:
+    return LLMClient("openai/gpt-4o-mini", max_attempts=2, call_options={"mock_response": reply})
+
+
+def test_a_valid_verdict_is_parsed() -> None:
+    reply = '{"reasoning": "Matches the reference.", "score": 5, "refused": false}'
+    verdict = judge_answer(_judge(reply), CASE, "Primary caregivers get 16 weeks [1].", "[1] ...")
+    assert verdict == JudgeVerdict(reasoning="Matches the reference.", score=5, refused=False)
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "Score: 5",
+        '{"reasoning": "Great.", "score": 7, "refused": false}',
+        '{"score": 3, "refused": false}',
+    ],
+)
+def test_an_invalid_verdict_is_an_error_not_a_score(reply: str) -> None:
+    client = _judge(reply)
+    with pytest.raises(LLMFailure, match="invalid output"):
+        judge_answer(client, CASE, "Sixteen weeks.", "")
+    assert client.usage.calls == 2  # asked again before giving up
+
+
+def test_labels_follow_the_score_and_refusals() -> None:
+    def verdict(score: int, refused: bool = False) -> JudgeVerdict:
+        return JudgeVerdict(reasoning="r", score=score, refused=refused)
+
+    assert [label_for(verdict(s), answerable=True) for s in range(6)] == [
+        "incorrect",
+        "incorrect",
+        "partial",
+        "partial",
+        "correct",
+        "correct",
+    ]
+    # refusing an answerable question is its own failure mode
+    assert label_for(verdict(0, refused=True), answerable=True) == "refused"
+    # refusing an unanswerable one is right; inventing an answer to it is not
+    assert label_for(verdict(5, refused=True), answerable=False) == "correct"
+    assert label_for(verdict(0), answerable=False) == "incorrect"
