@@ -175,6 +175,11 @@ class Settings(BaseSettings):
     reindex_cron: str = Field(
         default="0 2 * * *", description="When the nightly reindex schedule runs."
     )
+    source_poll_seconds: int = Field(
+        default=60,
+        ge=5,
+        description="How often the change sensor lists the source for added/changed/removed files.",
+    )
 
     @field_validator("source_uri")
     @classmethod

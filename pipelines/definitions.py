@@ -6,6 +6,7 @@ from assets import chunks, documents, embeddings, evals, features
 from lorehouse.settings import get_settings
 from pipelines.jobs import index_job, nightly_reindex_schedule
 from pipelines.resources import build_resources
+from pipelines.sensors import source_change_sensor
 
 
 def _ingest_definitions() -> dg.Definitions:
@@ -18,7 +19,9 @@ def _ingest_definitions() -> dg.Definitions:
 
 
 def _automation_definitions() -> dg.Definitions:
-    return dg.Definitions(jobs=[index_job], schedules=[nightly_reindex_schedule])
+    return dg.Definitions(
+        jobs=[index_job], schedules=[nightly_reindex_schedule], sensors=[source_change_sensor]
+    )
 
 
 # Per-area definitions are built in functions: Dagster loads a module only when exactly one

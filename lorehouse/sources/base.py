@@ -19,6 +19,8 @@ class SourceFile:
     rel_path: str
     size_bytes: int
     modified_at: datetime
+    #: Changes whenever the content may have: the S3 ETag, or a local file's mtime in ns.
+    version: str = ""
 
 
 class DocumentSource(Protocol):

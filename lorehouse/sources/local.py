@@ -41,6 +41,7 @@ class LocalFolderSource:
                     rel_path=rel_path,
                     size_bytes=stat.st_size,
                     modified_at=datetime.fromtimestamp(stat.st_mtime, tz=UTC),
+                    version=str(stat.st_mtime_ns),
                 )
 
     def read_bytes(self, rel_path: str) -> bytes:

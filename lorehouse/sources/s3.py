@@ -49,6 +49,7 @@ class S3PrefixSource:
                         rel_path=rel_path,
                         size_bytes=int(item["Size"]),
                         modified_at=item["LastModified"],
+                        version=str(item.get("ETag", "")).strip('"'),
                     )
         except self.client.exceptions.NoSuchBucket as error:
             raise SourceError(f"S3 bucket {self.bucket!r} does not exist") from error

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import socket
+from collections.abc import Iterator
 from pathlib import Path
 
 import dagster as dg
 import pytest
+from moto.server import ThreadedMotoServer
 
 from assets import documents
 from lorehouse.settings import Settings
@@ -40,3 +43,22 @@ def metadata_of(result: dg.ExecuteInProcessResult, asset: str) -> dict[str, obje
 @pytest.fixture
 def data_dir(tmp_path: Path) -> Path:
     return tmp_path / "data"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture
+def s3_endpoint(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    port = _free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port)
+    server.start()
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "lorehouse-test")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "lorehouse-test-secret")
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.stop()

@@ -2,35 +2,12 @@
 
 from __future__ import annotations
 
-import socket
-from collections.abc import Iterator
 from pathlib import Path
 
 import boto3
-import pytest
-from moto.server import ThreadedMotoServer
 
 from lorehouse.stores import DuckDBStore
 from tests.dagster.conftest import materialize_all, metadata_of
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-@pytest.fixture
-def s3_endpoint(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    port = _free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port)
-    server.start()
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "lorehouse-test")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "lorehouse-test-secret")
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.stop()
 
 
 def test_s3_prefix_is_inventoried_and_parsed_with_acls(

@@ -1,0 +1,144 @@
+"""source_change_sensor over a local folder and over a real S3-compatible server."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import boto3
+import dagster as dg
+
+from lorehouse.settings import Settings
+from pipelines.definitions import defs
+from pipelines.resources import DocumentSourceResource, build_resources
+from pipelines.sensors import source_change_sensor
+
+
+def _tick(
+    source: DocumentSourceResource, cursor: str | None
+) -> tuple[dg.SensorResult | dg.SkipReason, str | None]:
+    """One sensor evaluation, as the daemon runs it; returns its result and the new cursor."""
+    with dg.build_sensor_context(
+        cursor=cursor,
+        resources={"document_source": source},
+        instance=dg.DagsterInstance.ephemeral(),
+    ) as context:
+        result = source_change_sensor(context)
+        new_cursor = result.cursor if isinstance(result, dg.SensorResult) else context.cursor
+    return result, new_cursor
+
+
+def _requested(result: object) -> dict[str, str]:
+    assert isinstance(result, dg.SensorResult), result
+    (request,) = result.run_requests
+    assert request.job_name in (None, "index_job")
+    return {k.removeprefix("lorehouse/"): v for k, v in request.tags.items()}
+
+
+def _sensor_walkthrough(
+    source: DocumentSourceResource,
+    write: Callable[[str, bytes], None],
+    delete: Callable[[str], None],
+    touch: Callable[[str], None],
+) -> None:
+    """First tick indexes everything; then exactly the changes request runs."""
+    first, cursor = _tick(source, None)
+    assert _requested(first)["added"] == "3"
+
+    unchanged, cursor = _tick(source, cursor)
+    assert isinstance(unchanged, dg.SkipReason)
+    assert "no file added, changed or removed" in (unchanged.skip_message or "")
+
+    touch("hr/leave.md")  # same bytes, new change token: hashed, but no run
+    touched, cursor = _tick(source, cursor)
+    assert isinstance(touched, dg.SkipReason)
+
+    write("hr/leave.md", b"# Leave\n\nTwenty-five days of paid leave.\n")
+    changed, cursor = _tick(source, cursor)
+    assert _requested(changed) == {
+        "trigger": "source_change",
+        "added": "0",
+        "changed": "1",
+        "removed": "0",
+    }
+
+    write("it/laptops.md", b"# Laptops\n\nEvery engineer gets a laptop.\n")
+    delete("finance/budget.md")
+    both, cursor = _tick(source, cursor)
+    tags = _requested(both)
+    assert (tags["added"], tags["changed"], tags["removed"]) == ("1", "0", "1")
+
+    again, _ = _tick(source, cursor)
+    assert isinstance(again, dg.SkipReason)
+
+
+FILES = {
+    "hr/leave.md": b"# Leave\n\nTwenty days of paid leave.\n",
+    "finance/budget.md": b"# Budget\n\nThe travel budget is 2,000 EUR.\n",
+    "security/_access.json": b'{"groups": ["security"]}',
+}
+
+
+def test_the_sensor_follows_a_local_folder(tmp_path: Path) -> None:
+    root = tmp_path / "docs"
+    for rel_path, data in FILES.items():
+        (root / rel_path).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel_path).write_bytes(data)
+
+    def write(rel_path: str, data: bytes) -> None:
+        (root / rel_path).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel_path).write_bytes(data)
+        stat = (root / rel_path).stat()  # a new mtime even within the clock's resolution
+        os.utime(root / rel_path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
+
+    def touch(rel_path: str) -> None:
+        stat = (root / rel_path).stat()
+        os.utime(root / rel_path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 2_000_000_000))
+
+    _sensor_walkthrough(
+        DocumentSourceResource(uri=str(root)),
+        write,
+        lambda rel_path: (root / rel_path).unlink(),
+        touch,
+    )
+
+
+def test_the_sensor_follows_an_s3_prefix(s3_endpoint: str) -> None:
+    client = boto3.client(
+        "s3",
+        endpoint_url=s3_endpoint,
+        region_name="eu-west-1",
+        aws_access_key_id="lorehouse-test",
+        aws_secret_access_key="lorehouse-test-secret",
+    )
+    client.create_bucket(
+        Bucket="docs", CreateBucketConfiguration={"LocationConstraint": "eu-west-1"}
+    )
+
+    def write(rel_path: str, data: bytes) -> None:
+        client.put_object(Bucket="docs", Key=f"corpus/{rel_path}", Body=data)
+
+    def touch(rel_path: str) -> None:  # rewriting the same bytes keeps the ETag
+        body = client.get_object(Bucket="docs", Key=f"corpus/{rel_path}")["Body"].read()
+        write(rel_path, body)
+
+    for rel_path, data in FILES.items():
+        write(rel_path, data)
+    client.put_object(Bucket="docs", Key="elsewhere/other.md", Body=b"# outside the prefix")
+    resources = build_resources(
+        Settings(source_uri="s3://docs/corpus", s3_endpoint_url=s3_endpoint, s3_region="eu-west-1")
+    )
+    _sensor_walkthrough(
+        resources["document_source"],
+        write,
+        lambda rel_path: client.delete_object(Bucket="docs", Key=f"corpus/{rel_path}"),
+        touch,
+    )
+
+
+def test_the_code_location_has_the_sensor_and_the_nightly_schedule() -> None:
+    sensor = defs.resolve_sensor_def("source_change_sensor")
+    assert sensor.job_name == "index_job"
+    schedule = defs.resolve_schedule_def("nightly_reindex_schedule")
+    assert schedule.cron_schedule == Settings().reindex_cron
