@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import dagster as dg
+import httpx
 import pytest
 from moto.server import ThreadedMotoServer
 
@@ -58,7 +59,11 @@ def s3_endpoint(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     server.start()
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "lorehouse-test")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "lorehouse-test-secret")
+    endpoint = f"http://127.0.0.1:{port}"
     try:
-        yield f"http://127.0.0.1:{port}"
+        yield endpoint
     finally:
+        # moto keeps buckets in process-wide state: without a reset the next test's server
+        # would start with this test's objects.
+        httpx.post(f"{endpoint}/moto-api/reset", timeout=10)
         server.stop()
