@@ -55,6 +55,31 @@ def test_rerun_changes_nothing_and_a_deleted_file_leaves_every_store(tmp_path: P
     assert set(after) == set(before)
     assert all(np.array_equal(after[c][1], before[c][1]) for c in before)
 
+    # one edited sentence: only that document is parsed, chunked, enriched and embedded again
+    runbook = source / "engineering" / "oncall-runbook.md"
+    runbook.write_text(
+        runbook.read_text().replace("On-call pay is EUR 250", "On-call pay is EUR 275")
+    )
+    edited = materialize_everything(source, data_dir)
+    assert edited.success
+    documents = metadata_of(edited, "raw_documents")["dagster/row_count"]
+    parsed = metadata_of(edited, "parsed_documents")
+    assert (parsed["parsed_this_run"], parsed["unchanged_skipped"]) == (1, documents - 1)
+    chunked = metadata_of(edited, "chunks")
+    assert (chunked["documents_chunked"], chunked["documents_unchanged"]) == (1, documents - 1)
+    enriched = metadata_of(edited, "enriched_chunks")
+    # the edited chunk and the runbook's document summary; its other chunks come from cache
+    assert (enriched["computed"], enriched["llm_calls"]) == (2, 0)
+    reembedded = metadata_of(edited, "chunk_embeddings")
+    assert (reembedded["embedded"], reembedded["rows_deleted"]) == (1, 1)
+    now = _lance_rows(data_dir)
+    (old_id,) = set(before) - set(now)
+    (new_id,) = set(now) - set(before)
+    assert "EUR 250" in before[old_id][0] and "EUR 275" in now[new_id][0]
+    assert old_id not in set(store.table("chunks")["chunk_id"])
+    assert all(np.array_equal(now[c][1], before[c][1]) for c in set(now) & set(before))
+    before = now
+
     (source / "hr" / "parental-leave-faq.md").unlink()
     third = materialize_everything(source, data_dir)
     assert third.success
