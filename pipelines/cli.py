@@ -18,6 +18,10 @@ from lorehouse.settings import Settings, get_settings
 from lorehouse.stores import DuckDBStore
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from rich.progress import Progress
+
     from lorehouse.retrieval import Retriever
     from lorehouse.stores.lance_index import ChunkIndex
 
@@ -261,11 +265,7 @@ def eval_retrieval(
     from evals.golden_set import GoldenSetError
     from evals.runner import run_for_settings
 
-    settings = get_settings()
-    _require_index(settings)
-    if not golden.is_file():
-        console.print(f"[red]No golden set at {golden}[/red]")
-        raise typer.Exit(2)
+    settings = _settings_for_golden(golden)
     if corpus_root is not None:
         from evals.check_golden import check_golden
 
@@ -314,17 +314,9 @@ def eval_answers(
     from evals.golden_set import GoldenSetError
     from evals.runner import JudgeNotConfigured, run_answer_eval_for_settings
 
-    settings = get_settings()
-    _require_index(settings)
-    if not golden.is_file():
-        console.print(f"[red]No golden set at {golden}[/red]")
-        raise typer.Exit(2)
+    settings = _settings_for_golden(golden)
     with Progress(console=console, transient=True) as progress:
-        task = progress.add_task("answering and judging", total=None)
-
-        def judged(done: int, total: int) -> None:
-            progress.update(task, completed=done, total=total)
-
+        judged = _progress_task(progress, "answering and judging")
         try:
             report = run_answer_eval_for_settings(settings, golden, limit, judged)
         except JudgeNotConfigured as error:
@@ -380,15 +372,8 @@ def eval_beir(
 
     settings = get_settings()
     with Progress(console=console, transient=True) as progress:
-        embedding = progress.add_task("embedding documents", total=None)
-        querying = progress.add_task("querying", total=None)
-
-        def embedded(done: int, total: int) -> None:
-            progress.update(embedding, completed=done, total=total)
-
-        def queried(done: int, total: int) -> None:
-            progress.update(querying, completed=done, total=total)
-
+        embedded = _progress_task(progress, "embedding documents")
+        queried = _progress_task(progress, "querying")
         try:
             report = run_beir_for_settings(
                 settings, directory, split, store, max_queries, embedded, queried
@@ -423,6 +408,26 @@ def eval_beir(
     console.print(
         f"indexed in {report.index_seconds:.0f} s ({report.documents_embedded} documents embedded)"
     )
+
+
+def _settings_for_golden(golden: Path) -> Settings:
+    """The settings of an eval over a golden set, once the index and the file exist."""
+    settings = get_settings()
+    _require_index(settings)
+    if not golden.is_file():
+        console.print(f"[red]No golden set at {golden}[/red]")
+        raise typer.Exit(2)
+    return settings
+
+
+def _progress_task(progress: Progress, description: str) -> Callable[[int, int], None]:
+    """A done/total callback that drives one bar of a rich Progress."""
+    task = progress.add_task(description, total=None)
+
+    def update(done: int, total: int) -> None:
+        progress.update(task, completed=done, total=total)
+
+    return update
 
 
 keys_app = typer.Typer(help="API keys: create keys with access groups (stored hashed).")

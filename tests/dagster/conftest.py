@@ -5,7 +5,9 @@ from __future__ import annotations
 import socket
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import boto3
 import dagster as dg
 import httpx
 import pytest
@@ -67,3 +69,18 @@ def s3_endpoint(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
         # would start with this test's objects.
         httpx.post(f"{endpoint}/moto-api/reset", timeout=10)
         server.stop()
+
+
+def s3_bucket(endpoint: str, bucket: str) -> Any:
+    """A boto3 client of the local S3 server, with `bucket` created in eu-west-1."""
+    client = boto3.client(
+        "s3",
+        endpoint_url=endpoint,
+        region_name="eu-west-1",
+        aws_access_key_id="lorehouse-test",
+        aws_secret_access_key="lorehouse-test-secret",
+    )
+    client.create_bucket(
+        Bucket=bucket, CreateBucketConfiguration={"LocationConstraint": "eu-west-1"}
+    )
+    return client

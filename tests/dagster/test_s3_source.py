@@ -4,25 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import boto3
-
 from lorehouse.stores import DuckDBStore
-from tests.dagster.conftest import materialize_all, metadata_of
+from tests.dagster.conftest import materialize_all, metadata_of, s3_bucket
 
 
 def test_s3_prefix_is_inventoried_and_parsed_with_acls(
     s3_endpoint: str, sample_corpus: Path, data_dir: Path
 ) -> None:
-    client = boto3.client(
-        "s3",
-        endpoint_url=s3_endpoint,
-        region_name="eu-west-1",
-        aws_access_key_id="lorehouse-test",
-        aws_secret_access_key="lorehouse-test-secret",
-    )
-    client.create_bucket(
-        Bucket="docs", CreateBucketConfiguration={"LocationConstraint": "eu-west-1"}
-    )
+    client = s3_bucket(s3_endpoint, "docs")
     for rel_path in (
         "hr/parental-leave-faq.md",
         "security/_access.json",

@@ -6,13 +6,13 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-import boto3
 import dagster as dg
 
 from lorehouse.settings import Settings
 from pipelines.definitions import defs
 from pipelines.resources import DocumentSourceResource, build_resources
 from pipelines.sensors import source_change_sensor
+from tests.dagster.conftest import s3_bucket
 
 
 def _tick(
@@ -105,16 +105,7 @@ def test_the_sensor_follows_a_local_folder(tmp_path: Path) -> None:
 
 
 def test_the_sensor_follows_an_s3_prefix(s3_endpoint: str) -> None:
-    client = boto3.client(
-        "s3",
-        endpoint_url=s3_endpoint,
-        region_name="eu-west-1",
-        aws_access_key_id="lorehouse-test",
-        aws_secret_access_key="lorehouse-test-secret",
-    )
-    client.create_bucket(
-        Bucket="docs", CreateBucketConfiguration={"LocationConstraint": "eu-west-1"}
-    )
+    client = s3_bucket(s3_endpoint, "docs")
 
     def write(rel_path: str, data: bytes) -> None:
         client.put_object(Bucket="docs", Key=f"corpus/{rel_path}", Body=data)
