@@ -7,6 +7,7 @@ UI) and call the shared pieces here, such as `lance_storage_options`.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lorehouse.embedding_providers import Embedder, embedder_for
@@ -75,14 +76,41 @@ def ask_options_for(settings: Settings) -> AskOptions:
     )
 
 
+#: Room for the judge's reasoning, score and refusal flag.
+JUDGE_MAX_OUTPUT_TOKENS = 500
+
+
 def judge_client_for(settings: Settings) -> LLMClient | None:
     """A client for the answer-eval judge, or None when no judge model is configured."""
-    return _client(settings, settings.judge_model, settings.judge_api_base, 500)
+    return _client(settings, settings.judge_model, settings.judge_api_base, JUDGE_MAX_OUTPUT_TOKENS)
 
 
 def _client(
     settings: Settings, model: str | None, api_base: str | None, max_output_tokens: int
 ) -> LLMClient | None:
+    return optional_llm_client(
+        model,
+        api_base=api_base,
+        max_attempts=settings.llm_max_attempts,
+        timeout_seconds=settings.llm_timeout_seconds,
+        max_output_tokens=max_output_tokens,
+        models_dir=settings.models_dir,
+    )
+
+
+def optional_llm_client(
+    model: str | None,
+    *,
+    api_base: str | None,
+    max_attempts: int,
+    timeout_seconds: float,
+    max_output_tokens: int = 400,
+    models_dir: Path | None = None,
+) -> LLMClient | None:
+    """A client for `model`, or None when none is configured (extractive, or eval skipped).
+
+    Settings and the Dagster resources both build their clients here.
+    """
     if not model:
         return None
     from lorehouse.llm import LLMClient  # litellm is slow to import; only load it when needed
@@ -90,8 +118,8 @@ def _client(
     return LLMClient(
         model,
         api_base=api_base,
-        max_attempts=settings.llm_max_attempts,
-        timeout_seconds=settings.llm_timeout_seconds,
+        max_attempts=max_attempts,
+        timeout_seconds=timeout_seconds,
         max_output_tokens=max_output_tokens,
-        models_dir=settings.models_dir,
+        models_dir=models_dir,
     )

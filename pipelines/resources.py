@@ -8,7 +8,11 @@ from pydantic import Field
 
 from lorehouse.agents.pipeline import AskOptions
 from lorehouse.chunking import Chunker
-from lorehouse.components import lance_storage_options
+from lorehouse.components import (
+    JUDGE_MAX_OUTPUT_TOKENS,
+    lance_storage_options,
+    optional_llm_client,
+)
 from lorehouse.embedding import default_token_counter
 from lorehouse.embedding_providers import Embedder, embedder_for
 from lorehouse.enrichment import Enricher
@@ -93,9 +97,7 @@ class EnrichmentResource(dg.ConfigurableResource):
 
     def llm_client(self) -> LLMClient | None:
         """A client for the configured model; None means extractive."""
-        if not self.llm_model:
-            return None
-        return LLMClient(
+        return optional_llm_client(
             self.llm_model,
             api_base=self.llm_api_base,
             max_attempts=self.max_attempts,
@@ -160,14 +162,12 @@ class EvalResource(dg.ConfigurableResource):
 
     def judge_client(self) -> LLMClient | None:
         """The answer-eval judge, or None: the answer eval is then skipped, never faked."""
-        if not self.judge_model:
-            return None
-        return LLMClient(
+        return optional_llm_client(
             self.judge_model,
             api_base=self.judge_api_base,
             max_attempts=self.judge_max_attempts,
             timeout_seconds=self.judge_timeout_seconds,
-            max_output_tokens=500,
+            max_output_tokens=JUDGE_MAX_OUTPUT_TOKENS,
         )
 
 
