@@ -169,16 +169,7 @@ class LLMClient:
                 self.usage.add(retries=1)
             started = time.perf_counter()
             try:
-                response = litellm.completion(
-                    model=self.model,
-                    messages=messages,
-                    temperature=0.0,
-                    max_tokens=self.max_output_tokens,
-                    timeout=self.timeout_seconds,
-                    api_base=self.api_base,
-                    **options,
-                    **self.call_options,
-                )
+                response = self._request(messages, **options)
             except TRANSIENT_ERRORS as error:
                 self.usage.add(seconds=time.perf_counter() - started)
                 last_problem = f"{type(error).__name__}: {error}"
@@ -218,17 +209,7 @@ class LLMClient:
         waited = 0.0
         try:
             started = time.perf_counter()
-            stream = litellm.completion(
-                model=self.model,
-                messages=messages,
-                temperature=0.0,
-                max_tokens=self.max_output_tokens,
-                timeout=self.timeout_seconds,
-                api_base=self.api_base,
-                stream=True,
-                stream_options={"include_usage": True},
-                **self.call_options,
-            )
+            stream = self._request(messages, stream=True, stream_options={"include_usage": True})
             waited += time.perf_counter() - started
             tokens_in = tokens_out = 0
             while True:
@@ -247,6 +228,19 @@ class LLMClient:
             self.usage.add(failures=1, seconds=waited)
             raise LLMFailure(f"{type(error).__name__}: {error}") from error
         self.usage.add(calls=1, tokens_in=tokens_in, tokens_out=tokens_out, seconds=waited)
+
+    def _request(self, messages: list[dict[str, str]], **options: Any) -> Any:
+        """One litellm completion call with this client's model, limits and extra options."""
+        return litellm.completion(
+            model=self.model,
+            messages=messages,
+            temperature=0.0,
+            max_tokens=self.max_output_tokens,
+            timeout=self.timeout_seconds,
+            api_base=self.api_base,
+            **options,
+            **self.call_options,
+        )
 
     def _backoff(self, attempt: int) -> float:
         return self.backoff_seconds * (2 ** (attempt - 1)) * (0.5 + random.random())
