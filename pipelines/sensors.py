@@ -19,7 +19,7 @@ from pipelines.resources import DocumentSourceResource
 def source_change_sensor(
     context: dg.SensorEvaluationContext, document_source: DocumentSourceResource
 ) -> dg.SensorResult | dg.SkipReason:
-    """Cursor: the last manifest (path -> size, ETag or mtime, sha256), compressed.
+    """Cursor: the last manifest (path -> size, ETag or mtime, digest), compressed.
 
     The run key is the new manifest's fingerprint, so one state of the source is indexed
     once even if the sensor sees it twice before the cursor is saved.
@@ -28,7 +28,8 @@ def source_change_sensor(
     current, changes = take_manifest(document_source.open(), previous)
     cursor = current.encode()
     if not changes:
-        context.update_cursor(cursor)  # keeps refreshed change tokens of touched files
+        if cursor != context.cursor:
+            context.update_cursor(cursor)  # keeps refreshed change tokens of touched files
         return dg.SkipReason(
             f"no file added, changed or removed ({len(current.files)} files, "
             f"{changes.files_hashed} hashed)"

@@ -21,6 +21,9 @@ class SourceFile:
     modified_at: datetime
     #: Changes whenever the content may have: the S3 ETag, or a local file's mtime in ns.
     version: str = ""
+    #: A digest of the content the listing already gives (the S3 ETag), so a change check
+    #: need not download the file; None where only reading the file tells (local folders).
+    content_digest: str | None = None
 
 
 class DocumentSource(Protocol):

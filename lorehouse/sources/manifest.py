@@ -1,10 +1,10 @@
 """What a source holds right now: path -> size, change token and content digest.
 
 The change sensor keeps the last manifest as its cursor and compares it with a fresh one, so
-a run is requested exactly when a file was added, changed or removed. A file is read and
-hashed only when its size or change token (S3 ETag, local mtime) differs from the last
-manifest: a touched but unchanged file costs one hash and requests nothing, and an
-unchanged corpus costs one listing.
+a run is requested exactly when a file was added, changed or removed. S3 listings carry a
+content digest (the ETag), so nothing is downloaded; a local file is read and hashed only
+when its size or mtime differs from the last manifest: a touched but unchanged file costs
+one hash and requests nothing, and an unchanged corpus costs one listing.
 """
 
 from __future__ import annotations
@@ -85,13 +85,10 @@ def take_manifest(source: DocumentSource, previous: Manifest) -> tuple[Manifest,
         if known and (known.size_bytes, known.version) == (file.size_bytes, file.version):
             current.files[file.rel_path] = known
             continue
-        try:
-            digest = hashlib.sha256(source.read_bytes(file.rel_path)).hexdigest()
-        except SourceError:
-            # Unreadable now (permissions, vanished mid-listing): the inventory run records
-            # why; the token still moves so a later readable version counts as a change.
-            digest = f"unreadable:{file.size_bytes}:{file.version}"
-        hashed += 1
+        digest = file.content_digest
+        if digest is None:
+            digest = _read_digest(source, file.rel_path, f"{file.size_bytes}:{file.version}")
+            hashed += 1
         current.files[file.rel_path] = ManifestEntry(file.size_bytes, file.version, digest)
     old, new = previous.files, current.files
     changes = SourceChanges(
@@ -101,3 +98,12 @@ def take_manifest(source: DocumentSource, previous: Manifest) -> tuple[Manifest,
         files_hashed=hashed,
     )
     return current, changes
+
+
+def _read_digest(source: DocumentSource, rel_path: str, token: str) -> str:
+    try:
+        return hashlib.sha256(source.read_bytes(rel_path)).hexdigest()
+    except SourceError:
+        # Unreadable now (permissions, vanished mid-listing): the inventory run records why;
+        # the token still moves, so a later readable version counts as a change.
+        return f"unreadable:{token}"

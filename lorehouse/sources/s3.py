@@ -45,11 +45,13 @@ class S3PrefixSource:
                     rel_path = key[len(self.prefix) :]
                     if not rel_path or key.endswith("/") or is_hidden(rel_path):
                         continue
+                    etag = str(item.get("ETag", "")).strip('"')
                     yield SourceFile(
                         rel_path=rel_path,
                         size_bytes=int(item["Size"]),
                         modified_at=item["LastModified"],
-                        version=str(item.get("ETag", "")).strip('"'),
+                        version=etag,
+                        content_digest=f"etag:{etag}" if etag else None,
                     )
         except self.client.exceptions.NoSuchBucket as error:
             raise SourceError(f"S3 bucket {self.bucket!r} does not exist") from error
