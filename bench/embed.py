@@ -39,7 +39,6 @@ import argparse
 import contextlib
 import gc
 import io
-import json
 import shutil
 import statistics
 import sys
@@ -50,7 +49,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from machine import machine_info  # bench/machine.py, beside this script
+from machine import machine_info, write_raw_numbers  # bench/machine.py, beside this script
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SHARED_CORPUS = REPO_ROOT.parent / "shared" / "corpus"
@@ -400,27 +399,21 @@ def main(argv: list[str] | None = None) -> int:
     wall = time.perf_counter() - started
     print(f"\nWall time: {wall:.0f} s")
     if args.json is not None:
-        out = args.json if args.json.is_absolute() else Path.cwd() / args.json
-        out.write_text(
-            json.dumps(
-                {
-                    "machine": info,
-                    "corpus": corpus,
-                    "batch_size": args.batch_size,
-                    "runs": {
-                        key: [asdict(run) | {"per_second": run.per_second} for run in value]
-                        for key, value in runs.items()
-                    },
-                    "no_change_rerun": asdict(rerun),
-                    "max_vector_difference": difference,
-                    "wall_seconds": wall,
+        write_raw_numbers(
+            args.json,
+            {
+                "machine": info,
+                "corpus": corpus,
+                "batch_size": args.batch_size,
+                "runs": {
+                    key: [asdict(run) | {"per_second": run.per_second} for run in value]
+                    for key, value in runs.items()
                 },
-                indent=2,
-            )
-            + "\n",
-            encoding="utf-8",
+                "no_change_rerun": asdict(rerun),
+                "max_vector_difference": difference,
+                "wall_seconds": wall,
+            },
         )
-        print(f"Raw numbers written to {out}")
     return 0
 
 

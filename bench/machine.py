@@ -6,10 +6,12 @@ without the machine and the library versions behind them.
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
 from typing import Any
 
 
@@ -27,3 +29,10 @@ def machine_info(libraries: Sequence[str]) -> dict[str, Any]:
         "machine": platform.machine(),
         "libraries": versions,
     }
+
+
+def write_raw_numbers(path: Path, payload: dict[str, Any]) -> None:
+    """Writes a benchmark's raw figures as JSON (relative paths from the working directory)."""
+    out = path if path.is_absolute() else Path.cwd() / path
+    out.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+    print(f"Raw numbers written to {out}")

@@ -26,7 +26,6 @@ import argparse
 import contextlib
 import gc
 import io
-import json
 import os
 import re
 import sys
@@ -36,7 +35,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from machine import machine_info  # bench/machine.py, beside this script
+from machine import machine_info, write_raw_numbers  # bench/machine.py, beside this script
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CORPUS = REPO_ROOT.parent / "shared" / "corpus" / "docs"
@@ -583,25 +582,20 @@ def main(argv: list[str] | None = None) -> int:
     summary = summarize(results)
     print_report(info, results, summary, args.repeat)
     if args.json is not None:
-        out = args.json if args.json.is_absolute() else Path.cwd() / args.json
-        out.write_text(
-            json.dumps(
-                {
-                    "machine": info,
-                    "corpus": str(corpus),
-                    "repeat": args.repeat,
-                    "max_pages": args.max_pages,
-                    "skipped": [{"file": f, "reason": why} for f, why in skipped],
-                    "unstructured_skipped_formats": UNSTRUCTURED_SKIPS,
-                    "files": [asdict(r) for r in results],
-                    "summary": summary,
-                },
-                indent=2,
-            )
-            + "\n",
-            encoding="utf-8",
+        print()
+        write_raw_numbers(
+            args.json,
+            {
+                "machine": info,
+                "corpus": str(corpus),
+                "repeat": args.repeat,
+                "max_pages": args.max_pages,
+                "skipped": [{"file": f, "reason": why} for f, why in skipped],
+                "unstructured_skipped_formats": UNSTRUCTURED_SKIPS,
+                "files": [asdict(r) for r in results],
+                "summary": summary,
+            },
         )
-        print(f"\nRaw numbers written to {out}")
     return 0
 
 

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
 import os
 import re
 import sys
@@ -44,7 +43,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from machine import machine_info  # bench/machine.py, beside this script
+from machine import machine_info, write_raw_numbers  # bench/machine.py, beside this script
 
 # The baseline runs single-threaded BLAS. A matrix-vector product is memory-bound, and on this
 # 2-core machine OpenBLAS's second thread falls asleep between queries; waking it costs 5-8 ms,
@@ -524,22 +523,16 @@ def main(argv: list[str] | None = None) -> int:
     wall = time.perf_counter() - started
     print(f"\nWall time: {wall:.0f} s")
     if args.json is not None:
-        out = args.json if args.json.is_absolute() else Path.cwd() / args.json
-        out.write_text(
-            json.dumps(
-                {
-                    "machine": info,
-                    "args": {k: str(v) for k, v in vars(args).items()},
-                    "vocabulary": source,
-                    "wall_seconds": wall,
-                    "sizes": [asdict(r) for r in results],
-                },
-                indent=2,
-            )
-            + "\n",
-            encoding="utf-8",
+        write_raw_numbers(
+            args.json,
+            {
+                "machine": info,
+                "args": {k: str(v) for k, v in vars(args).items()},
+                "vocabulary": source,
+                "wall_seconds": wall,
+                "sizes": [asdict(r) for r in results],
+            },
         )
-        print(f"Raw numbers written to {out}")
     return 0
 
 
