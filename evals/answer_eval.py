@@ -22,7 +22,7 @@ from pydantic import BaseModel, Field
 
 from evals.golden_set import GoldenCase
 from lorehouse.agents.pipeline import AskResponse
-from lorehouse.llm import LLMClient, LLMFailure, load_prompt
+from lorehouse.llm import LLMClient, LLMFailure
 
 JUDGE_PROMPT = "answer_judge.v1"
 Label = Literal["correct", "partial", "incorrect", "refused"]
@@ -143,7 +143,7 @@ class AnswerEvalReport:
 def judge_answer(judge: LLMClient, case: GoldenCase, answer: str, sources: str) -> JudgeVerdict:
     """The judge's verdict on one answer; LLMFailure when no valid verdict came back."""
     return judge.complete(
-        load_prompt(JUDGE_PROMPT),
+        judge.prompt(JUDGE_PROMPT),
         JudgeVerdict,
         question=case.question,
         reference=case.answer,

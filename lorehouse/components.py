@@ -95,6 +95,7 @@ def _client(
         timeout_seconds=settings.llm_timeout_seconds,
         max_output_tokens=max_output_tokens,
         models_dir=settings.models_dir,
+        prompts_dir=settings.prompts_dir,
     )
 
 
@@ -106,6 +107,7 @@ def optional_llm_client(
     timeout_seconds: float,
     max_output_tokens: int = 400,
     models_dir: Path | None = None,
+    prompts_dir: Path | None = None,
 ) -> LLMClient | None:
     """A client for `model`, or None when none is configured (extractive, or eval skipped).
 
@@ -122,4 +124,5 @@ def optional_llm_client(
         timeout_seconds=timeout_seconds,
         max_output_tokens=max_output_tokens,
         models_dir=models_dir,
+        prompts_dir=prompts_dir,
     )

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -182,44 +182,105 @@ def sync_table(
 ) -> SyncOutcome:
     """Makes `table` hold exactly `rows`, embedding only text it has no vector for.
 
-    `rows` carry the table's key column, `embed_key` and `row_hash` (see `keyed_rows`).
+    `rows` carry the table's key column, `doc_id`, `embed_key` and `row_hash` (see
+    `keyed_rows`). Work is committed a few hundred rows at a time, whole documents per commit:
+    a run killed halfway keeps the vectors it computed, and a document being replaced shows
+    its old chunks or its new ones, never neither.
     """
-    model = embedder.name
+    if table.exists() and not table.is_current(embedder.name):
+        return _rebuild(
+            table, rows, text_column, schema_for, embedder, batch_size, report, on_progress
+        )
     outcome = SyncOutcome()
-    rebuild = table.exists() and not table.is_current(model)
-    stored = {} if rebuild else table.stored_keys()
+    stored = table.stored_keys()
     key = table.key_column
     is_changed = [
-        stored.get(row_key, ("", ""))[1] != row_hash
+        row_key not in stored or stored[row_key].row_hash != row_hash
         for row_key, row_hash in zip(rows[key], rows["row_hash"], strict=True)
     ]
     changed = rows[is_changed].reset_index(drop=True)
-    stale = sorted(set(stored) - set(rows[key]))
-
-    known = {} if rebuild else table.vectors_for(sorted(set(changed["embed_key"])))
-    missing = sorted(set(changed["embed_key"]) - set(known))
-    text_by_key = dict(zip(changed["embed_key"], changed[text_column], strict=True))
-    fresh = _embed(embedder, [text_by_key[k] for k in missing], batch_size, report, on_progress)
-    vectors = {**known, **dict(zip(missing, fresh, strict=True))}
-    outcome.embedded = len(missing)
-    newly_embedded = set(missing)
-    outcome.reused = sum(k not in newly_embedded for k in changed["embed_key"])
-
-    dimension = _dimension(vectors, report.dimension, table, rebuild)
-    report.dimension = report.dimension or dimension
-    if dimension is None:  # nothing stored, nothing to store, and no way to know the width
-        return outcome
-    schema = schema_for(dimension, model)
-    if rebuild:
-        table.replace_all(_arrow_rows(rows, vectors, schema))
-        outcome.rebuilt = True
-        outcome.written = len(rows)
-    else:
-        table.upsert(_arrow_rows(changed, vectors, schema), stale)
-        outcome.written = len(changed)
-        outcome.deleted = len(stale)
-    table.refresh_indexes()
+    current_keys = set(rows[key])
+    stale_by_document: dict[str, list[str]] = {}
+    for stored_key, row in stored.items():
+        if stored_key not in current_keys:
+            stale_by_document.setdefault(row.doc_id, []).append(stored_key)
+    current_documents = set(rows["doc_id"])
+    touched = sorted(set(changed["doc_id"]) | (set(stale_by_document) & current_documents))
+    # Vectors already in the table, by embed key; grows as this run writes slices.
+    have_vector = {row.embed_key for row in stored.values()}
+    expected = len(set(changed["embed_key"]) - have_vector)
+    slice_rows = max(batch_size * 8, 256)
+    for documents in _document_slices(changed, touched, slice_rows):
+        part = changed[changed["doc_id"].isin(documents)]
+        needed = sorted(set(part["embed_key"]))
+        vectors = table.vectors_for([k for k in needed if k in have_vector])
+        missing = [k for k in needed if k not in vectors]
+        text_by_key = dict(zip(part["embed_key"], part[text_column], strict=True))
+        fresh = _embed(embedder, [text_by_key[k] for k in missing], batch_size, report)
+        vectors.update(zip(missing, fresh, strict=True))
+        outcome.embedded += len(missing)
+        outcome.reused += int((~part["embed_key"].isin(missing)).sum())
+        dimension = _dimension(vectors, report.dimension, table)
+        if dimension is None:  # nothing stored, nothing to store, no way to know the width
+            continue
+        report.dimension = report.dimension or dimension
+        stale = [k for document in documents for k in stale_by_document.get(document, [])]
+        table.upsert(_arrow_rows(part, vectors, schema_for(dimension, embedder.name)), stale)
+        have_vector.update(needed)
+        outcome.written += len(part)
+        outcome.deleted += len(stale)
+        if on_progress is not None and expected:
+            on_progress(min(outcome.embedded, expected), expected)
+    removed = [
+        k
+        for document, keys in stale_by_document.items()
+        if document not in current_documents
+        for k in keys
+    ]
+    table.delete_keys(removed)
+    outcome.deleted += len(removed)
+    if table.exists():
+        table.refresh_indexes()
     return outcome
+
+
+def _document_slices(
+    changed: pd.DataFrame, documents: list[str], slice_rows: int
+) -> Iterator[list[str]]:
+    """Consecutive groups of whole documents holding about `slice_rows` changed rows each."""
+    sizes = changed["doc_id"].value_counts()
+    group: list[str] = []
+    rows = 0
+    for document in documents:
+        group.append(document)
+        rows += int(sizes.get(document, 0))
+        if rows >= slice_rows:
+            yield group
+            group, rows = [], 0
+    if group:
+        yield group
+
+
+def _rebuild(
+    table: LanceTable,
+    rows: pd.DataFrame,
+    text_column: str,
+    schema_for: Callable[[int, str], pa.Schema],
+    embedder: Embedder,
+    batch_size: int,
+    report: EmbedReport,
+    on_progress: ProgressCallback | None,
+) -> SyncOutcome:
+    """A new embedding model: every vector is recomputed and the table replaced in one commit,
+    so search never mixes two vector spaces. A run killed here starts the rebuild again."""
+    unique = dict(zip(rows["embed_key"], rows[text_column], strict=True))
+    fresh = _embed(embedder, list(unique.values()), batch_size, report, on_progress)
+    vectors = dict(zip(unique, fresh, strict=True))
+    dimension = _dimension(vectors, report.dimension, table)
+    report.dimension = report.dimension or dimension
+    table.replace_all(_arrow_rows(rows, vectors, schema_for(dimension, embedder.name)))
+    table.refresh_indexes()
+    return SyncOutcome(embedded=len(unique), written=len(rows), rebuilt=True)
 
 
 def _embed(
@@ -227,7 +288,7 @@ def _embed(
     texts: list[str],
     batch_size: int,
     report: EmbedReport,
-    on_progress: ProgressCallback | None,
+    on_progress: ProgressCallback | None = None,
 ) -> list[np.ndarray]:
     """Embeds in slices so progress is reported while a large corpus is being embedded."""
     vectors: list[np.ndarray] = []
@@ -243,13 +304,14 @@ def _embed(
 
 
 def _dimension(
-    vectors: dict[str, np.ndarray], declared: int | None, table: LanceTable, rebuild: bool
+    vectors: dict[str, np.ndarray], declared: int | None, table: LanceTable
 ) -> int | None:
+    """The width of this model's vectors, from what is at hand."""
     if vectors:
         return len(next(iter(vectors.values())))
-    if table.exists() and not rebuild:
-        return table.embedding_model()[1]
-    return declared
+    if declared:
+        return declared
+    return table.embedding_model()[1] if table.exists() else None
 
 
 def _arrow_rows(frame: pd.DataFrame, vectors: dict[str, np.ndarray], schema: pa.Schema) -> pa.Table:

@@ -29,7 +29,7 @@ from pydantic import BaseModel, Field, StringConstraints
 from segtok.segmenter import split_single
 
 from lorehouse.chunking import BREADCRUMB_SEPARATOR
-from lorehouse.llm import LLMClient, LLMFailure, as_json, load_prompt
+from lorehouse.llm import LLMClient, LLMFailure, as_json
 from lorehouse.stores.duckdb_store import DuckDBStore
 
 EXTRACTIVE_MODE = "extractive"
@@ -120,6 +120,7 @@ class EnrichmentResult:
 
 
 CacheLookup = Callable[[Sequence[str]], dict[str, str]]
+CacheWriter = Callable[[Sequence[dict[str, Any]]], None]
 
 
 class Enricher:
@@ -143,8 +144,14 @@ class Enricher:
         documents: Sequence[DocumentInput],
         cached: CacheLookup,
         on_progress: ProgressCallback | None = None,
+        on_checkpoint: CacheWriter | None = None,
+        checkpoint_every: int = 25,
     ) -> EnrichmentResult:
-        """Enriches every chunk and document, reusing cached answers by key."""
+        """Enriches every chunk and document, reusing cached answers by key.
+
+        New answers are handed to `on_checkpoint` every `checkpoint_every` completions, so a
+        run killed halfway keeps what it paid for and its rerun asks only for the rest.
+        """
         started = time.perf_counter()
         report = EnrichmentReport(mode=self.mode, model=self.model)
         jobs: list[tuple[str, str, str, Callable[[], BaseModel]]] = []  # key, kind, id, work
@@ -159,34 +166,36 @@ class Enricher:
         hits = cached([key for key, *_ in jobs])
         answers: dict[str, tuple[dict | None, str | None]] = {}
         cache_rows: list[dict[str, Any]] = []
+        unsaved: list[dict[str, Any]] = []
         pending = [job for job in jobs if job[0] not in hits]
         for key, *_ in jobs:
             if key in hits:
                 answers[key] = (json.loads(hits[key]), None)
         report.cache_hits = len(jobs) - len(pending)
 
-        def run(job: tuple[str, str, str, Callable[[], BaseModel]]) -> None:
+        def run(job: tuple[str, str, str, Callable[[], BaseModel]]) -> dict[str, Any] | None:
             key, kind, _, work = job
             try:
                 value = work()
             except LLMFailure as error:
                 answers[key] = (None, str(error))
-                return
+                return None
             answers[key] = (value.model_dump(), None)
-            cache_rows.append(
-                {
-                    "cache_key": key,
-                    "kind": kind,
-                    "model": self.model,
-                    "payload": as_json(value),
-                }
-            )
+            return {"cache_key": key, "kind": kind, "model": self.model, "payload": as_json(value)}
 
         workers = self.concurrency if self.client else 1
         with ThreadPoolExecutor(max_workers=workers) as pool:
-            for done, _ in enumerate(pool.map(run, pending), start=1):
+            for done, row in enumerate(pool.map(run, pending), start=1):
+                if row is not None:
+                    cache_rows.append(row)
+                    unsaved.append(row)
+                if on_checkpoint is not None and len(unsaved) >= checkpoint_every:
+                    on_checkpoint(unsaved)
+                    unsaved = []
                 if on_progress is not None:
                     on_progress(done, len(pending))
+        if on_checkpoint is not None and unsaved:
+            on_checkpoint(unsaved)
         report.computed = len(pending)
 
         chunk_rows, document_rows = [], []
@@ -219,7 +228,7 @@ class Enricher:
             prompt, answer_model = _CHUNK_PROMPTS[chunk.is_table]
             return lambda: (
                 client.complete(
-                    load_prompt(prompt),
+                    client.prompt(prompt),
                     answer_model,
                     title=title,
                     breadcrumb=chunk.breadcrumb,
@@ -236,7 +245,7 @@ class Enricher:
             text = "\n\n".join(c.text_chat for c in document.chunks)[:_DOCUMENT_PROMPT_CHARS]
             return lambda: (
                 client.complete(
-                    load_prompt(DOCUMENT_PROMPT),
+                    client.prompt(DOCUMENT_PROMPT),
                     DocumentSummary,
                     rel_path=document.rel_path,
                     title=document.title or "(missing)",
@@ -273,7 +282,7 @@ class Enricher:
         return _TableExtract(summary=summary[:600], keywords=keywords[:8])
 
     def _key(self, kind: str, text: str, prompt: str) -> str:
-        version = prompt if self.client else "extractive"
+        version = self.client.prompt(prompt).fingerprint if self.client else EXTRACTIVE_MODE
         digest = hashlib.sha256(text.encode()).hexdigest()
         return hashlib.sha256(f"{kind}|{digest}|{version}|{self.model}".encode()).hexdigest()
 
@@ -394,6 +403,12 @@ def run_enrichment(
         )
         for doc_id, rel_path, title, rows in store.chunks_by_document()
     ]
-    result = enricher.enrich(documents, store.cached_enrichments, on_progress=on_progress)
-    store.write_enrichment(result.cache_rows, result.chunk_rows, result.document_rows)
+    result = enricher.enrich(
+        documents,
+        store.cached_enrichments,
+        on_progress=on_progress,
+        on_checkpoint=store.add_enrichment_cache,
+    )
+    # The cache already holds every new answer; this swaps in the enriched tables at once.
+    store.write_enrichment(result.chunk_rows, result.document_rows)
     return result.report

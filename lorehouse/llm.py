@@ -10,6 +10,7 @@ stage reports it the same way.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 import threading
@@ -55,10 +56,31 @@ class Prompt:
     def render(self, **values: str) -> str:
         return self.template.format(**values)
 
+    @property
+    def fingerprint(self) -> str:
+        """Name and content: what cached answers are keyed by.
+
+        Keying by content as well as by name means an edited prompt (an override file, or a
+        bundled one changed without a new version number) never reuses answers to the old one.
+        """
+        digest = hashlib.sha256(self.template.encode()).hexdigest()[:12]
+        return f"{self.version}#{digest}"
+
+
+def load_prompt(version: str, overrides_dir: Path | None = None) -> Prompt:
+    """`<overrides_dir>/<version>.md` when that file exists, else the bundled prompt.
+
+    Overrides let a deployment tune prompts to its documents without forking the package.
+    """
+    if overrides_dir is not None:
+        override = overrides_dir / f"{version}.md"
+        if override.is_file():
+            return Prompt(version=version, template=override.read_text(encoding="utf-8"))
+    return _bundled_prompt(version)
+
 
 @cache
-def load_prompt(version: str) -> Prompt:
-    """Reads `lorehouse/prompts/<version>.md`; changing a prompt means adding a new version."""
+def _bundled_prompt(version: str) -> Prompt:
     text = files("lorehouse.prompts").joinpath(f"{version}.md").read_text(encoding="utf-8")
     return Prompt(version=version, template=text)
 
@@ -105,6 +127,7 @@ class LLMClient:
         max_output_tokens: int = 400,
         backoff_seconds: float = 1.0,
         models_dir: Path | None = None,
+        prompts_dir: Path | None = None,
         call_options: dict[str, Any] | None = None,
     ) -> None:
         if model == LOCAL_MODEL_ALIAS:
@@ -124,6 +147,17 @@ class LLMClient:
         # Extra litellm arguments for every call (tests pass litellm's own `mock_response`).
         self.call_options = dict(call_options or {})
         self.usage = LLMUsage()
+        self.prompts_dir = prompts_dir
+        self._prompts: dict[str, Prompt] = {}
+
+    def prompt(self, version: str) -> Prompt:
+        """The prompt this client's deployment uses under `version` (override or bundled).
+
+        Read once per client, so every call of one run uses the same text.
+        """
+        if version not in self._prompts:
+            self._prompts[version] = load_prompt(version, self.prompts_dir)
+        return self._prompts[version]
 
     def complete(self, prompt: Prompt, response_model: type[T], **values: str) -> Answer[T]:
         """One validated answer, or LLMFailure after `max_attempts` tries."""

@@ -98,6 +98,14 @@ class Settings(BaseSettings):
     judge_api_base: str | None = Field(
         default=None, description="Endpoint override for the judge model."
     )
+    prompts_dir: Path | None = Field(
+        default=None,
+        description=(
+            "Folder of prompt overrides: a file named like a bundled prompt "
+            "(chunk_enrichment.v1.md, answerer.v1.md, ...) replaces it. Enrichment answers are "
+            "cached by prompt content, so editing a prompt re-enriches on the next run."
+        ),
+    )
     llm_concurrency: int = Field(default=4, ge=1, le=64, description="LLM calls in flight.")
     llm_max_attempts: int = Field(
         default=3, ge=1, le=10, description="Tries per call (invalid output, rate limits)."

@@ -94,6 +94,7 @@ class EnrichmentResource(dg.ConfigurableResource):
     max_attempts: int = Field(default=3, ge=1)
     timeout_seconds: float = Field(default=60.0, gt=0)
     models_dir: str = ".lorehouse/models"
+    prompts_dir: str | None = Field(default=None, description="Folder of prompt overrides")
 
     def llm_client(self) -> LLMClient | None:
         """A client for the configured model; None means extractive."""
@@ -103,6 +104,7 @@ class EnrichmentResource(dg.ConfigurableResource):
             max_attempts=self.max_attempts,
             timeout_seconds=self.timeout_seconds,
             models_dir=Path(self.models_dir),
+            prompts_dir=Path(self.prompts_dir) if self.prompts_dir else None,
         )
 
     def enricher(self) -> Enricher:
@@ -151,6 +153,7 @@ class EvalResource(dg.ConfigurableResource):
     judge_concurrency: int = Field(default=4, ge=1)
     judge_max_attempts: int = Field(default=3, ge=1)
     judge_timeout_seconds: float = Field(default=60.0, gt=0)
+    prompts_dir: str | None = Field(default=None, description="Folder of prompt overrides")
 
     def ask_options(self) -> AskOptions:
         """The answer pipeline's options, as /v1/ask uses them."""
@@ -168,12 +171,14 @@ class EvalResource(dg.ConfigurableResource):
             max_attempts=self.judge_max_attempts,
             timeout_seconds=self.judge_timeout_seconds,
             max_output_tokens=JUDGE_MAX_OUTPUT_TOKENS,
+            prompts_dir=Path(self.prompts_dir) if self.prompts_dir else None,
         )
 
 
 def build_resources(settings: Settings) -> dict[str, dg.ConfigurableResource]:
     """Resources for a deployment described by `settings`; S3 secrets come from the environment."""
     is_s3 = settings.source_uri.startswith("s3://")
+    prompts_dir = str(settings.prompts_dir.resolve()) if settings.prompts_dir else None
     return {
         "document_source": DocumentSourceResource(
             uri=settings.source_uri,
@@ -191,6 +196,7 @@ def build_resources(settings: Settings) -> dict[str, dg.ConfigurableResource]:
             max_attempts=settings.llm_max_attempts,
             timeout_seconds=settings.llm_timeout_seconds,
             models_dir=str(settings.models_dir.resolve()),
+            prompts_dir=prompts_dir,
         ),
         "vector_index": VectorIndexResource(
             uri=settings.lancedb_location,
@@ -216,6 +222,7 @@ def build_resources(settings: Settings) -> dict[str, dg.ConfigurableResource]:
             judge_concurrency=settings.llm_concurrency,
             judge_max_attempts=settings.llm_max_attempts,
             judge_timeout_seconds=settings.llm_timeout_seconds,
+            prompts_dir=prompts_dir,
         ),
         "parsing": ParsingResource(
             workers=settings.workers,

@@ -17,7 +17,7 @@ from segtok.segmenter import split_multi
 
 from lorehouse.chunking import plain_text
 from lorehouse.embedding_providers import Embedder
-from lorehouse.llm import LLMClient, load_prompt
+from lorehouse.llm import LLMClient
 from lorehouse.retrieval import SearchHit
 
 PROMPT_VERSION = "answerer.v1"
@@ -96,7 +96,7 @@ def answer_with_llm(
 ) -> DraftAnswer:
     """A validated, cited answer; raises LLMFailure after the client's retries."""
     text = client.complete_text(
-        load_prompt(PROMPT_VERSION),
+        client.prompt(PROMPT_VERSION),
         check=lambda reply: check_llm_answer(reply, len(hits)),
         **answer_prompt_values(question, queries, hits),
     )
@@ -108,7 +108,7 @@ def stream_llm_answer(
 ) -> Iterator[str]:
     """The LLM's answer as it is generated (validated by the caller once complete)."""
     return client.stream_text(
-        load_prompt(PROMPT_VERSION), **answer_prompt_values(question, queries, hits)
+        client.prompt(PROMPT_VERSION), **answer_prompt_values(question, queries, hits)
     )
 
 

@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from lorehouse.llm import LLMClient, LLMFailure, load_prompt
+from lorehouse.llm import LLMClient, LLMFailure
 
 PROMPT_VERSION = "query_optimizer.v1"
 #: Conversation turns given to the optimizer; older ones rarely resolve a reference.
@@ -40,7 +40,7 @@ def optimize_query(
     """Rewrites the question with the LLM; raises LLMFailure when no valid answer comes back."""
     transcript = "\n".join(f"{t.role}: {t.content}" for t in history[-HISTORY_TURNS:])
     answer = client.complete(
-        load_prompt(PROMPT_VERSION),
+        client.prompt(PROMPT_VERSION),
         OptimizedQuery,
         today=today.isoformat(),
         history=transcript,

@@ -14,7 +14,7 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, Field
 
-from lorehouse.llm import LLMClient, load_prompt
+from lorehouse.llm import LLMClient
 from lorehouse.rerankers import reciprocal_rank_fusion
 from lorehouse.retrieval import access_clause
 from lorehouse.stores.lance_index import DocumentIndex
@@ -93,7 +93,7 @@ def choose_with_llm(
         for p in candidates
     )
     answer = client.complete(
-        load_prompt(PROMPT_VERSION), SourceChoice, documents=listing, question=question
+        client.prompt(PROMPT_VERSION), SourceChoice, documents=listing, question=question
     )
     known = {p.doc_id for p in candidates}
     chosen = [doc_id for doc_id in answer.value.documents if doc_id in known]

@@ -458,35 +458,27 @@ class DuckDBStore:
             ).fetchall()
         return {row[0]: row[1] for row in rows}
 
-    def write_enrichment(
-        self,
-        cache_rows: Sequence[dict],
-        chunk_rows: Sequence[dict],
-        document_rows: Sequence[dict],
-    ) -> None:
-        """Adds new cache entries and replaces the enriched tables, in one transaction."""
-        targets = {
-            "enrichment_cache": cache_rows,
-            "enriched_chunks": chunk_rows,
-            "document_enrichment": document_rows,
-        }
+    def add_enrichment_cache(self, rows: Sequence[dict]) -> None:
+        """Adds answers to the enrichment cache; keys already cached keep their answer."""
+        if not rows:
+            return
+        frame = pd.DataFrame(list(rows))
+        with self._transaction(new_cache=frame) as connection:
+            _insert_frame(connection, "enrichment_cache", "new_cache", frame, keep_existing=True)
+
+    def write_enrichment(self, chunk_rows: Sequence[dict], document_rows: Sequence[dict]) -> None:
+        """Replaces the enriched chunk and document tables in one transaction."""
+        targets = {"enriched_chunks": chunk_rows, "document_enrichment": document_rows}
         # DuckDB cannot register a frame without columns, so empty row lists are left out.
         frames = {
             f"new_{table}": pd.DataFrame(list(rows)) for table, rows in targets.items() if rows
         }
         with self._transaction(**frames) as connection:
-            connection.execute("DELETE FROM enriched_chunks")
-            connection.execute("DELETE FROM document_enrichment")
             for table in targets:
+                connection.execute(f"DELETE FROM {table}")
                 name = f"new_{table}"
                 if name in frames:
-                    _insert_frame(
-                        connection,
-                        table,
-                        name,
-                        frames[name],
-                        keep_existing=table == "enrichment_cache",
-                    )
+                    _insert_frame(connection, table, name, frames[name])
 
     def build_document_features(self) -> dict[str, int]:
         """Rebuilds documents, chunk_faqs and chunk_keywords from the stage tables."""

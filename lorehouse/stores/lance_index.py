@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 import lancedb
 import numpy as np
@@ -115,6 +115,14 @@ def sql_in(column: str, values: Iterable[str]) -> str:
     return f"{column} IN ({', '.join(literals)})" if literals else "false"
 
 
+class StoredRow(NamedTuple):
+    """What the embedding stage compares a stored row by: its vector's key and its content."""
+
+    embed_key: str
+    row_hash: str
+    doc_id: str
+
+
 class LanceTable:
     """One table of a LanceDB database (a folder or s3:// URI) holding rows with vectors."""
 
@@ -175,17 +183,18 @@ class LanceTable:
 
     # -- writing ---------------------------------------------------------------------------------
 
-    def stored_keys(self) -> dict[str, tuple[str, str]]:
-        """key -> (embed_key, row_hash) of every stored row, without reading vectors."""
+    def stored_keys(self) -> dict[str, StoredRow]:
+        """key -> what identifies the stored row's content, without reading vectors."""
         if not self.exists():
             return {}
         table = self.table()
-        rows = table.search().select([self.key_column, "embed_key", "row_hash"])
-        arrow = rows.limit(max(1, table.count_rows())).to_arrow()
+        columns = list(dict.fromkeys([self.key_column, *StoredRow._fields]))
+        arrow = table.search().select(columns).limit(max(1, table.count_rows())).to_arrow()
+        values = [arrow[name].to_pylist() for name in StoredRow._fields]
         return dict(
             zip(
                 arrow[self.key_column].to_pylist(),
-                zip(arrow["embed_key"].to_pylist(), arrow["row_hash"].to_pylist(), strict=True),
+                (StoredRow(*row) for row in zip(*values, strict=True)),
                 strict=True,
             )
         )
@@ -228,8 +237,15 @@ class LanceTable:
                 .when_not_matched_insert_all()
                 .execute(rows)
             )
-        for start in range(0, len(stale_keys), _IDS_PER_STATEMENT):
-            table.delete(sql_in(self.key_column, stale_keys[start : start + _IDS_PER_STATEMENT]))
+        self.delete_keys(stale_keys)
+
+    def delete_keys(self, keys: Sequence[str]) -> None:
+        """Deletes the rows with these keys (a no-op before the table exists)."""
+        if not keys or not self.exists():
+            return
+        table = self.table()
+        for start in range(0, len(keys), _IDS_PER_STATEMENT):
+            table.delete(sql_in(self.key_column, keys[start : start + _IDS_PER_STATEMENT]))
 
     def replace_all(self, rows: pa.Table) -> None:
         """Overwrites the table in one commit: readers see the old model's rows or the new."""
