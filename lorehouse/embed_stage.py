@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -183,9 +183,10 @@ def sync_table(
     """Makes `table` hold exactly `rows`, embedding only text it has no vector for.
 
     `rows` carry the table's key column, `doc_id`, `embed_key` and `row_hash` (see
-    `keyed_rows`). Work is committed a few hundred rows at a time, whole documents per commit:
-    a run killed halfway keeps the vectors it computed, and a document being replaced shows
-    its old chunks or its new ones, never neither.
+    `keyed_rows`). Changed rows are embedded and committed `batch_size * 8` at a time, in
+    document order, and a document's stale rows are deleted in the commit after its last new
+    row is written: a run killed halfway keeps the vectors it computed, and a document being
+    replaced shows its old chunks or its new ones, never neither.
     """
     if table.exists() and not table.is_current(embedder.name):
         return _rebuild(
@@ -198,20 +199,19 @@ def sync_table(
         row_key not in stored or stored[row_key].row_hash != row_hash
         for row_key, row_hash in zip(rows[key], rows["row_hash"], strict=True)
     ]
-    changed = rows[is_changed].reset_index(drop=True)
+    changed = rows[is_changed].sort_values(["doc_id", key], kind="stable").reset_index(drop=True)
     current_keys = set(rows[key])
     stale_by_document: dict[str, list[str]] = {}
     for stored_key, row in stored.items():
         if stored_key not in current_keys:
             stale_by_document.setdefault(row.doc_id, []).append(stored_key)
-    current_documents = set(rows["doc_id"])
-    touched = sorted(set(changed["doc_id"]) | (set(stale_by_document) & current_documents))
-    # Vectors already in the table, by embed key; grows as this run writes slices.
+    last_row_of = {doc_id: position for position, doc_id in enumerate(changed["doc_id"])}
+    # Embed keys with a vector in the table; grows as this run commits slices.
     have_vector = {row.embed_key for row in stored.values()}
     expected = len(set(changed["embed_key"]) - have_vector)
-    slice_rows = max(batch_size * 8, 256)
-    for documents in _document_slices(changed, touched, slice_rows):
-        part = changed[changed["doc_id"].isin(documents)]
+    slice_rows = batch_size * 8
+    for start in range(0, len(changed), slice_rows):
+        part = changed.iloc[start : start + slice_rows]
         needed = sorted(set(part["embed_key"]))
         vectors = table.vectors_for([k for k in needed if k in have_vector])
         missing = [k for k in needed if k not in vectors]
@@ -224,41 +224,21 @@ def sync_table(
         if dimension is None:  # nothing stored, nothing to store, no way to know the width
             continue
         report.dimension = report.dimension or dimension
-        stale = [k for document in documents for k in stale_by_document.get(document, [])]
+        finished = {d for d in set(part["doc_id"]) if last_row_of[d] < start + slice_rows}
+        stale = [k for d in sorted(finished) for k in stale_by_document.pop(d, [])]
         table.upsert(_arrow_rows(part, vectors, schema_for(dimension, embedder.name)), stale)
         have_vector.update(needed)
         outcome.written += len(part)
         outcome.deleted += len(stale)
         if on_progress is not None and expected:
             on_progress(min(outcome.embedded, expected), expected)
-    removed = [
-        k
-        for document, keys in stale_by_document.items()
-        if document not in current_documents
-        for k in keys
-    ]
-    table.delete_keys(removed)
-    outcome.deleted += len(removed)
+    # Left: rows of removed documents, and rows a document dropped without changing others.
+    remaining = [k for keys in stale_by_document.values() for k in keys]
+    table.delete_keys(remaining)
+    outcome.deleted += len(remaining)
     if table.exists():
         table.refresh_indexes()
     return outcome
-
-
-def _document_slices(
-    changed: pd.DataFrame, documents: list[str], slice_rows: int
-) -> Iterator[list[str]]:
-    """Consecutive groups of whole documents holding about `slice_rows` changed rows each."""
-    sizes = changed["doc_id"].value_counts()
-    group: list[str] = []
-    rows = 0
-    for document in documents:
-        group.append(document)
-        rows += int(sizes.get(document, 0))
-        if rows >= slice_rows:
-            yield group
-            group, rows = [], 0
-    if group:
-        yield group
 
 
 def _rebuild(

@@ -145,7 +145,7 @@ class Enricher:
         cached: CacheLookup,
         on_progress: ProgressCallback | None = None,
         on_checkpoint: CacheWriter | None = None,
-        checkpoint_every: int = 25,
+        checkpoint_every: int = 10,
     ) -> EnrichmentResult:
         """Enriches every chunk and document, reusing cached answers by key.
 

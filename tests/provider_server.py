@@ -1,6 +1,6 @@
 """Local provider endpoints on 127.0.0.1 for provider-path tests: OpenAI-compatible
 embeddings, a Cohere-compatible reranker and an OpenAI-compatible chat model that judges
-answers.
+answers and enriches chunks.
 
 litellm talks to it over real HTTP exactly as it would to a hosted provider, so the code under
 test is the production path; only the far end is small.
@@ -35,6 +35,25 @@ class ProviderServer:
     judge_prompts: list[str] = field(default_factory=list)
     #: The judge replies with broken JSON when a prompt contains one of these strings.
     judge_breaks_on: tuple[str, ...] = ()
+    chat_calls: int = 0
+    embedding_calls: int = 0
+    #: Calls beyond these counts wait for `release` (set `holding` first): a provider that
+    #: stops answering, so a test can kill its client at a known point of a run.
+    hold_chat_after: int | None = None
+    hold_embedding_after: int | None = None
+    holding: threading.Event = field(default_factory=threading.Event)
+    release: threading.Event = field(default_factory=threading.Event)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def count_call(self, kind: str) -> None:
+        """Counts a chat or embedding call, and holds it if its kind is being held."""
+        with self._lock:
+            calls = getattr(self, f"{kind}_calls") + 1
+            setattr(self, f"{kind}_calls", calls)
+            limit = getattr(self, f"hold_{kind}_after")
+        if limit is not None and calls > limit:
+            self.holding.set()
+            self.release.wait(timeout=300)
 
 
 _SECTION = '\n"""\n(.*?)\n"""'
@@ -63,6 +82,26 @@ def judge_verdict(prompt: str) -> dict[str, object]:
     }
 
 
+def enrichment_answer(prompt: str) -> dict[str, object]:
+    """One JSON answer valid for the chunk, table and document prompts, derived from the text.
+
+    Deterministic, so two runs over the same chunks store the same enrichment.
+    """
+    quoted = re.search(_SECTION, prompt, re.S)
+    text = quoted.group(1) if quoted else prompt
+    words = list(dict.fromkeys(re.findall(r"[a-z]{5,}", text.lower())))[:6]
+    words += ["policy", "process", "document"][: max(0, 3 - len(words))]
+    # The instructions number the questions, so an edited prompt yields different ones.
+    instructions = prompt.replace(text, "")
+    number = int(hashlib.sha256(instructions.encode()).hexdigest()[:8], 16) % 90_000 + 10_000
+    return {
+        "faqs": [f"Question {number}: what does it say about {w}?" for w in words[:2]],
+        "keywords": words[:5],
+        "summary": "This part covers " + ", ".join(words) + ".",
+        "title": "",
+    }
+
+
 @contextmanager
 def provider_server(dimension: int = 16) -> Iterator[ProviderServer]:
     """Serves POST /v1/embeddings, /v1/rerank and /v1/chat/completions until the block exits."""
@@ -75,8 +114,9 @@ def provider_server(dimension: int = 16) -> Iterator[ProviderServer]:
                 self._rerank(body)
                 return
             if self.path.endswith("/chat/completions"):
-                self._judge(body)
+                self._chat(body)
                 return
+            state.count_call("embedding")
             texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
             state.texts_embedded.extend(texts)
             payload = {
@@ -108,15 +148,21 @@ def provider_server(dimension: int = 16) -> Iterator[ProviderServer]:
             results.sort(key=lambda r: -r["relevance_score"])
             self._reply(200, {"id": "local", "results": results, "meta": {}})
 
-        def _judge(self, body: dict) -> None:
+        def _chat(self, body: dict) -> None:
+            state.count_call("chat")
             prompt = body["messages"][-1]["content"]
+            if "Reference answer written by an expert:" not in prompt:
+                self._chat_reply(body, json.dumps(enrichment_answer(prompt)))
+                return
             state.judge_prompts.append(prompt)
             broken = any(marker in prompt for marker in state.judge_breaks_on)
-            content = "score: five" if broken else json.dumps(judge_verdict(prompt))
+            self._chat_reply(body, "score: five" if broken else json.dumps(judge_verdict(prompt)))
+
+        def _chat_reply(self, body: dict, content: str) -> None:
             self._reply(
                 200,
                 {
-                    "id": "local-judge",
+                    "id": "local-chat",
                     "object": "chat.completion",
                     "created": 0,
                     "model": body.get("model", "judge"),
@@ -133,11 +179,14 @@ def provider_server(dimension: int = 16) -> Iterator[ProviderServer]:
 
         def _reply(self, status: int, payload: dict) -> None:
             encoded = json.dumps(payload).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(encoded)))
-            self.end_headers()
-            self.wfile.write(encoded)
+            try:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(encoded)))
+                self.end_headers()
+                self.wfile.write(encoded)
+            except (BrokenPipeError, ConnectionResetError):  # the client was killed meanwhile
+                return
 
         def log_message(self, format: str, *args: object) -> None:
             return
