@@ -30,9 +30,9 @@ $(STAMP): pyproject.toml constraints.txt
 
 install: $(STAMP)
 
-$(DAGSTER_HOME)/dagster.yaml:
+$(DAGSTER_HOME)/dagster.yaml: pipelines/dagster.yaml
 	mkdir -p $(DAGSTER_HOME)
-	printf 'telemetry:\n  enabled: false\n' > $@
+	cp pipelines/dagster.yaml $@
 
 demo: install $(DAGSTER_HOME)/dagster.yaml
 	$(BIN)/lorehouse materialize

@@ -5,13 +5,19 @@ import statistics
 import dagster as dg
 
 from assets.documents import parsed_documents, schema_check
+from assets.policies import INDEX_FRESHNESS
 from assets.progress import markdown_table, progress_logger
 from lorehouse.chunk_stage import run_chunking
 from lorehouse.schemas import chunks_schema
 from pipelines.resources import ChunkingResource, FeatureStoreResource
 
 
-@dg.asset(group_name="features", kinds={"duckdb"}, deps=[parsed_documents])
+@dg.asset(
+    group_name="features",
+    kinds={"duckdb"},
+    freshness_policy=INDEX_FRESHNESS,
+    deps=[parsed_documents],
+)
 def chunks(
     context: dg.AssetExecutionContext,
     feature_store: FeatureStoreResource,

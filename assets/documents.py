@@ -4,13 +4,14 @@ import dagster as dg
 import pandera.errors
 import pandera.pandas as pa
 
+from assets.policies import INDEX_FRESHNESS
 from assets.progress import markdown_table, progress_logger
 from lorehouse.ingest import run_inventory, run_parse
 from lorehouse.schemas import FailedDocumentsSchema, ParsedDocumentsSchema, RawDocumentsSchema
 from pipelines.resources import DocumentSourceResource, FeatureStoreResource, ParsingResource
 
 
-@dg.asset(group_name="ingest", kinds={"duckdb"})
+@dg.asset(group_name="ingest", kinds={"duckdb"}, freshness_policy=INDEX_FRESHNESS)
 def raw_documents(
     context: dg.AssetExecutionContext,
     document_source: DocumentSourceResource,
@@ -42,7 +43,12 @@ def raw_documents(
     )
 
 
-@dg.asset(group_name="parse", kinds={"duckdb", "python"}, deps=[raw_documents])
+@dg.asset(
+    group_name="parse",
+    kinds={"duckdb", "python"},
+    freshness_policy=INDEX_FRESHNESS,
+    deps=[raw_documents],
+)
 def parsed_documents(
     context: dg.AssetExecutionContext,
     document_source: DocumentSourceResource,

@@ -3,12 +3,18 @@
 import dagster as dg
 
 from assets.features import document_features, enriched_chunks
+from assets.policies import INDEX_FRESHNESS
 from assets.progress import markdown_table, progress_logger
 from lorehouse.embed_stage import run_embedding
 from pipelines.resources import FeatureStoreResource, VectorIndexResource
 
 
-@dg.asset(group_name="index", kinds={"lancedb"}, deps=[enriched_chunks, document_features])
+@dg.asset(
+    group_name="index",
+    kinds={"lancedb"},
+    freshness_policy=INDEX_FRESHNESS,
+    deps=[enriched_chunks, document_features],
+)
 def chunk_embeddings(
     context: dg.AssetExecutionContext,
     feature_store: FeatureStoreResource,

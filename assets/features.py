@@ -5,12 +5,13 @@ import pandera.pandas as pa
 
 from assets.chunks import chunks
 from assets.documents import schema_check
+from assets.policies import INDEX_FRESHNESS
 from assets.progress import markdown_table, progress_logger
 from lorehouse.enrichment import run_enrichment
 from pipelines.resources import EnrichmentResource, FeatureStoreResource
 
 
-@dg.asset(group_name="features", kinds={"duckdb"}, deps=[chunks])
+@dg.asset(group_name="features", kinds={"duckdb"}, freshness_policy=INDEX_FRESHNESS, deps=[chunks])
 def enriched_chunks(
     context: dg.AssetExecutionContext,
     feature_store: FeatureStoreResource,
@@ -47,7 +48,12 @@ def enriched_chunks(
     )
 
 
-@dg.asset(group_name="features", kinds={"duckdb"}, deps=[enriched_chunks])
+@dg.asset(
+    group_name="features",
+    kinds={"duckdb"},
+    freshness_policy=INDEX_FRESHNESS,
+    deps=[enriched_chunks],
+)
 def document_features(feature_store: FeatureStoreResource) -> dg.MaterializeResult:
     """The document list (title, summary, size, ACL) plus FAQ and keyword tables."""
     store = feature_store.open()

@@ -7,6 +7,9 @@ checks, as the nightly job runs them) are materialized three times into fresh st
 * no change: the same files again; the goal is a wall time of at most 5 % of the full run;
 * churn: 1 % of the documents edited, the nightly case the scale-out estimate is based on.
 
+It also times what a partition-per-document design would pay Dagster per document before doing
+any work (`--partitions`, runs of a no-op dynamically partitioned asset).
+
 Each run is timed end to end (Dagster's own overhead included) and per stage from the
 assets' `seconds` metadata. The generated corpus is Markdown and HTML policy documents made
 from a fixed seed, so every run of the benchmark indexes the same text. Run from the
@@ -162,6 +165,33 @@ def measure(name: str, source: Path, workdir: Path, churn_share: float) -> dict[
     }
 
 
+def partition_overhead(partitions: int) -> dict[str, float]:
+    """Dagster's cost per document if every document were a dynamic partition.
+
+    One no-op asset partitioned by document, one run per partition (what a sensor adding a
+    partition per changed file launches): nothing is parsed or embedded, so the time is the
+    orchestration alone, the floor under a partition-per-document design.
+    """
+    import dagster as dg
+
+    documents = dg.DynamicPartitionsDefinition(name="documents")
+
+    @dg.asset(partitions_def=documents)
+    def parsed_document(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
+        return dg.MaterializeResult(metadata={"document": context.partition_key})
+
+    keys = [f"doc-{n:05d}" for n in range(partitions)]
+    with tempfile.TemporaryDirectory() as home, dg.DagsterInstance.local_temp(home) as instance:
+        instance.add_dynamic_partitions("documents", keys)
+        started = time.perf_counter()
+        for key in keys:
+            result = dg.materialize([parsed_document], partition_key=key, instance=instance)
+            if not result.success:
+                raise SystemExit(f"partition {key} failed")
+        seconds = time.perf_counter() - started
+    return {"partitions": partitions, "seconds_per_partition": round(seconds / partitions, 4)}
+
+
 def _table(results: list[dict[str, Any]]) -> str:
     lines = [
         "| corpus | documents | chunks | run | wall s | parse s | chunk s | enrich s | embed s "
@@ -191,6 +221,9 @@ def main() -> None:
     parser.add_argument("--documents", type=int, default=2000, help="generated corpus size")
     parser.add_argument("--churn", type=float, default=0.01, help="share edited before run 3")
     parser.add_argument("--skip-sample", action="store_true", help="only the generated corpus")
+    parser.add_argument(
+        "--partitions", type=int, default=100, help="runs timed for the per-partition overhead"
+    )
     parser.add_argument("--json", type=Path, default=None, help="also write raw numbers here")
     args = parser.parse_args()
 
@@ -208,10 +241,17 @@ def main() -> None:
         generate_corpus(generated, args.documents)
         results.append(measure(f"generated-{args.documents}", generated, workdir, args.churn))
     print(_table(results))
+    overhead = partition_overhead(args.partitions) if args.partitions else None
+    if overhead:
+        print(
+            f"\nOne run per dynamic partition: {overhead['seconds_per_partition'] * 1000:.0f} ms "
+            f"of orchestration per document ({overhead['partitions']} runs of a no-op asset)"
+        )
     info = machine_info(["dagster", "lancedb", "duckdb", "onnxruntime", "unstructured"])
     print(f"\n{info['cpu_count']} cores, Python {info['python']}, {info['platform']}")
     if args.json:
-        write_raw_numbers(args.json, {"machine": info, "results": results})
+        payload = {"machine": info, "results": results, "partition_overhead": overhead}
+        write_raw_numbers(args.json, payload)
 
 
 if __name__ == "__main__":

@@ -180,8 +180,24 @@ class Settings(BaseSettings):
         default=None, description="S3-compatible endpoint (MinIO, moto); unset means AWS."
     )
     s3_region: str | None = Field(default=None, description="AWS region of the source bucket.")
+    dagster_executor: Literal["in_process", "multiprocess"] = Field(
+        default="in_process",
+        description=(
+            "How Dagster runs the steps of a run: in one process (stages are sequential and "
+            "parsing has its own pool), or one process per step, up to `workers` at a time, "
+            "which is how the steps spread over pods or workers in a cluster."
+        ),
+    )
     reindex_cron: str = Field(
         default="0 2 * * *", description="When the nightly reindex schedule runs."
+    )
+    index_max_age_hours: float = Field(
+        default=26.0,
+        gt=0,
+        description=(
+            "A stage that has not succeeded for this long is flagged stale in the Dagster UI "
+            "(the nightly interval plus slack)."
+        ),
     )
     source_poll_seconds: int = Field(
         default=60,

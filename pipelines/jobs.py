@@ -6,10 +6,15 @@ import dagster as dg
 
 from lorehouse.settings import get_settings
 
+#: Runs carrying this tag write the stores; pipelines/dagster.yaml lets one run at a time.
+INDEX_WRITER_TAG = "lorehouse/writes"
+
 index_job = dg.define_asset_job(
     name="index_job",
     selection=dg.AssetSelection.all(),
     description="Materializes every stage; unchanged documents cost only a hash comparison.",
+    # Limited to one run at a time by the instance's tag concurrency limit (dagster.yaml).
+    tags={INDEX_WRITER_TAG: "index"},
 )
 
 nightly_reindex_schedule = dg.ScheduleDefinition(

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import itertools
+import shutil
+from pathlib import Path
 
 import dagster as dg
 
+from lorehouse.settings import REPO_ROOT
 from pipelines.definitions import defs
+from pipelines.jobs import INDEX_WRITER_TAG
 
 
 def test_asset_graph_runs_raw_to_parsed() -> None:
@@ -54,3 +58,20 @@ def test_nightly_schedule_runs_the_index_job() -> None:
     assert schedule.job_name == "index_job"
     job = defs.resolve_job_def("index_job")
     assert job is not None
+
+
+def test_index_runs_are_limited_to_one_at_a_time(tmp_path: Path) -> None:
+    """The schedule, the sensor and manual runs share index_job's tag, which the shipped
+    instance settings limit to one run in progress; the rest wait in the run queue."""
+    shutil.copy(REPO_ROOT / "pipelines" / "dagster.yaml", tmp_path / "dagster.yaml")
+    instance = dg.DagsterInstance.from_config(str(tmp_path))
+    try:
+        limits = instance.get_concurrency_config().run_queue_config.tag_concurrency_limits
+        assert type(instance.run_coordinator).__name__ == "QueuedRunCoordinator"
+    finally:
+        instance.dispose()
+    assert {"key": INDEX_WRITER_TAG, "value": "index", "limit": 1} in limits
+    assert defs.resolve_job_def("index_job").tags[INDEX_WRITER_TAG] == "index"
+    sensor = defs.resolve_sensor_def("source_change_sensor")
+    schedule = defs.resolve_schedule_def("nightly_reindex_schedule")
+    assert sensor.job_name == schedule.job_name == "index_job"

@@ -1,0 +1,73 @@
+"""Is the index current? Stage freshness, the source against the index, failed documents.
+
+Three signals a data engineer looks for in the Dagster UI after a night they were not watching:
+a stage that has not succeeded for longer than the reindex interval allows (the nightly run
+failed or never ran: `INDEX_FRESHNESS`, a freshness policy on every indexing asset), files in
+the source the index has not caught up with, and documents that failed and will stay
+unsearchable until someone looks at them.
+"""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from assets.documents import parsed_documents
+from assets.embeddings import chunk_embeddings
+from assets.progress import markdown_table
+from lorehouse.sources.base import is_sidecar
+from pipelines.resources import DocumentSourceResource, FeatureStoreResource
+
+
+@dg.asset_check(asset=chunk_embeddings)
+def index_matches_source(
+    document_source: DocumentSourceResource, feature_store: FeatureStoreResource
+) -> dg.AssetCheckResult:
+    """Every file in the source is indexed as it is now: none added, changed or removed since.
+
+    Compares a listing (paths, sizes, modification times; no file is read) with the last
+    inventory, so it is cheap enough to run between reindexes; a failure means search
+    answers from an older state of the source until the next run.
+    """
+    indexed = {d.rel_path: d for d in feature_store.open().raw_documents().values()}
+    listed = {
+        f.rel_path: f for f in document_source.open().list_files() if not is_sidecar(f.rel_path)
+    }
+    added = sorted(set(listed) - set(indexed))
+    removed = sorted(set(indexed) - set(listed))
+    changed = sorted(
+        path
+        for path in set(listed) & set(indexed)
+        if listed[path].size_bytes != indexed[path].size_bytes
+        or listed[path].modified_at > indexed[path].modified_at
+    )
+    rows = [[p, "added"] for p in added] + [[p, "changed"] for p in changed]
+    rows += [[p, "removed"] for p in removed]
+    return dg.AssetCheckResult(
+        passed=not rows,
+        severity=dg.AssetCheckSeverity.WARN,
+        metadata={
+            "added": len(added),
+            "changed": len(changed),
+            "removed": len(removed),
+            "not_yet_indexed": dg.MetadataValue.md(markdown_table(["file", "state"], rows[:50])),
+        },
+    )
+
+
+@dg.asset_check(asset=parsed_documents)
+def no_failed_documents(feature_store: FeatureStoreResource) -> dg.AssetCheckResult:
+    """Warns while any document is unsearchable because a stage failed on it, listing why."""
+    failed = [s for s in feature_store.open().document_statuses() if s.status == "failed"]
+    return dg.AssetCheckResult(
+        passed=not failed,
+        severity=dg.AssetCheckSeverity.WARN,
+        metadata={
+            "failed_documents": len(failed),
+            "failures": dg.MetadataValue.md(
+                markdown_table(
+                    ["file", "reason", "detail"],
+                    [[s.rel_path, s.reason, (s.detail or "")[:160]] for s in failed[:50]],
+                )
+            ),
+        },
+    )

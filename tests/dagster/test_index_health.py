@@ -1,0 +1,69 @@
+"""What the Dagster UI shows about the index's health: stale stages, a source that moved on,
+documents that failed."""
+
+from __future__ import annotations
+
+import os
+import time
+from datetime import timedelta
+from pathlib import Path
+
+import dagster as dg
+
+from assets.freshness import index_matches_source, no_failed_documents
+from lorehouse.settings import Settings
+from pipelines.definitions import defs
+from pipelines.resources import build_resources
+from tests.dagster.conftest import materialize_all
+
+INDEXING_ASSETS = [
+    "raw_documents",
+    "parsed_documents",
+    "chunks",
+    "enriched_chunks",
+    "document_features",
+    "chunk_embeddings",
+]
+
+
+def test_every_indexing_stage_is_flagged_stale_after_a_missed_night() -> None:
+    graph = defs.resolve_asset_graph()
+    for name in INDEXING_ASSETS:
+        policy = graph.get(dg.AssetKey(name)).freshness_policy
+        assert policy is not None, name
+        assert policy.fail_window.to_timedelta() == timedelta(hours=26), name
+
+
+def test_source_changes_and_failed_documents_are_reported(tmp_path: Path) -> None:
+    source, data_dir = tmp_path / "source", tmp_path / "data"
+    source.mkdir()
+    (source / "kept.md").write_text("# Kept\n\nStays as it is.\n")
+    (source / "edited.md").write_text("# Edited\n\nFirst version.\n")
+    (source / "deleted.md").write_text("# Deleted\n\nGoes away.\n")
+    (source / "broken.pdf").write_bytes(b"%PDF-1.7\n1 0 obj << /Type /Catalog")
+    assert materialize_all(source, data_dir).success
+    resources = build_resources(Settings(source_uri=str(source), data_dir=data_dir))
+    stores = {k: resources[k] for k in ("document_source", "feature_store")}
+
+    current = index_matches_source(**stores)
+    assert current.passed
+    failed = no_failed_documents(feature_store=resources["feature_store"])
+    assert not failed.passed
+    assert failed.severity == dg.AssetCheckSeverity.WARN
+    assert failed.metadata["failed_documents"].value == 1
+    assert "broken.pdf" in failed.metadata["failures"].value
+
+    later = time.time() + 5
+    (source / "edited.md").write_text("# Edited\n\nSecond version.\n")
+    os.utime(source / "edited.md", (later, later))
+    (source / "deleted.md").unlink()
+    (source / "added.md").write_text("# Added\n\nNew.\n")
+    stale = index_matches_source(**stores)
+    assert not stale.passed
+    assert stale.severity == dg.AssetCheckSeverity.WARN
+    counts = {k: stale.metadata[k].value for k in ("added", "changed", "removed")}
+    assert counts == {"added": 1, "changed": 1, "removed": 1}
+    assert "edited.md" in stale.metadata["not_yet_indexed"].value
+
+    assert materialize_all(source, data_dir).success
+    assert index_matches_source(**stores).passed
