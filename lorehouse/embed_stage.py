@@ -189,9 +189,16 @@ def sync_table(
     replaced shows its old chunks or its new ones, never neither.
     """
     if table.exists() and not table.is_current(embedder.name):
-        return _rebuild(
-            table, rows, text_column, schema_for, embedder, batch_size, report, on_progress
-        )
+        # A new model: every vector is recomputed, then the table is replaced in one commit
+        # so search never mixes two vector spaces (a run killed here starts this again).
+        unique = dict(zip(rows["embed_key"], rows[text_column], strict=True))
+        fresh = _embed(embedder, list(unique.values()), batch_size, report, on_progress)
+        vectors = dict(zip(unique, fresh, strict=True))
+        dimension = _dimension(vectors, report.dimension, table)
+        report.dimension = report.dimension or dimension
+        table.replace_all(_arrow_rows(rows, vectors, schema_for(dimension, embedder.name)))
+        table.refresh_indexes()
+        return SyncOutcome(embedded=len(unique), written=len(rows), rebuilt=True)
     outcome = SyncOutcome()
     stored = table.stored_keys()
     key = table.key_column
@@ -239,28 +246,6 @@ def sync_table(
     if table.exists():
         table.refresh_indexes()
     return outcome
-
-
-def _rebuild(
-    table: LanceTable,
-    rows: pd.DataFrame,
-    text_column: str,
-    schema_for: Callable[[int, str], pa.Schema],
-    embedder: Embedder,
-    batch_size: int,
-    report: EmbedReport,
-    on_progress: ProgressCallback | None,
-) -> SyncOutcome:
-    """A new embedding model: every vector is recomputed and the table replaced in one commit,
-    so search never mixes two vector spaces. A run killed here starts the rebuild again."""
-    unique = dict(zip(rows["embed_key"], rows[text_column], strict=True))
-    fresh = _embed(embedder, list(unique.values()), batch_size, report, on_progress)
-    vectors = dict(zip(unique, fresh, strict=True))
-    dimension = _dimension(vectors, report.dimension, table)
-    report.dimension = report.dimension or dimension
-    table.replace_all(_arrow_rows(rows, vectors, schema_for(dimension, embedder.name)))
-    table.refresh_indexes()
-    return SyncOutcome(embedded=len(unique), written=len(rows), rebuilt=True)
 
 
 def _embed(
