@@ -14,6 +14,7 @@ import dagster as dg
 from assets.documents import parsed_documents
 from assets.embeddings import chunk_embeddings
 from assets.progress import markdown_table
+from lorehouse.inventory import is_unchanged
 from lorehouse.sources.base import is_sidecar
 from pipelines.resources import DocumentSourceResource, FeatureStoreResource
 
@@ -35,10 +36,7 @@ def index_matches_source(
     added = sorted(set(listed) - set(indexed))
     removed = sorted(set(indexed) - set(listed))
     changed = sorted(
-        path
-        for path in set(listed) & set(indexed)
-        if listed[path].size_bytes != indexed[path].size_bytes
-        or listed[path].modified_at > indexed[path].modified_at
+        path for path in set(listed) & set(indexed) if not is_unchanged(indexed[path], listed[path])
     )
     rows = [[p, "added"] for p in added] + [[p, "changed"] for p in changed]
     rows += [[p, "removed"] for p in removed]

@@ -115,7 +115,6 @@ class EnrichmentReport:
 class EnrichmentResult:
     chunk_rows: list[dict[str, Any]]
     document_rows: list[dict[str, Any]]
-    cache_rows: list[dict[str, Any]]
     report: EnrichmentReport
 
 
@@ -143,14 +142,14 @@ class Enricher:
         self,
         documents: Sequence[DocumentInput],
         cached: CacheLookup,
+        save: CacheWriter,
         on_progress: ProgressCallback | None = None,
-        on_checkpoint: CacheWriter | None = None,
         checkpoint_every: int = 10,
     ) -> EnrichmentResult:
         """Enriches every chunk and document, reusing cached answers by key.
 
-        New answers are handed to `on_checkpoint` every `checkpoint_every` completions, so a
-        run killed halfway keeps what it paid for and its rerun asks only for the rest.
+        New answers are handed to `save` every `checkpoint_every` completions, so a run killed
+        halfway keeps what it paid for and its rerun asks only for the rest.
         """
         started = time.perf_counter()
         report = EnrichmentReport(mode=self.mode, model=self.model)
@@ -165,7 +164,6 @@ class Enricher:
             jobs.append((key, "document", document.doc_id, self._document_work(document)))
         hits = cached([key for key, *_ in jobs])
         answers: dict[str, tuple[dict | None, str | None]] = {}
-        cache_rows: list[dict[str, Any]] = []
         unsaved: list[dict[str, Any]] = []
         pending = [job for job in jobs if job[0] not in hits]
         for key, *_ in jobs:
@@ -187,15 +185,14 @@ class Enricher:
         with ThreadPoolExecutor(max_workers=workers) as pool:
             for done, row in enumerate(pool.map(run, pending), start=1):
                 if row is not None:
-                    cache_rows.append(row)
                     unsaved.append(row)
-                if on_checkpoint is not None and len(unsaved) >= checkpoint_every:
-                    on_checkpoint(unsaved)
+                if len(unsaved) >= checkpoint_every:
+                    save(unsaved)
                     unsaved = []
                 if on_progress is not None:
                     on_progress(done, len(pending))
-        if on_checkpoint is not None and unsaved:
-            on_checkpoint(unsaved)
+        if unsaved:
+            save(unsaved)
         report.computed = len(pending)
 
         chunk_rows, document_rows = [], []
@@ -217,7 +214,7 @@ class Enricher:
             report.llm_calls, report.tokens_in = usage.calls, usage.tokens_in
             report.tokens_out, report.cost_usd = usage.tokens_out, usage.cost_usd
         report.seconds = time.perf_counter() - started
-        return EnrichmentResult(chunk_rows, document_rows, cache_rows, report)
+        return EnrichmentResult(chunk_rows, document_rows, report)
 
     # -- the work per item ---------------------------------------------------------------------
 
@@ -404,10 +401,7 @@ def run_enrichment(
         for doc_id, rel_path, title, rows in store.chunks_by_document()
     ]
     result = enricher.enrich(
-        documents,
-        store.cached_enrichments,
-        on_progress=on_progress,
-        on_checkpoint=store.add_enrichment_cache,
+        documents, store.cached_enrichments, store.add_enrichment_cache, on_progress=on_progress
     )
     # The cache already holds every new answer; this swaps in the enriched tables at once.
     store.write_enrichment(result.chunk_rows, result.document_rows)
