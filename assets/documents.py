@@ -60,9 +60,7 @@ def parsed_documents(
     report = run_parse(
         document_source.open(),
         store,
-        workers=parsing.workers,
-        timeout_seconds=parsing.timeout_seconds,
-        max_file_bytes=parsing.max_file_bytes,
+        parsing.limits(),
         on_progress=progress_logger(context, "parsed"),
         options=parsing.options(),
     )

@@ -10,7 +10,10 @@ neighbours of one section are merged back up to the limit.
 Tokens are counted with the embedding model's own tokenizer on `text_embed`, the exact text
 that is embedded, so no chunk is silently truncated by the model. WordPiece tokenization is
 whitespace-delimited, so token counts of whitespace-joined pieces add up exactly; the chunker
-relies on that to merge without recounting.
+relies on that to merge without recounting. A chunk is also bounded in characters (see
+`_MAX_CHARS_PER_TOKEN`), because WordPiece turns any over-long "word" into a single [UNK]: a
+megabyte without a space would otherwise count as one token and travel, whole, to an API
+embedder or into an LLM prompt.
 """
 
 from __future__ import annotations
@@ -28,10 +31,14 @@ from segtok.segmenter import split_single
 
 from lorehouse.models import PageSpan, ParsedDocument
 
-CHUNKER_VERSION = "1"
+CHUNKER_VERSION = "2"
 BREADCRUMB_SEPARATOR = " > "
 # The embedding model adds [CLS] and [SEP] to every input.
 _SPECIAL_TOKENS = 2
+# Text is counted as at least one token per this many characters. Prose, code and tables run
+# at 2-6 characters per WordPiece token, so only runs of characters without a break (base64,
+# a pasted binary, a minified file) are affected; a 256-token chunk holds at most 2,560.
+_MAX_CHARS_PER_TOKEN = 10
 
 TokenCounter = Callable[[str], int]
 
@@ -252,19 +259,28 @@ class Chunker:
         for match in re.finditer(r"\S+", raw):
             piece = self._piece(match.group(), start + match.start())
             if piece.tokens > budget:  # a single "word" longer than the budget (a hash, a URL)
-                piece = self._truncated_word(piece, budget)
-            pieces.append(piece)
+                pieces.extend(self._split_word(piece, budget))
+            else:
+                pieces.append(piece)
         return self._merge(pieces, budget, joiner=" ")
 
-    def _truncated_word(self, piece: _Piece, budget: int) -> _Piece:
-        characters = len(piece.markdown)
-        while characters > 1:
-            characters = characters * budget // max(piece.tokens, budget + 1)
-            candidate = self._piece(piece.markdown[:characters], piece.start)
-            if candidate.tokens <= budget:
-                return candidate
-            piece = candidate
-        return self._piece(piece.markdown[:1], piece.start)
+    def _split_word(self, piece: _Piece, budget: int) -> list[_Piece]:
+        """An over-long "word" cut into consecutive runs that each fit, so none of it is lost.
+
+        Each run is measured from at most `budget * _MAX_CHARS_PER_TOKEN` characters, so a
+        megabyte-long word costs linear, not quadratic, tokenizing.
+        """
+        runs: list[_Piece] = []
+        rest, start = piece.markdown, piece.start
+        while rest:
+            characters = min(len(rest), budget * _MAX_CHARS_PER_TOKEN)
+            run = self._piece(rest[:characters], start)
+            while run.tokens > budget and characters > 1:
+                characters = max(1, characters * budget // (run.tokens + 1))
+                run = self._piece(rest[:characters], start)
+            runs.append(run)
+            rest, start = rest[characters:], start + characters
+        return runs
 
     def _table_pieces(self, raw: str, start: int, budget: int) -> list[_Piece]:
         """Row groups that each repeat the header; columns split only for a too-wide row."""
@@ -372,8 +388,15 @@ class Chunker:
         )
 
     def _tokens(self, text: str) -> int:
-        """Tokens of a text without the model's two special tokens (which a chunk pays once)."""
-        return self._count_with_specials(text) - _SPECIAL_TOKENS if text else 0
+        """Tokens of a text without the model's two special tokens (which a chunk pays once).
+
+        Never fewer than the character bound allows; the sum over pieces stays an upper
+        bound of the joined text's count, so merging without recounting stays safe.
+        """
+        if not text:
+            return 0
+        counted = self._count_with_specials(text) - _SPECIAL_TOKENS
+        return max(counted, len(text) // _MAX_CHARS_PER_TOKEN)
 
     def _shortened_breadcrumb(self, path: tuple[str, ...]) -> tuple[str, int]:
         for keep in range(len(path) - 1, -1, -1):

@@ -14,7 +14,13 @@ from dataclasses import dataclass, field
 from lorehouse.inventory import take_inventory
 from lorehouse.models import DocumentFailure, ParsedDocument, RawDocument
 from lorehouse.parsing.registry import ParseOptions
-from lorehouse.parsing.runner import PARSE_STAGE, ParseJob, parse_many, parser_version_of
+from lorehouse.parsing.runner import (
+    PARSE_STAGE,
+    ParseJob,
+    ParseLimits,
+    parse_many,
+    parser_version_of,
+)
 from lorehouse.sources.base import DocumentSource
 from lorehouse.stores.duckdb_store import DuckDBStore
 
@@ -107,9 +113,7 @@ def documents_to_parse(store: DuckDBStore, options: ParseOptions) -> tuple[list[
 def run_parse(
     source: DocumentSource,
     store: DuckDBStore,
-    workers: int,
-    timeout_seconds: float,
-    max_file_bytes: int,
+    limits: ParseLimits,
     on_progress: ProgressCallback | None = None,
     batch_size: int = 50,
     options: ParseOptions | None = None,
@@ -150,7 +154,7 @@ def run_parse(
             on_progress(len(report.parsed) + len(report.failed), len(pending))
 
     jobs = (ParseJob(document=d, load=lambda d=d: source.read_bytes(d.rel_path)) for d in pending)
-    parse_many(jobs, workers, timeout_seconds, max_file_bytes, on_outcome=record, options=options)
+    parse_many(jobs, limits, on_outcome=record, options=options)
     flush()
     report.seconds = time.perf_counter() - started
     return report

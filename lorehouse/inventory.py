@@ -61,10 +61,7 @@ def take_inventory(
         else:
             raw = _describe(source, file, doc_id, acls.groups_for(file.rel_path), max_file_bytes)
             result.hashed += 1
-        if raw is not None:
-            result.documents.append(raw)
-        else:
-            result.warnings.append(f"{file.rel_path}: vanished while being read; skipped")
+        result.documents.append(raw)
         if on_progress is not None:
             on_progress(index, len(documents))
     return result
@@ -81,17 +78,23 @@ def _describe(
     doc_id: str,
     groups: list[str],
     max_file_bytes: int | None,
-) -> RawDocument | None:
-    if max_file_bytes is not None and file.size_bytes > max_file_bytes:
-        # Too large to parse; recorded with its claimed type so the parse stage can say why.
+) -> RawDocument:
+    """The document record; one that is too large or unreadable keeps its claimed type.
+
+    Such a record carries a digest of what the listing says (size, time) instead of the
+    content's, and the parse stage, which tries the size and the read again, records why.
+    """
+    data: bytes | None = None
+    if max_file_bytes is None or file.size_bytes <= max_file_bytes:
+        try:
+            data = source.read_bytes(file.rel_path)
+        except SourceError:
+            data = None  # a dangling link, no permission, removed since listing
+    if data is None:
         file_type = extension_type(file.rel_path)
         digest = f"size-{file.size_bytes}-mtime-{file.modified_at.timestamp():.0f}"
         sha = hashlib.sha256(digest.encode()).hexdigest()
     else:
-        try:
-            data = source.read_bytes(file.rel_path)
-        except SourceError:
-            return None
         file_type = detect_file_type(data, file.rel_path)
         sha = hashlib.sha256(data).hexdigest()
     return RawDocument(

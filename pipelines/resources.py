@@ -18,6 +18,7 @@ from lorehouse.embedding_providers import Embedder, embedder_for
 from lorehouse.enrichment import Enricher
 from lorehouse.llm import LLMClient
 from lorehouse.parsing.registry import ParseOptions
+from lorehouse.parsing.runner import ParseLimits
 from lorehouse.settings import Settings
 from lorehouse.sources import DocumentSource, LocalFolderSource, S3PrefixSource
 from lorehouse.stores import DuckDBStore
@@ -63,12 +64,22 @@ class ParsingResource(dg.ConfigurableResource):
     workers: int = Field(ge=1)
     timeout_seconds: float = Field(gt=0)
     max_file_bytes: int = Field(gt=0)
+    memory_mb: int | None = Field(default=None, ge=64)
     ocr_languages: str | None = None
     ocr_dpi: int = Field(default=300, ge=72, le=600)
 
     def options(self) -> ParseOptions:
         """The parser options these settings ask for."""
         return ParseOptions(ocr_languages=self.ocr_languages, ocr_dpi=self.ocr_dpi)
+
+    def limits(self) -> ParseLimits:
+        """Pool size and what one file may cost in time, bytes and memory."""
+        return ParseLimits(
+            workers=self.workers,
+            timeout_seconds=self.timeout_seconds,
+            max_file_bytes=self.max_file_bytes,
+            memory_mb=self.memory_mb,
+        )
 
 
 class ChunkingResource(dg.ConfigurableResource):
@@ -228,6 +239,7 @@ def build_resources(settings: Settings) -> dict[str, dg.ConfigurableResource]:
             workers=settings.workers,
             timeout_seconds=settings.parse_timeout_seconds,
             max_file_bytes=settings.max_file_bytes,
+            memory_mb=settings.parse_memory_mb,
             ocr_languages=settings.pdf_ocr_languages,
             ocr_dpi=settings.pdf_ocr_dpi,
         ),

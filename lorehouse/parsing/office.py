@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import io
+import struct
 import zipfile
+import zlib
 
 from lorehouse.errors import ParseError
 from lorehouse.models import FailureReason
@@ -45,3 +47,33 @@ def check_office_package(data: bytes, kind: str) -> None:
             f"{kind} package would unpack to {unpacked:,} bytes from {packed:,}: "
             "refused as a decompression bomb",
         )
+    for info in infos:
+        if info.compress_type == zipfile.ZIP_DEFLATED and not _inflates_as_declared(data, info):
+            raise ParseError(
+                FailureReason.CORRUPT,
+                f"{kind} package member {info.filename} inflates past the {info.file_size:,} "
+                "bytes its header declares: refused as a decompression bomb",
+            )
+
+
+def _inflates_as_declared(data: bytes, info: zipfile.ZipInfo) -> bool:
+    """Inflates one member a megabyte at a time and stops once it passes its declared size.
+
+    zipfile trusts the header: asked for a member, it inflates everything that was stored
+    in one go and only then cuts it to the declared size, so a header that lies lets a
+    small file allocate gigabytes inside the Office libraries.
+    """
+    name_length, extra_length = struct.unpack_from("<HH", data, info.header_offset + 26)
+    start = info.header_offset + 30 + name_length + extra_length
+    pending = data[start : start + info.compress_size]
+    inflater = zlib.decompressobj(-zlib.MAX_WBITS)
+    inflated = 0
+    try:
+        while pending and not inflater.eof:
+            inflated += len(inflater.decompress(pending, 1024 * 1024))
+            if inflated > info.file_size:
+                return False
+            pending = inflater.unconsumed_tail
+    except zlib.error:
+        return True  # damaged rather than oversized: the library reports it as corrupt
+    return True

@@ -84,11 +84,14 @@ def register_parser(
 
 def parser_for(file_type: FileType) -> Parser | None:
     """The parser registered for a type, or None when the type is unsupported."""
-    _load_builtin_parsers()
+    load_builtin_parsers()
     return _PARSERS.get(file_type)
 
 
-def _load_builtin_parsers() -> None:
-    # Imported for their registration side effect; deferred so that importing the registry
-    # does not load PyMuPDF, python-docx and friends into processes that never parse.
+def load_builtin_parsers() -> None:
+    """Registers the bundled parsers; idempotent, as each module is imported once.
+
+    Deferred to first use so that importing the registry does not load PyMuPDF, python-docx
+    and friends into processes that never parse.
+    """
     from lorehouse.parsing import docx, html, markdown_text, pdf, pptx, xlsx  # noqa: F401

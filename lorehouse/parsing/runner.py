@@ -1,13 +1,15 @@
 """Runs parsers over many documents: in worker processes, with a per-file timeout.
 
-A parser that hangs or crashes on one hostile file must cost that file only. Each file is
-parsed in a pool worker that is killed when it overruns its timeout, and every outcome comes
-back as either a ParsedDocument or a DocumentFailure with a reason, never as an exception.
+A parser that hangs, crashes or balloons on one hostile file must cost that file only. Each
+file is parsed in a pool worker that is killed when it overruns its timeout and that cannot
+grow past a memory ceiling, and every outcome comes back as either a ParsedDocument or a
+DocumentFailure with a reason, never as an exception.
 """
 
 from __future__ import annotations
 
 import logging
+import resource
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import FIRST_COMPLETED, Future, wait
@@ -15,11 +17,12 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+import psutil
 from pebble import ProcessExpired, ProcessPool
 
 from lorehouse.errors import ParseError, SourceError
 from lorehouse.models import DocumentFailure, FailureReason, FileType, ParsedDocument, RawDocument
-from lorehouse.parsing.registry import ParseOptions, parser_for
+from lorehouse.parsing.registry import ParseOptions, load_builtin_parsers, parser_for
 
 PARSE_STAGE = "parse"
 _log = logging.getLogger(__name__)
@@ -34,6 +37,21 @@ class ParseJob:
 
 
 ParseOutcome = ParsedDocument | DocumentFailure
+
+
+@dataclass(frozen=True)
+class ParseLimits:
+    """What one run of the parse stage may spend, per file and in all.
+
+    `memory_mb` is address space a worker may add to what it starts with: the fork of a
+    parent that has loaded models already maps gigabytes it never touches, so an absolute
+    ceiling would either be meaningless or kill the worker before it parses anything.
+    """
+
+    workers: int
+    timeout_seconds: float
+    max_file_bytes: int
+    memory_mb: int | None = None
 
 
 def parser_version_of(file_type: FileType, options: ParseOptions) -> str:
@@ -77,7 +95,11 @@ def parse_document(
     except RecursionError:
         return failure(document, FailureReason.CORRUPT, "structure nested too deeply to read")
     except MemoryError:
-        return failure(document, FailureReason.TOO_LARGE, "ran out of memory while parsing")
+        return failure(
+            document,
+            FailureReason.TOO_LARGE,
+            "needed more memory than a parse may use (LOREHOUSE_PARSE_MEMORY_MB)",
+        )
     except Exception as error:  # noqa: BLE001 - a library crash on a malformed file is recorded
         _log.warning("parser crashed on %s", document.rel_path, exc_info=True)
         return failure(document, FailureReason.CORRUPT, f"{type(error).__name__}: {error}")
@@ -105,31 +127,55 @@ def _first_heading(markdown: str) -> str | None:
 
 def parse_many(
     jobs: Iterable[ParseJob],
-    workers: int,
-    timeout_seconds: float,
-    max_file_bytes: int,
+    limits: ParseLimits,
     on_outcome: Callable[[ParseOutcome], None],
     options: ParseOptions | None = None,
 ) -> None:
-    """Parses every job in a pool of `workers` processes and reports each outcome as it lands.
+    """Parses every job in a pool of `limits.workers` processes; reports outcomes as they land.
 
     At most two files per worker are held in memory at once, so a large corpus streams.
     """
+    workers = max(1, limits.workers)
     in_flight: dict[Future, RawDocument] = {}
-    with ProcessPool(max_workers=max(1, workers), max_tasks=200) as pool:
+    with ProcessPool(
+        max_workers=workers,
+        max_tasks=200,
+        initializer=_cap_memory,
+        initargs=(limits.memory_mb,),
+    ) as pool:
         for job in jobs:
-            early = _precheck(job, max_file_bytes)
+            early = _precheck(job, limits.max_file_bytes)
             if isinstance(early, DocumentFailure):
                 on_outcome(early)
                 continue
             future = pool.schedule(
-                parse_document, args=(early, job.document, options), timeout=timeout_seconds
+                parse_document,
+                args=(early, job.document, options),
+                timeout=limits.timeout_seconds,
             )
             in_flight[future] = job.document
-            while len(in_flight) >= 2 * max(1, workers):
-                _drain(in_flight, on_outcome, timeout_seconds)
+            while len(in_flight) >= 2 * workers:
+                _drain(in_flight, on_outcome, limits)
         while in_flight:
-            _drain(in_flight, on_outcome, timeout_seconds)
+            _drain(in_flight, on_outcome, limits)
+
+
+def _cap_memory(memory_mb: int | None) -> None:
+    """Runs in each new worker: allocations past the ceiling fail inside the parser.
+
+    The parsers are imported first, so the ceiling is measured from a worker that has
+    already mapped its libraries and models (PyMuPDF loads an ONNX layout model on import).
+    Python turns a refused allocation into MemoryError (recorded as too_large); a native
+    library that aborts instead kills only this worker, which the pool reports.
+    """
+    if memory_mb is None:
+        return
+    load_builtin_parsers()
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
+    ceiling = psutil.Process().memory_info().vms + memory_mb * 1024 * 1024
+    if hard != resource.RLIM_INFINITY:
+        ceiling = min(ceiling, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (ceiling, hard))
 
 
 def _precheck(job: ParseJob, max_file_bytes: int) -> bytes | DocumentFailure:
@@ -152,27 +198,30 @@ def _precheck(job: ParseJob, max_file_bytes: int) -> bytes | DocumentFailure:
 def _drain(
     in_flight: dict[Future, RawDocument],
     on_outcome: Callable[[ParseOutcome], None],
-    timeout_seconds: float,
+    limits: ParseLimits,
 ) -> None:
     done, _ = wait(list(in_flight), return_when=FIRST_COMPLETED)
     for future in done:
         document = in_flight.pop(future)
-        on_outcome(_result(future, document, timeout_seconds))
+        on_outcome(_result(future, document, limits))
 
 
-def _result(future: Future, document: RawDocument, timeout_seconds: float) -> ParseOutcome:
+def _result(future: Future, document: RawDocument, limits: ParseLimits) -> ParseOutcome:
     try:
-        return future.result()
+        outcome = future.result()
     except FutureTimeout:
         return failure(
-            document, FailureReason.TIMEOUT, f"parsing took longer than {timeout_seconds:g} s"
+            document,
+            FailureReason.TIMEOUT,
+            f"parsing took longer than {limits.timeout_seconds:g} s",
         )
     except ProcessExpired as error:
         return failure(
             document,
             FailureReason.CORRUPT,
             f"the parser process died (exit code {error.exitcode}); likely a crash in a native "
-            "library or the memory limit",
+            f"library or the {limits.memory_mb} MB memory ceiling",
         )
     except Exception as error:  # noqa: BLE001 - e.g. an outcome that could not be pickled
         return failure(document, FailureReason.CORRUPT, f"{type(error).__name__}: {error}")
+    return outcome

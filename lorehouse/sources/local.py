@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat as stat_mode
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -12,7 +13,12 @@ from lorehouse.sources.base import SourceFile, is_hidden
 
 
 class LocalFolderSource:
-    """Files below a folder, found without following directory symlinks (no loops)."""
+    """Files below a folder, found without following directory symlinks (no loops).
+
+    A file symlink that loops or points nowhere is still listed, described by the link
+    itself, so the run records it as unreadable with the operating system's reason instead
+    of dropping a document the owner expects to be indexed.
+    """
 
     def __init__(self, root: Path | str) -> None:
         self.root = Path(root).expanduser().resolve()
@@ -34,9 +40,12 @@ class LocalFolderSource:
                 try:
                     stat = path.stat()
                 except OSError:
-                    continue  # a dangling or looping symlink: nothing to read
-                if not path.is_file():
-                    continue
+                    if not path.is_symlink():
+                        continue  # removed between the directory listing and now
+                    stat = path.lstat()
+                else:
+                    if not stat_mode.S_ISREG(stat.st_mode):
+                        continue  # a FIFO, socket or device: never a document
                 yield SourceFile(
                     rel_path=rel_path,
                     size_bytes=stat.st_size,
@@ -45,10 +54,10 @@ class LocalFolderSource:
                 )
 
     def read_bytes(self, rel_path: str) -> bytes:
-        path = (self.root / rel_path).resolve()
+        path = self.root / rel_path
         try:
             return path.read_bytes()
-        except OSError as error:
+        except OSError as error:  # includes ELOOP from a symlink loop
             raise SourceError(f"cannot read {rel_path} from {self.root}: {error}") from error
 
     def file_uri(self, rel_path: str) -> str:

@@ -143,3 +143,24 @@ def test_an_over_long_sentence_is_cut_between_words_only(counter: TokenCounter) 
     words = " ".join(_body(c) for c in chunks).split()
     assert words == f"Short first sentence. {sentence} Short last sentence.".split()
     assert _body(chunks[0]).startswith("Short first sentence.")
+
+
+def test_a_run_of_characters_without_a_break_is_split_into_bounded_chunks_losing_nothing(
+    counter: TokenCounter,
+) -> None:
+    # WordPiece reads any word over 100 characters as one [UNK]; a pasted blob must still
+    # become chunks an API embedder or an LLM prompt can take.
+    blob = "QUJD" * 250_000  # a megabyte of base64, no whitespace
+    document = ParsedDocument(
+        doc_id="d1",
+        content_sha256="0" * 64,
+        markdown=f"# Attachment\n\nThe key follows. {blob}\n",
+        page_map=[],
+        parser="test",
+        parser_version="1",
+        parse_ms=0.0,
+    )
+    chunks = Chunker(LIMIT, counter.count).chunk(document)
+    assert max(len(c.text_chat) for c in chunks) <= 3000
+    assert all(c.token_count <= LIMIT for c in chunks)
+    assert "".join(_body(c).replace(" ", "") for c in chunks) == f"Thekeyfollows.{blob}"

@@ -15,6 +15,7 @@ from lorehouse.embedding import default_token_counter
 from lorehouse.enrichment import ChunkEnrichment, Enricher, run_enrichment
 from lorehouse.ingest import run_inventory, run_parse
 from lorehouse.llm import LLMClient, LLMFailure, load_prompt
+from lorehouse.parsing.runner import ParseLimits
 from lorehouse.sources.local import LocalFolderSource
 from lorehouse.stores.duckdb_store import DuckDBStore
 from tests.conftest import BUNDLED_SAMPLE_CORPUS
@@ -36,7 +37,7 @@ def chunked_store(tmp_path: Path) -> DuckDBStore:
     store = DuckDBStore(tmp_path / "lorehouse.duckdb")
     source = LocalFolderSource(corpus)
     run_inventory(source, store, max_file_bytes=10_000_000)
-    run_parse(source, store, workers=1, timeout_seconds=60, max_file_bytes=10_000_000)
+    run_parse(source, store, ParseLimits(workers=1, timeout_seconds=60, max_file_bytes=10_000_000))
     run_chunking(store, Chunker(256, default_token_counter().count))
     return store
 

@@ -6,6 +6,9 @@ import json
 import os
 from pathlib import Path
 
+import pytest
+
+from lorehouse.errors import SourceError
 from lorehouse.inventory import document_id, take_inventory
 from lorehouse.models import FileType
 from lorehouse.sources import LocalFolderSource
@@ -60,10 +63,16 @@ def test_unchanged_files_are_not_read_again(tmp_path: Path) -> None:
     assert (first.hashed, second.hashed, second.reused) == (2, 1, 1)
 
 
-def test_symlink_loops_and_hidden_files_are_skipped(tmp_path: Path) -> None:
+def test_folder_loops_are_not_followed_and_broken_file_links_are_listed(tmp_path: Path) -> None:
     _write(tmp_path, "docs/a.md", "# A")
     _write(tmp_path, ".git/config", "x")
     (tmp_path / "docs" / "loop").symlink_to(tmp_path / "docs", target_is_directory=True)
     (tmp_path / "dangling.md").symlink_to(tmp_path / "missing.md")
-    documents = take_inventory(LocalFolderSource(tmp_path)).documents
-    assert [d.rel_path for d in documents] == ["docs/a.md"]
+    (tmp_path / "self.md").symlink_to(tmp_path / "self.md")
+    source = LocalFolderSource(tmp_path)
+    documents = take_inventory(source).documents
+    # The broken links are documents the owner expects indexed: listed, so that parsing can
+    # record them as unreadable; the folder loop is walked once.
+    assert [d.rel_path for d in documents] == ["dangling.md", "docs/a.md", "self.md"]
+    with pytest.raises(SourceError, match="symbolic links"):
+        source.read_bytes("self.md")

@@ -12,13 +12,13 @@ import pytest
 from lorehouse.models import DocumentFailure, FailureReason, FileType, ParsedDocument
 from lorehouse.parsing import registry
 from lorehouse.parsing.registry import ParseOptions, ParseOutput, parser_for, register_parser
-from lorehouse.parsing.runner import ParseJob, parse_many
+from lorehouse.parsing.runner import ParseJob, ParseLimits, parse_many
 from tests.conftest import raw_document_for
 
 
 @pytest.fixture
 def misbehaving_text_parser() -> Iterator[None]:
-    """Swaps the plain-text parser for one that hangs on 'hang' and dies on 'crash'."""
+    """Swaps the plain-text parser for one that hangs, dies or balloons when told to."""
     original = parser_for(FileType.TEXT)
     assert original is not None
 
@@ -28,6 +28,12 @@ def misbehaving_text_parser() -> Iterator[None]:
             time.sleep(60)
         if b"crash" in data:
             os._exit(3)  # what a segfault in a native library looks like from outside
+        if b"balloon" in data:
+            held = [bytearray(64 * 1024 * 1024) for _ in range(64)]  # 4 GiB, touched
+            return ParseOutput(
+                builder=original.function(data, rel_path, options).builder,
+                warnings=[str(len(held))],
+            )
         return original.function(data, rel_path, options)
 
     yield
@@ -46,6 +52,7 @@ def test_hanging_and_crashing_files_fail_alone(tmp_path: Path) -> None:
     files = {
         "hang.txt": "hang forever",
         "crash.txt": "crash now",
+        "balloon.txt": "balloon to 4 GiB",
         "fine.md": "# Fine\n\nA good file.\n",
     }
     for name, text in files.items():
@@ -54,9 +61,7 @@ def test_hanging_and_crashing_files_fail_alone(tmp_path: Path) -> None:
     started = time.monotonic()
     parse_many(
         _jobs([tmp_path / n for n in files]),
-        workers=2,
-        timeout_seconds=2,
-        max_file_bytes=10_000,
+        ParseLimits(workers=2, timeout_seconds=2, max_file_bytes=10_000, memory_mb=512),
         on_outcome=outcomes.append,
     )
     assert time.monotonic() - started < 30
@@ -68,5 +73,6 @@ def test_hanging_and_crashing_files_fail_alone(tmp_path: Path) -> None:
     assert reasons == {
         "hang.txt": FailureReason.TIMEOUT,
         "crash.txt": FailureReason.CORRUPT,
+        "balloon.txt": FailureReason.TOO_LARGE,
         "fine.md": None,
     }
