@@ -8,24 +8,29 @@ the store queries themselves.
 
 from __future__ import annotations
 
-import json
 import logging
+import math
+import threading
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Any
 
 import duckdb
 from fastapi import Depends, FastAPI, HTTPException, Path, Query, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from api.auth import ANONYMOUS, Caller, KeyRing
 from api.models import (
     AskRequest,
+    AskToken,
     ChunkPreview,
     ChunkView,
     DocumentPage,
     DocumentView,
+    ErrorResponse,
     Health,
     SearchRequest,
     StoreHealth,
@@ -38,7 +43,7 @@ from lorehouse.components import (
     open_chunk_index,
     retriever_for,
 )
-from lorehouse.embedding_providers import Embedder
+from lorehouse.embedding_providers import Embedder, EmbeddingFailure
 from lorehouse.llm import LLMClient
 from lorehouse.rerankers import available_rerankers
 from lorehouse.retrieval import IndexModelMismatch, Retriever, SearchResult
@@ -50,6 +55,76 @@ log = logging.getLogger("lorehouse.api")
 _NOT_MATERIALIZED = "the {store} store is not materialized yet; run `lorehouse materialize`"
 # The document list waits this long for a materialization's write lock before a 503.
 _DUCKDB_WAIT_SECONDS = 10.0
+_RETRY_AFTER_SECONDS = 10
+
+# Every status a route can answer is declared, with its body and headers, so clients generated
+# from the schema handle errors too and the schema can be checked against real responses.
+_UNREADABLE_BODY: dict[int | str, dict[str, Any]] = {
+    400: {
+        "model": ErrorResponse,
+        "description": "The body is not text in the declared encoding (JSON must be UTF-8).",
+    }
+}
+_UNAUTHORIZED: dict[int | str, dict[str, Any]] = {
+    401: {
+        "model": ErrorResponse,
+        "description": "No valid API key was presented (only when API keys are configured).",
+        "headers": {
+            "WWW-Authenticate": {
+                "description": "The accepted scheme: `Bearer` (or the X-API-Key header).",
+                "required": True,
+                "schema": {"type": "string"},
+            }
+        },
+    }
+}
+_NOT_READY: dict[int | str, dict[str, Any]] = {
+    503: {
+        "model": ErrorResponse,
+        "description": (
+            "A store is not materialized yet, was built with another embedding model, or is "
+            "busy; `detail` says which and what to run."
+        ),
+        "headers": {
+            "Retry-After": {
+                "description": "Seconds to wait before trying again.",
+                "required": True,
+                "schema": {"type": "integer"},
+            }
+        },
+    }
+}
+# With `stream: true` every event of the body matches this: `event` names the kind and `data`
+# holds JSON (the next text piece, or the complete answer as the JSON response would carry it).
+_ASK_EVENT_SCHEMA: dict[str, Any] = {
+    "description": "One Server-Sent Event; the stream is `token` events, then one `answer`.",
+    "oneOf": [
+        {
+            "type": "object",
+            "required": ["event", "data"],
+            "properties": {
+                "event": {"const": "token"},
+                "data": {
+                    "type": "string",
+                    "contentMediaType": "application/json",
+                    "contentSchema": AskToken.model_json_schema(),
+                },
+            },
+        },
+        {
+            "type": "object",
+            "required": ["event", "data"],
+            "properties": {
+                "event": {"const": "answer"},
+                "data": {
+                    "type": "string",
+                    "contentMediaType": "application/json",
+                    "contentSchema": {"$ref": "#/components/schemas/AskResponse"},
+                },
+            },
+        },
+    ],
+}
 
 
 @dataclass
@@ -62,6 +137,8 @@ class Service:
     retriever: Retriever
     keys: KeyRing | None
     pipeline: AskPipeline
+    #: Turns for computing an answer: asks beyond the limit wait, so memory stays bounded.
+    ask_turns: threading.BoundedSemaphore
 
     def feature_store(self) -> DuckDBStore:
         path = self.settings.duckdb_path
@@ -89,7 +166,8 @@ def open_service(settings: Settings, llm_client: LLMClient | None = None) -> Ser
     pipeline = AskPipeline(
         retriever, index.documents(), embedder, llm_client, ask_options_for(settings)
     )
-    return Service(settings, index, embedder, retriever, keys, pipeline)
+    turns = threading.BoundedSemaphore(settings.api_max_concurrent_asks)
+    return Service(settings, index, embedder, retriever, keys, pipeline, turns)
 
 
 def create_app(settings: Settings | None = None, llm_client: LLMClient | None = None) -> FastAPI:
@@ -109,7 +187,26 @@ def create_app(settings: Settings | None = None, llm_client: LLMClient | None = 
     )
     _install_error_handlers(app)
     _install_routes(app)
+    _document_rerankers(app, available_rerankers(settings.rerank))
     return app
+
+
+def _document_rerankers(app: FastAPI, allowed: list[str]) -> None:
+    """Lists the rerankers this deployment accepts in the served schema.
+
+    Which names are valid depends on settings (a configured litellm model joins none and rrf),
+    so the request model cannot spell them out; without the list, a client built from the
+    schema would send names that only earn a 422.
+    """
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        schema = build()
+        rerank = schema["components"]["schemas"]["SearchRequest"]["properties"]["rerank"]
+        rerank["anyOf"] = [{"type": "string", "enum": list(allowed)}, {"type": "null"}]
+        return schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
 
 
 def _service(request: Request) -> Service:
@@ -141,7 +238,12 @@ CallerDep = Annotated[Caller, Depends(_caller)]
 
 
 def _install_routes(app: FastAPI) -> None:
-    @app.post("/v1/search", response_model=SearchResult, tags=["search"])
+    @app.post(
+        "/v1/search",
+        response_model=SearchResult,
+        tags=["search"],
+        responses={**_UNREADABLE_BODY, **_UNAUTHORIZED, **_NOT_READY},
+    )
     def search(body: SearchRequest, service: ServiceDep, caller: CallerDep) -> SearchResult:
         """Chunks matching the query that the caller may see, best first, with citations."""
         allowed = available_rerankers(service.settings.rerank)
@@ -160,7 +262,12 @@ def _install_routes(app: FastAPI) -> None:
         "/v1/ask",
         response_model=AskResponse,
         tags=["answers"],
-        responses={200: {"content": {"text/event-stream": {}}}},
+        responses={
+            200: {"content": {"text/event-stream": {"schema": _ASK_EVENT_SCHEMA}}},
+            **_UNREADABLE_BODY,
+            **_UNAUTHORIZED,
+            **_NOT_READY,
+        },
     )
     def ask(
         body: AskRequest, service: ServiceDep, caller: CallerDep
@@ -171,6 +278,11 @@ def _install_routes(app: FastAPI) -> None:
         text pieces, then one `answer` event holding this response.
         """
         service.retriever.check_model()
+        if not service.ask_turns.acquire(timeout=service.settings.api_ask_wait_seconds):
+            raise StoreUnavailable(
+                f"{service.settings.api_max_concurrent_asks} answers are being computed; "
+                "retry shortly"
+            )
         arguments = {
             "question": body.question,
             "history": body.history,
@@ -178,16 +290,33 @@ def _install_routes(app: FastAPI) -> None:
             "top_k": body.top_k,
             "caller_groups": caller.groups,
         }
-        if body.stream:
-            # Fail before the stream starts if the stores are not there: a 503 cannot follow
-            # a 200 whose body has begun.
-            service.index.table()
-            return StreamingResponse(
-                _events(service.pipeline.stream(**arguments)), media_type="text/event-stream"
-            )
-        return service.pipeline.ask(**arguments)
+        streaming = False
+        try:
+            if body.stream:
+                # Fail before the stream starts if the stores are not there: a 503 cannot
+                # follow a 200 whose body has begun.
+                service.index.table()
+                events = _events(service.pipeline.stream(**arguments), service.ask_turns)
+                streaming = True  # the stream gives the turn back when it ends
+                return StreamingResponse(events, media_type="text/event-stream")
+            return service.pipeline.ask(**arguments)
+        finally:
+            if not streaming:
+                service.ask_turns.release()
 
-    @app.get("/v1/chunks/{chunk_id}", response_model=ChunkPreview, tags=["search"])
+    @app.get(
+        "/v1/chunks/{chunk_id}",
+        response_model=ChunkPreview,
+        tags=["search"],
+        responses={
+            **_UNAUTHORIZED,
+            404: {
+                "model": ErrorResponse,
+                "description": "No such chunk, or one the caller may not see (not told apart).",
+            },
+            **_NOT_READY,
+        },
+    )
     def chunk(
         service: ServiceDep,
         caller: CallerDep,
@@ -206,7 +335,12 @@ def _install_routes(app: FastAPI) -> None:
             after=[v for v in views if v.position > chunk_row["position"]],
         )
 
-    @app.get("/v1/documents", response_model=DocumentPage, tags=["documents"])
+    @app.get(
+        "/v1/documents",
+        response_model=DocumentPage,
+        tags=["documents"],
+        responses={**_UNAUTHORIZED, **_NOT_READY},
+    )
     def documents(
         service: ServiceDep,
         caller: CallerDep,
@@ -222,7 +356,12 @@ def _install_routes(app: FastAPI) -> None:
             documents=[DocumentView.model_validate(row) for row in rows],
         )
 
-    @app.get("/healthz", response_model=Health, tags=["operations"])
+    @app.get(
+        "/healthz",
+        response_model=Health,
+        tags=["operations"],
+        responses={503: {"model": Health, "description": "A store is unreachable or not built."}},
+    )
     def healthz(service: ServiceDep) -> JSONResponse:
         """Store reachability and counts; 503 until both stores are built."""
         health = Health(
@@ -236,13 +375,19 @@ def _install_routes(app: FastAPI) -> None:
         return JSONResponse(health.model_dump(mode="json"), status_code=_health_code(health))
 
 
-def _events(stream: Iterator[str | AskResponse]) -> Iterator[str]:
-    """Server-Sent Events: one `token` event per text piece, then the `answer` event."""
-    for item in stream:
-        if isinstance(item, AskResponse):
-            yield f"event: answer\ndata: {item.model_dump_json()}\n\n"
-        else:
-            yield f"event: token\ndata: {json.dumps({'text': item})}\n\n"
+def _events(stream: Iterator[str | AskResponse], turn: threading.BoundedSemaphore) -> Iterator[str]:
+    """Server-Sent Events: one `token` event per text piece, then the `answer` event.
+
+    Holds the ask's turn until the stream ends or the client goes away.
+    """
+    try:
+        for item in stream:
+            if isinstance(item, AskResponse):
+                yield f"event: answer\ndata: {item.model_dump_json()}\n\n"
+            else:
+                yield f"event: token\ndata: {AskToken(text=item).model_dump_json()}\n\n"
+    finally:
+        turn.release()
 
 
 def _health_code(health: Health) -> int:
@@ -291,7 +436,30 @@ def _invalid_field(location: tuple[str, ...], message: str) -> HTTPException:
     )
 
 
+def _json_safe(value: Any) -> Any:
+    """`value` with what JSON text cannot carry spelled out: NaN and infinities as their names,
+    lone surrogates as escapes.
+
+    A 422 echoes the offending input, and Python's JSON parser lets `NaN`, `1e400` and
+    `"\\ud800"` in; rendering them as they are would turn the 422 into a 500.
+    """
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, str):
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(value, dict):
+        return {_json_safe(key): _json_safe(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_json_safe(item) for item in value]
+    return value
+
+
 def _install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(RequestValidationError)
+    async def _invalid_request(request: Request, error: RequestValidationError) -> JSONResponse:
+        detail = _json_safe(jsonable_encoder(error.errors()))
+        return JSONResponse({"detail": detail}, status_code=422)
+
     @app.exception_handler(IndexNotBuilt)
     async def _not_built(request: Request, error: IndexNotBuilt) -> JSONResponse:
         return _unavailable(_NOT_MATERIALIZED.format(store="LanceDB"))
@@ -299,6 +467,13 @@ def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(IndexModelMismatch)
     async def _other_model(request: Request, error: IndexModelMismatch) -> JSONResponse:
         return _unavailable(str(error))
+
+    @app.exception_handler(EmbeddingFailure)
+    async def _embedder_down(request: Request, error: EmbeddingFailure) -> JSONResponse:
+        # Reached only where nothing can stand in for a vector (vector-only search, an
+        # answer); hybrid search degrades to keyword search instead.
+        log.warning("embedding provider failed on %s: %s", request.url.path, error)
+        return _unavailable(f"the embedding provider failed: {error}")
 
     @app.exception_handler(StoreUnavailable)
     async def _unavailable_store(request: Request, error: StoreUnavailable) -> JSONResponse:
@@ -311,4 +486,8 @@ def _install_error_handlers(app: FastAPI) -> None:
 
 
 def _unavailable(detail: str) -> JSONResponse:
-    return JSONResponse({"detail": detail}, status_code=503, headers={"Retry-After": "10"})
+    return JSONResponse(
+        ErrorResponse(detail=detail).model_dump(),
+        status_code=503,
+        headers={"Retry-After": str(_RETRY_AFTER_SECONDS)},
+    )

@@ -3,9 +3,19 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictBool,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
 
 from lorehouse.agents.query_optimizer import Turn
 from lorehouse.retrieval import SearchFilters, SearchMode
@@ -13,13 +23,65 @@ from lorehouse.retrieval import SearchFilters, SearchMode
 FileTypeName = Literal["pdf", "docx", "pptx", "xlsx", "html", "md", "txt"]
 
 
+def _json_integer(value: object) -> object:
+    """Refuses what JSON Schema does not call an integer before pydantic's coercion sees it.
+
+    Lax pydantic reads `"5"` and `true` as 5 and 1, which hides client bugs; strict pydantic
+    also refuses `5.0`, which JSON Schema (and so every generated client) counts as an integer.
+    """
+    if isinstance(value, bool | str | bytes):
+        raise PydanticCustomError("int_type", "Input should be a valid integer")
+    return value
+
+
+# An integer as JSON Schema defines it: 5 and 5.0, not "5" or true.
+JsonInt = Annotated[int, BeforeValidator(_json_integer)]
+
+
+def _unicode_text(value: str) -> str:
+    """Refuses strings holding lone surrogates, which JSON's `\\ud800` escapes let through.
+
+    They are not Unicode text: every store, tokenizer and HTTP client fails to encode them.
+    """
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise PydanticCustomError(
+            "string_unicode", "Input should be Unicode text (no lone surrogates)"
+        ) from error
+    return value
+
+
+# A string every store and model can take.
+UnicodeText = Annotated[str, AfterValidator(_unicode_text)]
+
+# One character that str.isspace() does not call whitespace, spelled out because ECMA regex `\s`
+# (what JSON Schema clients use) and Python's differ; with it the schema says exactly what the
+# blank-text validators below refuse.
+NOT_BLANK = r"[^\t-\r\x1c- \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]"
+
+# Pages are stored as 32-bit integers; the store refuses to compare them with anything larger.
+MAX_PAGE = 2**31 - 1
+# The bounds come before the validator so an optional page keeps them in the JSON schema.
+PageNumber = Annotated[int, Field(ge=1, le=MAX_PAGE), BeforeValidator(_json_integer)]
+
+
 class SearchFiltersIn(SearchFilters):
-    """Filters as the API accepts them: known file types and a page range in order."""
+    """Filters as the API accepts them: known file types and a page range in order.
+
+    Numbers and flags are strict because the schema promises JSON integers and booleans: a
+    client sending `"is_table": 0` or `"page_from": "2"` has a bug that coercion would hide.
+    """
 
     model_config = ConfigDict(extra="forbid")
 
-    doc_ids: list[str] | None = Field(default=None, min_length=1, max_length=1000)
+    doc_ids: list[UnicodeText] | None = Field(default=None, min_length=1, max_length=1000)
+    page_from: PageNumber | None = Field(default=None, description="First page, inclusive.")
+    page_to: PageNumber | None = Field(
+        default=None, description="Last page, inclusive; not before page_from."
+    )
     file_types: list[FileTypeName] | None = Field(default=None, min_length=1)
+    is_table: StrictBool | None = None
 
     @model_validator(mode="after")
     def _pages_in_order(self) -> SearchFiltersIn:
@@ -33,11 +95,13 @@ class SearchRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    query: str = Field(min_length=1, max_length=2000)
-    top_k: int = Field(default=8, ge=1, le=100)
+    query: UnicodeText = Field(
+        min_length=1, max_length=2000, json_schema_extra={"pattern": NOT_BLANK}
+    )
+    top_k: JsonInt = Field(default=8, ge=1, le=100)
     mode: SearchMode = SearchMode.HYBRID
     filters: SearchFiltersIn | None = None
-    rerank: str | None = Field(
+    rerank: UnicodeText | None = Field(
         default=None, description="none, rrf or the configured litellm reranker; unset: default"
     )
 
@@ -54,11 +118,13 @@ class AskRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    question: str = Field(min_length=1, max_length=2000)
+    question: UnicodeText = Field(
+        min_length=1, max_length=2000, json_schema_extra={"pattern": NOT_BLANK}
+    )
     history: list[Turn] = Field(default_factory=list, max_length=20)
     filters: SearchFiltersIn | None = None
-    top_k: int = Field(default=8, ge=1, le=50, description="Hits retrieved per (sub-)query.")
-    stream: bool = Field(default=False, description="Answer as Server-Sent Events.")
+    top_k: JsonInt = Field(default=8, ge=1, le=50, description="Hits retrieved per (sub-)query.")
+    stream: StrictBool = Field(default=False, description="Answer as Server-Sent Events.")
 
     @field_validator("question")
     @classmethod
@@ -125,3 +191,18 @@ class Health(BaseModel):
     embedding_model: str
     lancedb: StoreHealth
     duckdb: StoreHealth
+
+
+class ErrorResponse(BaseModel):
+    """The body of every error the API raises itself (400, 401, 404, 503).
+
+    One shape for all of them lets a client show `detail` without knowing which layer refused.
+    """
+
+    detail: str = Field(description="What went wrong, for people; not meant to be parsed.")
+
+
+class AskToken(BaseModel):
+    """The data of one `token` event of a streamed answer: the next piece of answer text."""
+
+    text: str

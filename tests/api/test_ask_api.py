@@ -101,11 +101,27 @@ def test_streaming_sends_tokens_then_the_answer(materialized_sample: Path) -> No
 def test_ask_validates_its_request(api: TestClient) -> None:
     for body in (
         {"question": ""},
+        {"question": "\u3000\x1c"},
         {"question": "x", "top_k": 0},
+        {"question": "x", "top_k": "8"},
+        {"question": "x", "stream": 0},
         {"question": "x", "history": [{"role": "bot", "content": "hi"}]},
     ):
         response = api.post("/v1/ask", json=body)
         assert response.status_code == 422, body
+
+
+def test_text_that_is_not_unicode_is_a_422_not_a_500(api: TestClient) -> None:
+    # `\ud800` is a lone surrogate: legal JSON escape syntax, but no Unicode text.
+    for raw in (
+        b'{"question": "\\ud800"}',
+        b'{"question": "leave", "history": [{"role": "user", "content": "\\ud800"}]}',
+        b'{"question": "leave", "filters": {"doc_ids": ["\\ud800"]}}',
+        b'{"question": "leave", "top_k": NaN}',
+    ):
+        response = api.post("/v1/ask", content=raw, headers={"Content-Type": "application/json"})
+        assert response.status_code == 422, raw
+        assert response.json()["detail"][0]["loc"][0] == "body"
 
 
 def test_restricted_chunks_never_reach_the_context_of_an_outsider(

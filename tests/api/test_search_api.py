@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -189,6 +190,16 @@ def test_without_a_keys_file_callers_see_public_documents_only(open_client) -> N
         ({"query": "leave", "filters": {"doc_ids": []}}, "filters"),
         ({"query": "leave", "colour": "blue"}, "colour"),
         ({"top_k": 3}, "query"),
+        # JSON types are not coerced: a client sending these has a bug to hear about.
+        ({"query": "leave", "top_k": "5"}, "top_k"),
+        ({"query": "leave", "top_k": True}, "top_k"),
+        ({"query": "leave", "top_k": 5.5}, "top_k"),
+        ({"query": "leave", "filters": {"is_table": 0}}, "filters"),
+        ({"query": "leave", "filters": {"page_from": "2"}}, "filters"),
+        # Beyond the 32-bit page numbers the store holds (this was a 500 from LanceDB).
+        ({"query": "leave", "filters": {"page_from": 2**31}}, "filters"),
+        ({"query": "leave", "filters": {"page_to": 2**31}}, "filters"),
+        ({"query": "\u3000\x1c\u2028"}, "query"),
     ],
 )
 def test_bad_requests_are_422_naming_the_field(client, keys, body: dict, field: str) -> None:
@@ -204,6 +215,89 @@ def test_malformed_json_and_bad_query_parameters_are_422(client, keys) -> None:
     assert client.get("/v1/documents?limit=0", headers=headers).status_code == 422
     assert client.get("/v1/documents?offset=-1", headers=headers).status_code == 422
     assert client.get("/v1/chunks/abc?window=9", headers=headers).status_code == 422
+
+
+def test_nan_infinity_and_lone_surrogates_are_422s_not_500s(client, keys) -> None:
+    headers = {**_as(keys, "public"), "Content-Type": "application/json"}
+    for raw in (
+        b'{"query": "leave", "top_k": NaN}',
+        b'{"query": "leave", "top_k": 1e400}',
+        b'{"query": "leave", "top_k": -Infinity}',
+        b'{"query": "\\ud800"}',
+        b'{"query": "leave", "filters": {"doc_ids": ["\\ud800"]}}',
+        b'{"query": "leave", "rerank": "\\udfff"}',
+    ):
+        response = client.post("/v1/search", content=raw, headers=headers)
+        assert response.status_code == 422, raw
+        assert response.json()["detail"][0]["loc"][0] == "body"
+
+
+def test_a_body_that_is_not_utf8_is_a_documented_400(client, keys) -> None:
+    headers = {**_as(keys, "public"), "Content-Type": "application/json"}
+    response = client.post("/v1/search", content=b'{"query": "\xff"}', headers=headers)
+    assert response.status_code == 400
+    assert response.json()["detail"]
+    documented = client.get("/openapi.json").json()["paths"]["/v1/search"]["post"]["responses"]
+    assert "400" in documented
+
+
+def test_the_largest_page_numbers_and_json_integers_written_as_floats_are_accepted(
+    client, keys
+) -> None:
+    headers = _as(keys, "public")
+    last_page = 2**31 - 1
+    far = _search(client, headers, query="leave", filters={"page_from": last_page})
+    assert far["hits"] == []
+    everything = _search(client, headers, query="leave", filters={"page_to": last_page})
+    assert everything["hits"]
+    assert len(_search(client, headers, query="leave", top_k=5.0)["hits"]) == 5
+
+
+def test_the_blank_text_pattern_in_the_schema_matches_the_server(client) -> None:
+    """The served pattern says which queries are blank, exactly as the server's check does."""
+    query = client.get("/openapi.json").json()["components"]["schemas"]["SearchRequest"]
+    pattern = re.compile(query["properties"]["query"]["pattern"])
+    for code in range(sys.maxunicode + 1):
+        character = chr(code)
+        assert (pattern.search(character) is None) == character.isspace(), hex(code)
+
+
+def test_the_schema_documents_every_status_and_body_a_route_answers_with(client) -> None:
+    """Clients generated from /openapi.json handle only what it lists."""
+    schema = client.get("/openapi.json").json()
+    expected = {
+        ("/v1/search", "post"): {"200", "400", "401", "422", "503"},
+        ("/v1/ask", "post"): {"200", "400", "401", "422", "503"},
+        ("/v1/chunks/{chunk_id}", "get"): {"200", "401", "404", "422", "503"},
+        ("/v1/documents", "get"): {"200", "401", "422", "503"},
+        ("/healthz", "get"): {"200", "503"},
+    }
+    error = {"$ref": "#/components/schemas/ErrorResponse"}
+    for (path, method), statuses in expected.items():
+        responses = schema["paths"][path][method]["responses"]
+        assert set(responses) == statuses, (path, method)
+        for status in statuses & {"400", "401", "404"}:
+            assert responses[status]["content"]["application/json"]["schema"] == error
+    unauthorized = client.post("/v1/search", json={"query": "leave"})
+    assert unauthorized.status_code == 401 and set(unauthorized.json()) == {"detail"}
+    assert unauthorized.headers["WWW-Authenticate"] == "Bearer"
+    stream = schema["paths"]["/v1/ask"]["post"]["responses"]["200"]["content"]
+    assert {"application/json", "text/event-stream"} <= set(stream)
+    events = stream["text/event-stream"]["schema"]["oneOf"]
+    assert [e["properties"]["event"]["const"] for e in events] == ["token", "answer"]
+
+
+def test_the_schema_lists_the_rerankers_this_deployment_accepts(tmp_path: Path) -> None:
+    """Read without starting the app: the list comes from settings alone."""
+
+    def rerankers(settings: Settings) -> list[str]:
+        schema = create_app(settings).openapi()
+        rerank = schema["components"]["schemas"]["SearchRequest"]["properties"]["rerank"]
+        return next(option["enum"] for option in rerank["anyOf"] if "enum" in option)
+
+    assert rerankers(Settings(data_dir=tmp_path)) == ["none", "rrf"]
+    configured = Settings(data_dir=tmp_path, rerank="cohere/rerank-english-v3.0")
+    assert rerankers(configured) == ["none", "rrf", "cohere/rerank-english-v3.0"]
 
 
 def test_unknown_chunk_is_404(client, keys) -> None:
