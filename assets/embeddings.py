@@ -30,6 +30,13 @@ def chunk_embeddings(
         batch_size=vector_index.batch_size,
         on_progress=progress_logger(context, "embedded"),
     )
+    if report.provider_failure:
+        # Recorded, not raised: what was embedded is committed, the rest keep their old rows,
+        # and the blocking check below holds back the evaluations until a rerun completes.
+        context.log.error(
+            f"embedding provider failed; {len(report.documents_not_embedded)} documents keep "
+            f"their previous vectors until the next run: {report.provider_failure}"
+        )
     return dg.MaterializeResult(
         metadata={
             "dagster/row_count": index.count(),
@@ -43,6 +50,8 @@ def chunk_embeddings(
             "rebuilt_for_new_model": report.rebuilt,
             "documents": report.documents,
             "documents_embedded": report.documents_embedded,
+            "documents_not_embedded": len(report.documents_not_embedded),
+            "provider_failure": report.provider_failure or "none",
             "chunks_per_second": round(report.chunks_per_second, 1),
             "embed_seconds": round(report.embed_seconds, 2),
             "seconds": round(report.seconds, 2),
@@ -70,7 +79,8 @@ def chunk_embeddings_match_chunks(
     """The index holds exactly the chunks DuckDB holds, embedded with the configured model."""
     index = vector_index.open()
     expected = set(feature_store.open().table("chunks")["chunk_id"])
-    stored = set(index.stored_keys())
+    # No table yet (the first run's provider failed before any commit): nothing is stored.
+    stored = set(index.stored_keys()) if index.exists() else set()
     model = index.embedding_model()[0] if index.exists() else None
     configured = vector_index.embedder().name
     return dg.AssetCheckResult(

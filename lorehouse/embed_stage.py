@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from lorehouse.embedding_providers import Embedder
+from lorehouse.embedding_providers import Embedder, EmbeddingFailure
 from lorehouse.stores.duckdb_store import DuckDBStore
 from lorehouse.stores.lance_index import (
     ChunkIndex,
@@ -49,6 +49,9 @@ class EmbedReport:
     rebuilt: bool = False
     documents: int = 0
     documents_embedded: int = 0
+    #: Documents whose new rows could not be embedded this run (they keep their old rows).
+    documents_not_embedded: list[str] = field(default_factory=list)
+    provider_failure: str | None = None
     embed_seconds: float = 0.0
     chunk_embed_seconds: float = 0.0
     seconds: float = 0.0
@@ -148,6 +151,8 @@ def run_embedding(
     report.rows_deleted = outcome.deleted
     report.rebuilt = outcome.rebuilt
     report.chunk_embed_seconds = report.embed_seconds
+    report.documents_not_embedded = sorted(outcome.not_embedded)
+    report.provider_failure = outcome.failure
 
     documents = document_rows(store.documents_for_index(), model)
     report.documents = len(documents)
@@ -155,6 +160,7 @@ def run_embedding(
         index.documents(), documents, "profile_text", document_schema, embedder, batch_size, report
     )
     report.documents_embedded = outcome.embedded
+    report.provider_failure = report.provider_failure or outcome.failure
     if index.exists():
         report.indexes = index.index_state()
     report.seconds = time.perf_counter() - started
@@ -168,6 +174,8 @@ class SyncOutcome:
     written: int = 0
     deleted: int = 0
     rebuilt: bool = False
+    not_embedded: set[str] = field(default_factory=set)
+    failure: str | None = None
 
 
 def sync_table(
@@ -183,10 +191,15 @@ def sync_table(
     """Makes `table` hold exactly `rows`, embedding only text it has no vector for.
 
     `rows` carry the table's key column, `doc_id`, `embed_key` and `row_hash` (see
-    `keyed_rows`). Changed rows are embedded and committed `batch_size * 8` at a time, in
-    document order, and a document's stale rows are deleted in the commit after its last new
-    row is written: a run killed halfway keeps the vectors it computed, and a document being
-    replaced shows its old chunks or its new ones, never neither.
+    `keyed_rows`). Changed rows are embedded and committed about `batch_size * 8` at a time,
+    in document order, never splitting a document across commits, and a document's stale
+    rows are deleted in the commit that writes its new ones: a run killed halfway keeps the
+    vectors it computed, and a document being replaced shows its old chunks or its new ones,
+    never neither and never a mix.
+
+    When the embedding provider fails (after its retries) the stage stops asking it: the
+    slices committed so far stay, every document not finished keeps its old rows, and the
+    outcome names those documents so the run can report them and the next run retries them.
     """
     if table.exists() and not table.is_current(embedder.name):
         # A new model: every vector is recomputed, then the table is replaced in one commit
@@ -212,18 +225,21 @@ def sync_table(
     for stored_key, row in stored.items():
         if stored_key not in current_keys:
             stale_by_document.setdefault(row.doc_id, []).append(stored_key)
-    last_row_of = {doc_id: position for position, doc_id in enumerate(changed["doc_id"])}
     # Embed keys with a vector in the table; grows as this run commits slices.
     have_vector = {row.embed_key for row in stored.values()}
     expected = len(set(changed["embed_key"]) - have_vector)
-    slice_rows = batch_size * 8
-    for start in range(0, len(changed), slice_rows):
-        part = changed.iloc[start : start + slice_rows]
+    for start, end in _document_slices(changed["doc_id"].tolist(), batch_size * 8):
+        part = changed.iloc[start:end]
         needed = sorted(set(part["embed_key"]))
         vectors = table.vectors_for([k for k in needed if k in have_vector])
         missing = [k for k in needed if k not in vectors]
         text_by_key = dict(zip(part["embed_key"], part[text_column], strict=True))
-        fresh = _embed(embedder, [text_by_key[k] for k in missing], batch_size, report)
+        try:
+            fresh = _embed(embedder, [text_by_key[k] for k in missing], batch_size, report)
+        except EmbeddingFailure as error:
+            outcome.failure = str(error)
+            outcome.not_embedded = set(changed["doc_id"].iloc[start:])
+            break
         vectors.update(zip(missing, fresh, strict=True))
         outcome.embedded += len(missing)
         outcome.reused += int((~part["embed_key"].isin(missing)).sum())
@@ -231,8 +247,7 @@ def sync_table(
         if dimension is None:  # nothing stored, nothing to store, no way to know the width
             continue
         report.dimension = report.dimension or dimension
-        finished = {d for d in set(part["doc_id"]) if last_row_of[d] < start + slice_rows}
-        stale = [k for d in sorted(finished) for k in stale_by_document.pop(d, [])]
+        stale = [k for d in sorted(set(part["doc_id"])) for k in stale_by_document.pop(d, [])]
         table.upsert(_arrow_rows(part, vectors, schema_for(dimension, embedder.name)), stale)
         have_vector.update(needed)
         outcome.written += len(part)
@@ -240,12 +255,32 @@ def sync_table(
         if on_progress is not None and expected:
             on_progress(min(outcome.embedded, expected), expected)
     # Left: rows of removed documents, and rows a document dropped without changing others.
-    remaining = [k for keys in stale_by_document.values() for k in keys]
+    remaining = [
+        k
+        for doc_id, keys in stale_by_document.items()
+        if doc_id not in outcome.not_embedded
+        for k in keys
+    ]
     table.delete_keys(remaining)
     outcome.deleted += len(remaining)
     if table.exists():
         table.refresh_indexes()
     return outcome
+
+
+def _document_slices(doc_ids: list[str], target_rows: int) -> list[tuple[int, int]]:
+    """Row ranges of at least `target_rows` (the last may be shorter) that end where a
+    document does, so each commit holds whole documents."""
+    slices: list[tuple[int, int]] = []
+    start = 0
+    for position in range(1, len(doc_ids) + 1):
+        at_end = position == len(doc_ids)
+        if at_end or (
+            doc_ids[position] != doc_ids[position - 1] and position - start >= target_rows
+        ):
+            slices.append((start, position))
+            start = position
+    return slices
 
 
 def _embed(

@@ -81,6 +81,7 @@ class LiteLLMEmbedder:
                     input=batch,
                     api_base=self.api_base,
                     timeout=self.timeout_seconds,
+                    max_retries=0,  # this loop is the one retry layer (see LLMClient._request)
                 )
                 ordered = sorted(response.data, key=lambda item: _field(item, "index"))
                 vectors = np.asarray([_field(item, "embedding") for item in ordered], np.float32)

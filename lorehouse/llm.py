@@ -264,13 +264,19 @@ class LLMClient:
         self.usage.add(calls=1, tokens_in=tokens_in, tokens_out=tokens_out, seconds=waited)
 
     def _request(self, messages: list[dict[str, str]], **options: Any) -> Any:
-        """One litellm completion call with this client's model, limits and extra options."""
+        """One litellm completion call with this client's model, limits and extra options.
+
+        The provider SDK's own retries are off (`max_retries=0`): this client's loop is the
+        one retry layer, so `max_attempts` and the timeout bound a call's total wait instead
+        of being multiplied by hidden retries underneath.
+        """
         return litellm.completion(
             model=self.model,
             messages=messages,
             temperature=0.0,
             max_tokens=self.max_output_tokens,
             timeout=self.timeout_seconds,
+            max_retries=0,
             api_base=self.api_base,
             **options,
             **self.call_options,

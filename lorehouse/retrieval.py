@@ -15,7 +15,7 @@ from enum import StrEnum
 import numpy as np
 from pydantic import BaseModel, Field
 
-from lorehouse.embedding_providers import Embedder
+from lorehouse.embedding_providers import Embedder, EmbeddingFailure
 from lorehouse.rerankers import (
     NONE,
     RRF,
@@ -179,7 +179,15 @@ class Retriever:
         query_vector = np.zeros(0, dtype=np.float32)
         if mode is not SearchMode.BM25 or rerank != NONE:
             self.check_model()
-            query_vector = _timed(timings, "embed", lambda: self.embedder.embed([query])[0])
+            try:
+                query_vector = _timed(timings, "embed", lambda: self.embedder.embed([query])[0])
+            except EmbeddingFailure as error:
+                # Keyword search needs no vector: a hybrid search degrades to it, visibly.
+                # A vector-only search has nothing to fall back on and reports the failure.
+                if mode is SearchMode.VECTOR:
+                    raise
+                mode, rerank = SearchMode.BM25, NONE
+                warnings.append(f"query embedding failed, keyword (BM25) results only: {error}")
 
         candidates: dict[str, Candidate] = {}
         rankings: list[list[str]] = []

@@ -184,6 +184,29 @@ class Settings(BaseSettings):
     )
     api_host: str = Field(default="127.0.0.1", description="Where `lorehouse serve` listens.")
     api_port: int = Field(default=8000, ge=1, le=65535, description="Port of `lorehouse serve`.")
+    api_keep_alive_seconds: float = Field(
+        default=75.0,
+        gt=0,
+        description=(
+            "How long `lorehouse serve` keeps an idle connection open. Longer than clients' "
+            "own idle timeouts (httpx and most load balancers: 5-60 s), so the server is "
+            "never the side closing a connection a client is about to reuse."
+        ),
+    )
+    api_max_concurrent_asks: int = Field(
+        default=4,
+        ge=1,
+        le=256,
+        description=(
+            "Answers computed at once per server process; each holds ~65 MB while it runs, "
+            "so this bounds memory. Further asks wait their turn."
+        ),
+    )
+    api_ask_wait_seconds: float = Field(
+        default=30.0,
+        gt=0,
+        description="How long an ask waits for its turn before a 503 with Retry-After.",
+    )
     s3_endpoint_url: str | None = Field(
         default=None, description="S3-compatible endpoint (MinIO, moto); unset means AWS."
     )

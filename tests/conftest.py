@@ -57,7 +57,9 @@ def parsed_markdown(path: Path, options: ParseOptions | None = None) -> ParsedDo
     return outcome
 
 
-def materialize_everything(source: Path, data_dir: Path, **settings: object) -> object:
+def materialize_everything(
+    source: Path, data_dir: Path, raise_on_error: bool = True, **settings: object
+) -> object:
     """Runs every asset and check of the code location into `data_dir`, as `index_job` does."""
     import dagster as dg
 
@@ -71,6 +73,7 @@ def materialize_everything(source: Path, data_dir: Path, **settings: object) -> 
         [*dg.load_assets_from_modules(modules), *dg.load_asset_checks_from_modules(modules)],
         resources=build_resources(config),
         instance=dg.DagsterInstance.ephemeral(),
+        raise_on_error=raise_on_error,
     )
 
 

@@ -43,7 +43,19 @@ class ProviderServer:
     hold_embedding_after: int | None = None
     holding: threading.Event = field(default_factory=threading.Event)
     release: threading.Event = field(default_factory=threading.Event)
+    #: A failure mode per call kind ("chat", "embedding"), applied to calls beyond
+    #: `fault_after[kind]` (default: every call): "timeout" (no answer for 30 s), "429",
+    #: "500", or "malformed" (a 200 whose body is not JSON).
+    faults: dict[str, str] = field(default_factory=dict)
+    fault_after: dict[str, int] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def fault_for(self, kind: str) -> str | None:
+        """The failure to serve for the call just counted, if one is set for its kind."""
+        calls = getattr(self, f"{kind}_calls")
+        if kind in self.faults and calls > self.fault_after.get(kind, 0):
+            return self.faults[kind]
+        return None
 
     def count_call(self, kind: str) -> None:
         """Counts a chat or embedding call, and holds it if its kind is being held."""
@@ -117,6 +129,8 @@ def provider_server(dimension: int = 16) -> Iterator[ProviderServer]:
                 self._chat(body)
                 return
             state.count_call("embedding")
+            if self._fault("embedding"):
+                return
             texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
             state.texts_embedded.extend(texts)
             payload = {
@@ -150,6 +164,8 @@ def provider_server(dimension: int = 16) -> Iterator[ProviderServer]:
 
         def _chat(self, body: dict) -> None:
             state.count_call("chat")
+            if self._fault("chat"):
+                return
             prompt = body["messages"][-1]["content"]
             if "Reference answer written by an expert:" not in prompt:
                 self._chat_reply(body, json.dumps(enrichment_answer(prompt)))
@@ -177,8 +193,24 @@ def provider_server(dimension: int = 16) -> Iterator[ProviderServer]:
                 },
             )
 
+        def _fault(self, kind: str) -> bool:
+            """Serves the configured failure for this call, if any; True when it did."""
+            fault = state.fault_for(kind)
+            if fault is None:
+                return False
+            if fault == "timeout":
+                state.release.wait(timeout=30)
+                return True
+            if fault == "malformed":
+                self._reply_bytes(200, b'{"id": "broken", "choices": [{"mess')
+                return True
+            self._reply(int(fault), {"error": {"message": f"injected {fault}", "type": fault}})
+            return True
+
         def _reply(self, status: int, payload: dict) -> None:
-            encoded = json.dumps(payload).encode()
+            self._reply_bytes(status, json.dumps(payload).encode())
+
+        def _reply_bytes(self, status: int, encoded: bytes) -> None:
             try:
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
