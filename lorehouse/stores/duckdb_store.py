@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -171,6 +172,9 @@ class DocumentStatus:
     title: str | None
 
 
+_OPENING = threading.Lock()
+
+
 class DuckDBStore:
     """Reads and writes the Lorehouse tables in one DuckDB file."""
 
@@ -220,7 +224,11 @@ class DuckDBStore:
         delay = 0.05
         while True:
             try:
-                return duckdb.connect(str(self.path))
+                # DuckDB shares one database instance per file within a process; two threads
+                # opening it at once (API requests while a reindex holds the lock) collide
+                # with "Unique file handle conflict". Opening is quick, so opens take turns.
+                with _OPENING:
+                    return duckdb.connect(str(self.path))
             except duckdb.IOException as error:
                 if "lock" not in str(error).lower() or time.monotonic() >= deadline:
                     raise
