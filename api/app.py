@@ -68,7 +68,10 @@ _UNREADABLE_BODY: dict[int | str, dict[str, Any]] = {
 _UNAUTHORIZED: dict[int | str, dict[str, Any]] = {
     401: {
         "model": ErrorResponse,
-        "description": "No valid API key was presented (only when API keys are configured).",
+        "description": (
+            "No valid API key was presented, or two different ones were (only when API keys "
+            "are configured)."
+        ),
         "headers": {
             "WWW-Authenticate": {
                 "description": "The accepted scheme: `Bearer` (or the X-API-Key header).",
@@ -216,15 +219,26 @@ def _service(request: Request) -> Service:
 ServiceDep = Annotated[Service, Depends(_service)]
 
 
+def _presented_keys(request: Request) -> set[str]:
+    """Every non-empty key the request carries, in X-API-Key headers and Bearer tokens."""
+    presented = {value for value in request.headers.getlist("x-api-key") if value}
+    for authorization in request.headers.getlist("authorization"):
+        if authorization.lower().startswith("bearer ") and authorization[7:].strip():
+            presented.add(authorization[7:].strip())
+    return presented
+
+
 def _caller(request: Request, service: ServiceDep) -> Caller:
-    """The caller behind the request's key; 401 when keys are configured and none matches."""
+    """The caller behind the request's key; 401 when keys are configured and none matches.
+
+    A request carrying two different keys is refused rather than resolved by header order:
+    otherwise which groups it gets would depend on a precedence that a proxy checking only
+    one of the headers does not know about.
+    """
     if service.keys is None:
         return Caller(ANONYMOUS, ())
-    presented = request.headers.get("x-api-key")
-    authorization = request.headers.get("authorization", "")
-    if not presented and authorization.lower().startswith("bearer "):
-        presented = authorization[7:].strip()
-    caller = service.keys.identify(presented) if presented else None
+    presented = _presented_keys(request)
+    caller = service.keys.identify(presented.pop()) if len(presented) == 1 else None
     if caller is None:
         raise HTTPException(
             status_code=401,

@@ -12,7 +12,7 @@ import hashlib
 import json
 import re
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -36,6 +36,10 @@ class ProviderServer:
     #: The judge replies with broken JSON when a prompt contains one of these strings.
     judge_breaks_on: tuple[str, ...] = ()
     chat_calls: int = 0
+    #: Every chat prompt received (the last message of each call), in arrival order.
+    chat_prompts: list[str] = field(default_factory=list)
+    #: When set, the chat model's reply to every prompt: a test scripts the model with it.
+    chat_answer: Callable[[str], str] | None = None
     embedding_calls: int = 0
     #: Calls beyond these counts wait for `release` (set `holding` first): a provider that
     #: stops answering, so a test can kill its client at a known point of a run.
@@ -164,9 +168,13 @@ def provider_server(dimension: int = 16) -> Iterator[ProviderServer]:
 
         def _chat(self, body: dict) -> None:
             state.count_call("chat")
+            prompt = body["messages"][-1]["content"]
+            state.chat_prompts.append(prompt)
             if self._fault("chat"):
                 return
-            prompt = body["messages"][-1]["content"]
+            if state.chat_answer is not None:
+                self._chat_reply(body, state.chat_answer(prompt))
+                return
             if "Reference answer written by an expert:" not in prompt:
                 self._chat_reply(body, json.dumps(enrichment_answer(prompt)))
                 return
