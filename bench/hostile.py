@@ -300,6 +300,7 @@ class MemoryWatch:
     pid: int
     peak_tree_bytes: int = 0
     peak_process_bytes: int = 0
+    #: The largest unique set size (USS) of any descendant: a parse worker's own memory.
     peak_child_bytes: int = 0
     samples: int = 0
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -311,15 +312,19 @@ class MemoryWatch:
                 processes = [root, *root.children(recursive=True)]
             except psutil.NoSuchProcess:
                 return
-            sizes = []
+            sizes, unique = [], []
             for process in processes:
                 try:
                     sizes.append(process.memory_info().rss)
+                    # A forked worker shares its parent's pages until it writes to them; its
+                    # unique set is what parsing a file actually cost.
+                    unique.append(process.memory_full_info().uss if process is not root else 0)
                 except psutil.NoSuchProcess:
                     sizes.append(0)
+                    unique.append(0)
             self.peak_tree_bytes = max(self.peak_tree_bytes, sum(sizes))
             self.peak_process_bytes = max(self.peak_process_bytes, max(sizes, default=0))
-            self.peak_child_bytes = max(self.peak_child_bytes, max(sizes[1:], default=0))
+            self.peak_child_bytes = max(self.peak_child_bytes, max(unique, default=0))
             self.samples += 1
             self._stop.wait(0.05)
 
@@ -415,6 +420,7 @@ def run(max_file_mb: float, timeout: float, memory_mb: int) -> dict[str, Any]:
         "parse_worker_deaths": worker_deaths,
         "peak_rss_tree_mb": round(watch.peak_tree_bytes / 2**20),
         "peak_rss_process_mb": round(watch.peak_process_bytes / 2**20),
+        "peak_uss_child_mb": round(watch.peak_child_bytes / 2**20),
         "memory_samples": watch.samples,
         "files": files,
     }
@@ -433,7 +439,8 @@ def print_report(result: dict[str, Any]) -> None:
         f"({reasons}), crashes {result['crashes']}, worker deaths "
         f"{result['parse_worker_deaths']}; run {result['run_seconds']} s; peak RSS "
         f"{result['peak_rss_tree_mb']} MB for the run's processes together, "
-        f"{result['peak_rss_process_mb']} MB for the largest one"
+        f"{result['peak_rss_process_mb']} MB for the largest one, "
+        f"{result['peak_uss_child_mb']} MB unique to the largest child process"
     )
 
 

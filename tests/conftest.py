@@ -58,16 +58,24 @@ def parsed_markdown(path: Path, options: ParseOptions | None = None) -> ParsedDo
 
 
 def materialize_everything(
-    source: Path, data_dir: Path, raise_on_error: bool = True, **settings: object
+    source: Path,
+    data_dir: Path,
+    raise_on_error: bool = True,
+    with_evals: bool = True,
+    **settings: object,
 ) -> object:
-    """Runs every asset and check of the code location into `data_dir`, as `index_job` does."""
+    """Runs every asset and check of the code location into `data_dir`, as `index_job` does.
+
+    `with_evals=False` leaves out the eval assets, which score the sample corpus's golden
+    set and only cost time on any other corpus.
+    """
     import dagster as dg
 
     from assets import chunks, documents, embeddings, evals, features
     from lorehouse.settings import Settings
     from pipelines.resources import build_resources
 
-    modules = [documents, chunks, features, embeddings, evals]
+    modules = [documents, chunks, features, embeddings, *([evals] if with_evals else [])]
     config = Settings(source_uri=str(source), data_dir=data_dir, workers=2, **settings)
     return dg.materialize(
         [*dg.load_assets_from_modules(modules), *dg.load_asset_checks_from_modules(modules)],

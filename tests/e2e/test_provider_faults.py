@@ -130,7 +130,9 @@ def test_a_run_with_failing_providers_finishes_and_a_rerun_completes_it(
     }
     _failing(server, "chat", "500", after=10)
     _failing(server, "embedding", "429", after=16)  # the first document goes through
-    first = materialize_everything(corpus, data_dir, raise_on_error=False, **providers)
+    first = materialize_everything(
+        corpus, data_dir, raise_on_error=False, with_evals=False, **providers
+    )
 
     store = DuckDBStore(data_dir / "lorehouse.duckdb")
     chunks = store.table("chunks")
@@ -152,7 +154,7 @@ def test_a_run_with_failing_providers_finishes_and_a_rerun_completes_it(
     assert (enriched["status"] == "failed").any() and (enriched["status"] == "enriched").any()
 
     server.faults.clear()
-    second = materialize_everything(corpus, data_dir, **providers)
+    second = materialize_everything(corpus, data_dir, with_evals=False, **providers)
     assert second.success
     assert _index_state(data_dir) == expected
     assert set(store.table("enriched_chunks")["status"]) == {"enriched"}
