@@ -36,6 +36,7 @@ import io
 import os
 import random
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
@@ -96,37 +97,15 @@ def _zip_bomb(
     directory_start = body.find(b"PK\x01\x02")
     entries = body[:directory_start]
     name = bomb_member.encode()
-    local = (
-        b"PK\x03\x04"
-        + (20).to_bytes(2, "little")
-        + (0).to_bytes(2, "little")
-        + (8).to_bytes(2, "little")
-        + (0).to_bytes(4, "little")
-        + crc.to_bytes(4, "little")
-        + len(payload).to_bytes(4, "little")
-        + claimed.to_bytes(4, "little")
-        + len(name).to_bytes(2, "little")
-        + (0).to_bytes(2, "little")
-        + name
-    )
+    # Fields both headers share: flags, method (deflate), time, date, CRC, sizes, name length.
+    shared = struct.pack("<HHHHIIIH", 0, 8, 0, 0, crc, len(payload), claimed, len(name))
+    local = b"PK\x03\x04" + struct.pack("<H", 20) + shared + struct.pack("<H", 0) + name
     bomb_offset = len(entries)
     entries += local + payload
     central = body[directory_start : body.find(b"PK\x05\x06")]
-    central += (
-        b"PK\x01\x02"
-        + (20).to_bytes(2, "little")
-        + (20).to_bytes(2, "little")
-        + (0).to_bytes(2, "little")
-        + (8).to_bytes(2, "little")
-        + (0).to_bytes(4, "little")
-        + crc.to_bytes(4, "little")
-        + len(payload).to_bytes(4, "little")
-        + claimed.to_bytes(4, "little")
-        + len(name).to_bytes(2, "little")
-        + bytes(12)
-        + bomb_offset.to_bytes(4, "little")
-        + name
-    )
+    # ...then extra, comment, disk, attributes (12 bytes of zeros) and the entry's offset.
+    central += b"PK\x01\x02" + struct.pack("<HH", 20, 20) + shared + bytes(12)
+    central += struct.pack("<I", bomb_offset) + name
     count = len(infos) + 1
     end = (
         b"PK\x05\x06"
