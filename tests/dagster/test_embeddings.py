@@ -35,7 +35,7 @@ def test_rerun_changes_nothing_and_a_deleted_file_leaves_every_store(tmp_path: P
     shutil.copytree(BUNDLED_SAMPLE_CORPUS, source)
     data_dir = tmp_path / "data"
 
-    first = materialize_everything(source, data_dir)
+    first = materialize_everything(source, data_dir, with_evals=False)
     assert first.success
     embedded = metadata_of(first, "chunk_embeddings")
     store = DuckDBStore(data_dir / "lorehouse.duckdb")
@@ -47,7 +47,7 @@ def test_rerun_changes_nothing_and_a_deleted_file_leaves_every_store(tmp_path: P
     before = _lance_rows(data_dir)
     assert set(before) == chunk_ids
 
-    second = materialize_everything(source, data_dir)
+    second = materialize_everything(source, data_dir, with_evals=False)
     assert second.success
     again = metadata_of(second, "chunk_embeddings")
     assert (again["embedded"], again["rows_written"], again["rows_deleted"]) == (0, 0, 0)
@@ -60,7 +60,7 @@ def test_rerun_changes_nothing_and_a_deleted_file_leaves_every_store(tmp_path: P
     runbook.write_text(
         runbook.read_text().replace("On-call pay is EUR 250", "On-call pay is EUR 275")
     )
-    edited = materialize_everything(source, data_dir)
+    edited = materialize_everything(source, data_dir, with_evals=False)
     assert edited.success
     documents = metadata_of(edited, "raw_documents")["dagster/row_count"]
     parsed = metadata_of(edited, "parsed_documents")
@@ -81,7 +81,7 @@ def test_rerun_changes_nothing_and_a_deleted_file_leaves_every_store(tmp_path: P
     before = now
 
     (source / "hr" / "parental-leave-faq.md").unlink()
-    third = materialize_everything(source, data_dir)
+    third = materialize_everything(source, data_dir, with_evals=False)
     assert third.success
     removed = {c for c, (text, _) in before.items() if "Parental Leave FAQ" in text}
     assert removed
@@ -100,13 +100,17 @@ def test_a_new_embedding_model_re_embeds_every_chunk(
 ) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-local-test")
     data_dir = tmp_path / "data"
-    assert materialize_everything(BUNDLED_SAMPLE_CORPUS, data_dir).success
+    assert materialize_everything(BUNDLED_SAMPLE_CORPUS, data_dir, with_evals=False).success
     chunk_count = len(_lance_rows(data_dir))
 
     with provider_server(dimension=16) as server:
         model = "openai/lorehouse-test-embedding"
         result = materialize_everything(
-            BUNDLED_SAMPLE_CORPUS, data_dir, embed_model=model, embed_api_base=server.base_url
+            BUNDLED_SAMPLE_CORPUS,
+            data_dir,
+            embed_model=model,
+            embed_api_base=server.base_url,
+            with_evals=False,
         )
         assert result.success
         meta = metadata_of(result, "chunk_embeddings")

@@ -91,7 +91,7 @@ def test_reindex_with_source_and_lancedb_on_s3(
 
     first = tick(None)
     assert isinstance(first, dg.SensorResult) and first.run_requests
-    assert materialize_everything("s3://docs/corpus", data_dir, **on_s3).success
+    assert materialize_everything("s3://docs/corpus", data_dir, **on_s3, with_evals=False).success
     index = ChunkIndex(
         "s3://index/lancedb",
         storage_options=lance_storage_options("s3://index/lancedb", s3_endpoint, "eu-west-1"),
@@ -109,7 +109,7 @@ def test_reindex_with_source_and_lancedb_on_s3(
     assert isinstance(changed, dg.SensorResult)
     assert changed.run_requests[0].tags["lorehouse/changed"] == "1"
     assert changed.run_requests[0].tags["lorehouse/removed"] == "1"
-    rerun = materialize_everything("s3://docs/corpus", data_dir, **on_s3)
+    rerun = materialize_everything("s3://docs/corpus", data_dir, **on_s3, with_evals=False)
     assert rerun.success
     embedded = metadata_of(rerun, "chunk_embeddings")
     assert embedded["embedded"] == 1

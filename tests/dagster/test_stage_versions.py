@@ -53,7 +53,7 @@ def test_prompt_and_chunker_changes_redo_only_their_stage_and_what_follows(
 
     with provider_server() as server:
         llm = {"llm_model": "openai/lorehouse-test-chat", "llm_api_base": server.base_url}
-        first = _stage_counts(materialize_everything(source, data_dir, **llm))
+        first = _stage_counts(materialize_everything(source, data_dir, **llm, with_evals=False))
         chunks = store.row_count("chunks")
         tables = int(store.table("chunks")["is_table"].sum())
         assert 0 < tables < chunks
@@ -61,7 +61,7 @@ def test_prompt_and_chunker_changes_redo_only_their_stage_and_what_follows(
         assert first["llm_calls"] == chunks + len(DOCUMENTS)
         assert first["chunks_embedded"] == chunks
 
-        unchanged = _stage_counts(materialize_everything(source, data_dir, **llm))
+        unchanged = _stage_counts(materialize_everything(source, data_dir, **llm, with_evals=False))
         assert unchanged == dict.fromkeys(unchanged, 0)
 
         # A new chunk prompt: prose chunks are enriched again, nothing is parsed or chunked.
@@ -73,7 +73,7 @@ def test_prompt_and_chunker_changes_redo_only_their_stage_and_what_follows(
         )
         faqs_before = set(store.table("chunk_faqs")["question"])
         new_prompt = _stage_counts(
-            materialize_everything(source, data_dir, prompts_dir=prompts, **llm)
+            materialize_everything(source, data_dir, prompts_dir=prompts, **llm, with_evals=False)
         )
         assert new_prompt["parsed"] == new_prompt["chunked"] == 0
         assert new_prompt["llm_calls"] == chunks - tables
@@ -90,7 +90,7 @@ def test_prompt_and_chunker_changes_redo_only_their_stage_and_what_follows(
         # A new chunk size: everything from chunking on is redone, nothing is parsed.
         resized = _stage_counts(
             materialize_everything(
-                source, data_dir, prompts_dir=prompts, chunk_max_tokens=96, **llm
+                source, data_dir, prompts_dir=prompts, chunk_max_tokens=96, **llm, with_evals=False
             )
         )
         assert resized["parsed"] == 0

@@ -77,7 +77,7 @@ def _run_until_held(
     env.pop("DAGSTER_HOME", None)
     with log.open("w") as output:
         process = subprocess.Popen(
-            [str(BIN / "lorehouse"), "materialize"],
+            [str(BIN / "lorehouse"), "materialize", "--select", "not group:evals"],
             cwd=REPO_ROOT,
             env=env,
             stdout=output,
@@ -156,7 +156,7 @@ def test_killed_reindex_then_rerun_equals_a_clean_build(
     _copy(BEFORE, source)
     with provider_server() as server:
         settings = _settings(server)
-        assert materialize_everything(source, data_dir, **settings).success
+        assert materialize_everything(source, data_dir, **settings, with_evals=False).success
         store = DuckDBStore(data_dir / "lorehouse.duckdb")
         index = ChunkIndex(str(data_dir / "lancedb"))
         old_chunks = set(store.table("chunks")["chunk_id"])
@@ -199,7 +199,7 @@ def test_killed_reindex_then_rerun_equals_a_clean_build(
         assert kept <= searchable
 
         # 3. A clean rerun completes the reindex and redoes only what was lost.
-        rerun = materialize_everything(source, data_dir, **settings)
+        rerun = materialize_everything(source, data_dir, **settings, with_evals=False)
         assert rerun.success
         enriched = metadata_of(rerun, "enriched_chunks")
         assert enriched["computed"] == 0, "answers of the killed runs were asked for again"
@@ -208,7 +208,7 @@ def test_killed_reindex_then_rerun_equals_a_clean_build(
         assert 0 < embedded["embedded"] < len(new_chunks - old_chunks)
 
         reference = tmp_path / "reference"
-        assert materialize_everything(source, reference, **settings).success
+        assert materialize_everything(source, reference, **settings, with_evals=False).success
         after_crashes, clean = _stores(data_dir), _stores(reference)
         for name in clean:
             assert after_crashes[name] == clean[name], name

@@ -115,15 +115,15 @@ def test_queries_succeed_and_stay_consistent_while_a_reindex_changes_documents(
         load.wait_until_healthy(server, timeout_seconds=120)
         clients = [
             threading.Thread(target=_query_until, args=(server.base_url, stop, seen))
-            for _ in range(3)
+            for _ in range(2)
         ]
         for client in clients:
             client.start()
-        time.sleep(2)  # traffic before the reindex starts
+        time.sleep(1)  # traffic before the reindex starts
         reindex = _materialize(source, data_dir)
         code = reindex.wait(timeout=300)
         assert code == 0, reindex.stderr.read().decode()[-3000:] if reindex.stderr else ""
-        time.sleep(3)  # and after it ends
+        time.sleep(1)  # and after it ends
         stop.set()
         for client in clients:
             client.join(timeout=120)
