@@ -97,35 +97,31 @@ _NOT_READY: dict[int | str, dict[str, Any]] = {
         },
     }
 }
+
+
 # With `stream: true` every event of the body matches this: `event` names the kind and `data`
 # holds JSON (the next text piece, or the complete answer as the JSON response would carry it).
+def _event_schema(event: str, data_schema: dict[str, Any]) -> dict[str, Any]:
+    """One kind of Server-Sent Event: its name, and the JSON its `data` line holds."""
+    return {
+        "type": "object",
+        "required": ["event", "data"],
+        "properties": {
+            "event": {"const": event},
+            "data": {
+                "type": "string",
+                "contentMediaType": "application/json",
+                "contentSchema": data_schema,
+            },
+        },
+    }
+
+
 _ASK_EVENT_SCHEMA: dict[str, Any] = {
     "description": "One Server-Sent Event; the stream is `token` events, then one `answer`.",
     "oneOf": [
-        {
-            "type": "object",
-            "required": ["event", "data"],
-            "properties": {
-                "event": {"const": "token"},
-                "data": {
-                    "type": "string",
-                    "contentMediaType": "application/json",
-                    "contentSchema": AskToken.model_json_schema(),
-                },
-            },
-        },
-        {
-            "type": "object",
-            "required": ["event", "data"],
-            "properties": {
-                "event": {"const": "answer"},
-                "data": {
-                    "type": "string",
-                    "contentMediaType": "application/json",
-                    "contentSchema": {"$ref": "#/components/schemas/AskResponse"},
-                },
-            },
-        },
+        _event_schema("token", AskToken.model_json_schema()),
+        _event_schema("answer", {"$ref": "#/components/schemas/AskResponse"}),
     ],
 }
 

@@ -269,8 +269,10 @@ def sync_table(
 
 
 def _document_slices(doc_ids: list[str], target_rows: int) -> list[tuple[int, int]]:
-    """Row ranges of at least `target_rows` (the last may be shorter) that end where a
-    document does, so each commit holds whole documents."""
+    """Row ranges that each end where a document does, so a commit holds whole documents.
+
+    Each range has at least `target_rows` rows, except possibly the last.
+    """
     slices: list[tuple[int, int]] = []
     start = 0
     for position in range(1, len(doc_ids) + 1):

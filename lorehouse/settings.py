@@ -184,9 +184,9 @@ class Settings(BaseSettings):
     )
     api_host: str = Field(default="127.0.0.1", description="Where `lorehouse serve` listens.")
     api_port: int = Field(default=8000, ge=1, le=65535, description="Port of `lorehouse serve`.")
-    api_keep_alive_seconds: float = Field(
-        default=75.0,
-        gt=0,
+    api_keep_alive_seconds: int = Field(
+        default=75,
+        ge=1,
         description=(
             "How long `lorehouse serve` keeps an idle connection open. Longer than clients' "
             "own idle timeouts (httpx and most load balancers: 5-60 s), so the server is "

@@ -239,7 +239,7 @@ def serve(
         host=host or settings.api_host,
         port=port or settings.api_port,
         workers=workers,
-        timeout_keep_alive=int(settings.api_keep_alive_seconds),
+        timeout_keep_alive=settings.api_keep_alive_seconds,
         log_level="info",
     )
 

@@ -208,7 +208,7 @@ def _drain(
 
 def _result(future: Future, document: RawDocument, limits: ParseLimits) -> ParseOutcome:
     try:
-        outcome = future.result()
+        return future.result()
     except FutureTimeout:
         return failure(
             document,
@@ -224,4 +224,3 @@ def _result(future: Future, document: RawDocument, limits: ParseLimits) -> Parse
         )
     except Exception as error:  # noqa: BLE001 - e.g. an outcome that could not be pickled
         return failure(document, FailureReason.CORRUPT, f"{type(error).__name__}: {error}")
-    return outcome
