@@ -202,8 +202,12 @@ class Retriever:
                 candidate.scores["vector"] = 1.0 - float(row["_distance"])
             rankings.append([row["chunk_id"] for row in rows])
         if mode in (SearchMode.BM25, SearchMode.HYBRID):
+            # Terms are weighted by what the caller may see, whatever the filters narrow to.
+            scope = access_clause(caller_groups)
             rows = _timed(
-                timings, "bm25", lambda: self.index.text_search(query, where, depth, columns)
+                timings,
+                "bm25",
+                lambda: self.index.text_search(query, where, depth, columns, scope=scope),
             )
             for row in rows:
                 _candidate(candidates, row).scores["bm25"] = float(row["_score"])

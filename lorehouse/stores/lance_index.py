@@ -7,6 +7,7 @@ set that is filtered afterwards.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
@@ -15,7 +16,8 @@ from typing import NamedTuple, TypeVar
 import lancedb
 import numpy as np
 import pyarrow as pa
-from lancedb.query import MatchQuery, MultiMatchQuery
+
+from lorehouse.stores.bm25 import Analyzer, BM25Index
 
 TABLE_NAME = "chunks"
 DOCUMENTS_TABLE_NAME = "documents"
@@ -29,6 +31,9 @@ TABLE_LAYOUT = "2"
 _IDS_PER_STATEMENT = 2000
 # Old table versions are kept this long so a reader that opened one mid-write can finish.
 _KEEP_VERSIONS = timedelta(hours=1)
+# Row masks of access and filter predicates kept per table version (a few KB each at 100k rows).
+_CACHED_MASKS = 64
+_ANALYZER = Analyzer()
 
 
 T = TypeVar("T", bound="LanceTable")
@@ -145,6 +150,10 @@ class LanceTable:
         self._table: lancedb.table.Table | None = None
         # (table version, has a vector index): list_indices() is too slow to ask per query.
         self._vector_index_seen: tuple[int, bool] | None = None
+        # (table version, postings) and the row masks of predicates at that version.
+        self._bm25: tuple[int, BM25Index] | None = None
+        self._row_masks: dict[str, np.ndarray] = {}
+        self._bm25_lock = threading.Lock()
 
     # -- opening ---------------------------------------------------------------------------------
 
@@ -256,15 +265,13 @@ class LanceTable:
     def refresh_indexes(self) -> list[IndexState]:
         """Creates missing indexes, folds new rows into existing ones and compacts the table.
 
-        The BM25 indexes always exist; the ANN index only from `ann_min_rows` rows, because
-        below that an exact scan is both exact and fast. Rows not yet in an index are still
-        found (LanceDB scans them), so refreshing is about speed, not correctness.
+        The ANN index exists only from `ann_min_rows` rows, because below that an exact scan
+        is both exact and fast. Rows not yet in an index are still found (LanceDB scans them),
+        so refreshing is about speed, not correctness. BM25 needs no index in the store: its
+        postings are built by the reader, per table version (see `text_search`).
         """
         table = self.table()
         present = {tuple(index.columns) for index in table.list_indices()}
-        for column in self.text_columns:
-            if (column,) not in present:
-                table.create_fts_index(column, replace=True, with_position=False)
         for column, kind in self.scalar_indexes:
             if (column,) not in present:
                 table.create_scalar_index(column, index_type=kind)
@@ -326,17 +333,64 @@ class LanceTable:
         limit: int,
         columns: Sequence[str],
         fields: Sequence[str] | None = None,
+        scope: str | None = None,
     ) -> list[dict]:
-        """BM25 over the text columns (or `fields`), filtered inside the query."""
-        fields = fields or self.text_columns
-        if len(fields) == 1:
-            full_text = MatchQuery(text, fields[0])
-        else:
-            full_text = MultiMatchQuery(text, list(fields))
-        query = self.table().search(full_text, query_type="fts")
-        if where:
-            query = query.where(where, prefilter=True)
-        return query.select([*columns, "_score"]).limit(limit).to_list()
+        """BM25 over the text columns (or `fields`) of the rows matching `where`, best first.
+
+        The BM25 statistics are those of the rows matching `scope` (default: `where`), so
+        pass the caller's access clause as `scope` and access plus filters as `where`: a
+        filter narrows the results without changing how terms are weighted, and rows outside
+        the caller's access change neither. Each row carries its score as `_score`.
+        """
+        table = self.table()
+        bm25 = self._bm25_index(table)
+        allowed = self._matching(table, bm25, where)
+        visible = allowed if scope is None or scope == where else self._matching(table, bm25, scope)
+        ranked = bm25.search(text, fields or self.text_columns, visible, allowed, limit)
+        if not ranked:
+            return []
+        keys = [key for key, _ in ranked]
+        # Read at the table's latest version with the predicate applied again: a row that was
+        # deleted or restricted since the postings were built is left out, not shown.
+        condition = sql_in(self.key_column, keys) + (f" AND ({where})" if where else "")
+        found = {row[self.key_column]: row for row in self.rows(condition, columns, len(keys))}
+        return [{**found[key], "_score": score} for key, score in ranked if key in found]
+
+    def _bm25_index(self, table: lancedb.table.Table) -> BM25Index:
+        """The postings of the text columns at the table's current version, built once."""
+        version = table.version
+        with self._bm25_lock:
+            if self._bm25 is None or self._bm25[0] != version:
+                columns = [self.key_column, *self.text_columns]
+                arrow = table.search().select(columns).limit(max(1, table.count_rows())).to_arrow()
+                texts = {name: arrow[name].to_pylist() for name in self.text_columns}
+                built = BM25Index.build(arrow[self.key_column].to_pylist(), texts, _ANALYZER)
+                self._bm25 = (version, built)
+                self._row_masks.clear()
+            return self._bm25[1]
+
+    def _matching(
+        self, table: lancedb.table.Table, bm25: BM25Index, where: str | None
+    ) -> np.ndarray:
+        """The rows matching `where` as a mask over `bm25`'s rows, asked of LanceDB itself.
+
+        The one evaluator of access and filter predicates is LanceDB; masks are cached per
+        table version because most callers share a handful of predicates.
+        """
+        if not where:
+            return np.ones(len(bm25.keys), dtype=bool)
+        with self._bm25_lock:
+            cached = self._row_masks.get(where)
+        if cached is not None:
+            return cached
+        limit = max(1, table.count_rows())
+        arrow = table.search().where(where).select([self.key_column]).limit(limit).to_arrow()
+        mask = bm25.mask(arrow[self.key_column].to_pylist())
+        with self._bm25_lock:
+            if len(self._row_masks) >= _CACHED_MASKS:
+                self._row_masks.pop(next(iter(self._row_masks)))
+            self._row_masks[where] = mask
+        return mask
 
     def rows(self, where: str, columns: Sequence[str], limit: int) -> list[dict]:
         """Rows matching a predicate (a chunk by id, a document's neighbours)."""

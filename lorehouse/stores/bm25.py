@@ -1,0 +1,192 @@
+"""BM25 over a table's text columns, scored with the statistics of the rows a caller may see.
+
+A full-text index keeps one set of statistics for the whole table: how many rows contain each
+term, how many rows there are, their average length. Scores computed from them move when
+restricted rows containing a word are added, so a caller who may see none of those rows could
+still count them by watching the score of a public chunk (LanceDB's FTS index behaves so).
+Here the statistics are computed per query over the caller's visible rows: an outsider's scores
+and order are exactly those of an index that holds only what the outsider may see.
+
+bm25s, the fast sparse-matrix BM25 library, cannot do this: it stores each (term, row) score
+with the corpus-wide IDF already multiplied in. So the postings are kept here instead, as
+compressed sparse columns (one term's rows and counts are one contiguous slice), and scoring
+touches only the query terms' slices. The analyzer is LanceDB's default one (simple
+tokenizer, lowercase, ASCII folding, English stop words, Snowball stemming, tokens of at most
+40 characters), so keyword search finds what it found before.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+import Stemmer
+
+_TOKEN = re.compile(r"\w+")
+# The English stop words of tantivy, which LanceDB's FTS index removes by default.
+STOP_WORDS = frozenset(
+    {
+        *("a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into"),
+        *("is", "it", "no", "not", "of", "on", "or", "such", "that", "the", "their", "then"),
+        *("there", "these", "they", "this", "to", "was", "will", "with"),
+    }
+)
+MAX_TOKEN_CHARS = 40
+# Okapi BM25's usual constants, as LanceDB, Lucene and bm25s use them.
+K1 = 1.2
+B = 0.75
+
+
+class Analyzer:
+    """Text to index terms: words, lowercased, ASCII-folded, stop words out, stemmed."""
+
+    def __init__(self, language: str = "english") -> None:
+        self._stemmer = Stemmer.Stemmer(language)
+        # Snowball is the slow step; a corpus has far fewer distinct words than tokens.
+        self._stem = lru_cache(maxsize=200_000)(self._stemmer.stemWord)
+
+    def terms(self, text: str | None) -> list[str]:
+        if not text:
+            return []
+        folded = _fold(text.lower())
+        return [
+            self._stem(word)
+            for word in _TOKEN.findall(folded)
+            if len(word) <= MAX_TOKEN_CHARS and word not in STOP_WORDS
+        ]
+
+
+def _fold(text: str) -> str:
+    """`café` -> `cafe`: accents removed, so both spellings find each other."""
+    if text.isascii():
+        return text
+    decomposed = unicodedata.normalize("NFKD", text)
+    return "".join(char for char in decomposed if not unicodedata.combining(char))
+
+
+@dataclass(frozen=True)
+class FieldPostings:
+    """One text column's postings: for term t, rows[starts[t]:starts[t+1]] and their counts."""
+
+    term_ids: dict[str, int]
+    starts: np.ndarray
+    rows: np.ndarray
+    counts: np.ndarray
+    #: Terms per row, for BM25's length normalisation (integers, so their sum is exact).
+    lengths: np.ndarray
+
+    @classmethod
+    def build(cls, texts: Iterable[str | None], analyzer: Analyzer) -> FieldPostings:
+        term_ids: dict[str, int] = {}
+        term_column: list[int] = []
+        row_column: list[int] = []
+        count_column: list[int] = []
+        lengths: list[int] = []
+        for row, text in enumerate(texts):
+            terms = analyzer.terms(text)
+            lengths.append(len(terms))
+            for term, count in Counter(terms).items():
+                term_column.append(term_ids.setdefault(term, len(term_ids)))
+                row_column.append(row)
+                count_column.append(count)
+        term_array = np.asarray(term_column, dtype=np.int64)
+        # A stable sort keeps each term's rows in ascending order.
+        order = np.argsort(term_array, kind="stable")
+        starts = np.zeros(len(term_ids) + 1, dtype=np.int64)
+        np.cumsum(np.bincount(term_array, minlength=len(term_ids)), out=starts[1:])
+        return cls(
+            term_ids=term_ids,
+            starts=starts,
+            rows=np.asarray(row_column, dtype=np.int32)[order],
+            counts=np.asarray(count_column, dtype=np.float64)[order],
+            lengths=np.asarray(lengths, dtype=np.int64),
+        )
+
+    def add_scores(self, terms: Iterable[str], visible: np.ndarray, scores: np.ndarray) -> None:
+        """Adds this field's BM25 score of every visible row to `scores`.
+
+        Document frequencies, the row count and the average length are those of the rows in
+        `visible`: rows outside it change nothing, not even the scores of the rows inside.
+        """
+        visible_rows = int(np.count_nonzero(visible))
+        if visible_rows == 0:
+            return
+        # An exact integer sum: a float sum would depend on where the hidden rows sit in the
+        # table and move an outsider's scores in the last bits.
+        average_length = int(self.lengths[visible].sum()) / visible_rows or 1.0
+        for term in terms:
+            term_id = self.term_ids.get(term)
+            if term_id is None:
+                continue
+            start, end = self.starts[term_id], self.starts[term_id + 1]
+            rows, counts = self.rows[start:end], self.counts[start:end]
+            seen = visible[rows]
+            frequency = int(np.count_nonzero(seen))
+            if frequency == 0:
+                continue
+            rows, counts = rows[seen], counts[seen]
+            idf = np.log1p((visible_rows - frequency + 0.5) / (frequency + 0.5))
+            norm = K1 * (1.0 - B + B * self.lengths[rows] / average_length)
+            scores[rows] += idf * counts * (K1 + 1.0) / (counts + norm)
+
+
+class BM25Index:
+    """The postings of some text columns of one table version, keyed by the table's row keys."""
+
+    def __init__(
+        self, keys: Sequence[str], fields: dict[str, FieldPostings], analyzer: Analyzer
+    ) -> None:
+        self.keys = list(keys)
+        self.position = {key: row for row, key in enumerate(self.keys)}
+        self.fields = fields
+        self.analyzer = analyzer
+
+    @classmethod
+    def build(
+        cls, keys: Sequence[str], columns: dict[str, Sequence[str | None]], analyzer: Analyzer
+    ) -> BM25Index:
+        fields = {name: FieldPostings.build(texts, analyzer) for name, texts in columns.items()}
+        return cls(keys, fields, analyzer)
+
+    def mask(self, keys: Iterable[str]) -> np.ndarray:
+        """The rows of `keys` as a boolean mask (keys this index does not hold are ignored)."""
+        mask = np.zeros(len(self.keys), dtype=bool)
+        rows = [self.position[key] for key in keys if key in self.position]
+        mask[rows] = True
+        return mask
+
+    def search(
+        self,
+        query: str,
+        fields: Sequence[str],
+        visible: np.ndarray,
+        allowed: np.ndarray,
+        limit: int,
+    ) -> list[tuple[str, float]]:
+        """(key, score) of the best `limit` rows in `allowed`, scored over `visible`.
+
+        `visible` is whom the statistics describe (the caller's access scope); `allowed` is
+        the subset results may come from (the scope narrowed by the caller's filters). The
+        score of a row is the sum of its fields' BM25 scores.
+        """
+        # Sorted, so every row's sum is taken in the same order in every process.
+        terms = sorted(set(self.analyzer.terms(query)))
+        scores = np.zeros(len(self.keys), dtype=np.float64)
+        if not terms or limit <= 0:
+            return []
+        for field in fields:
+            self.fields[field].add_scores(terms, visible, scores)
+        scores[~allowed] = 0.0
+        matched = np.flatnonzero(scores > 0)
+        if len(matched) > limit:
+            # Everything tied with the last row kept goes on to the sort, so which of equal
+            # rows make the cut depends on their keys, not on where they sit in the table.
+            cutoff = -np.partition(-scores[matched], limit - 1)[limit - 1]
+            matched = matched[scores[matched] >= cutoff]
+        best = sorted(matched.tolist(), key=lambda row: (-scores[row], self.keys[row]))[:limit]
+        return [(self.keys[row], float(scores[row])) for row in best]
