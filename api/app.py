@@ -8,19 +8,22 @@ the store queries themselves.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import math
-import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Generator, Iterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Annotated, Any
 
+import anyio
 import duckdb
 from fastapi import Depends, FastAPI, HTTPException, Path, Query, Request
-from fastapi.encoders import jsonable_encoder
+from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
+from starlette.types import Receive, Scope, Send
 
 from api.auth import ANONYMOUS, Caller, KeyRing
 from api.models import (
@@ -32,6 +35,7 @@ from api.models import (
     DocumentView,
     ErrorResponse,
     Health,
+    Liveness,
     SearchRequest,
     StoreHealth,
 )
@@ -46,7 +50,7 @@ from lorehouse.components import (
 from lorehouse.embedding_providers import Embedder, EmbeddingFailure
 from lorehouse.llm import LLMClient
 from lorehouse.rerankers import available_rerankers
-from lorehouse.retrieval import IndexModelMismatch, Retriever, SearchResult
+from lorehouse.retrieval import IndexModelMismatch, Retriever, SearchResult, access_clause
 from lorehouse.settings import Settings, get_settings
 from lorehouse.stores import DuckDBStore
 from lorehouse.stores.lance_index import ChunkIndex, IndexNotBuilt
@@ -126,6 +130,32 @@ _ASK_EVENT_SCHEMA: dict[str, Any] = {
 }
 
 
+class AskTurns:
+    """Turns for computing an answer: at most `limit` at once, so memory stays bounded.
+
+    An ask waits for its turn on the event loop, never in a worker thread: a waiting ask that
+    held a thread would take it from the running answers (and every other route) that need
+    the same pool to finish, and a burst of asks would stall the whole API.
+    """
+
+    def __init__(self, limit: int, wait_seconds: float) -> None:
+        self.limit = limit
+        self.wait_seconds = wait_seconds
+        self._free = asyncio.Semaphore(limit)
+
+    async def take(self) -> None:
+        """Waits up to `wait_seconds` for a turn; StoreUnavailable (a 503) when none comes."""
+        try:
+            await asyncio.wait_for(self._free.acquire(), self.wait_seconds)
+        except TimeoutError:
+            raise StoreUnavailable(
+                f"{self.limit} answers are being computed; retry shortly"
+            ) from None
+
+    def give_back(self) -> None:
+        self._free.release()
+
+
 @dataclass
 class Service:
     """What the lifespan opens once and every request shares."""
@@ -136,8 +166,7 @@ class Service:
     retriever: Retriever
     keys: KeyRing | None
     pipeline: AskPipeline
-    #: Turns for computing an answer: asks beyond the limit wait, so memory stays bounded.
-    ask_turns: threading.BoundedSemaphore
+    ask_turns: AskTurns
 
     def feature_store(self) -> DuckDBStore:
         path = self.settings.duckdb_path
@@ -165,7 +194,7 @@ def open_service(settings: Settings, llm_client: LLMClient | None = None) -> Ser
     pipeline = AskPipeline(
         retriever, index.documents(), embedder, llm_client, ask_options_for(settings)
     )
-    turns = threading.BoundedSemaphore(settings.api_max_concurrent_asks)
+    turns = AskTurns(settings.api_max_concurrent_asks, settings.api_ask_wait_seconds)
     return Service(settings, index, embedder, retriever, keys, pipeline, turns)
 
 
@@ -183,6 +212,9 @@ def create_app(settings: Settings | None = None, llm_client: LLMClient | None = 
         version="0.1.0",
         description="Search the documents Lorehouse indexed, with citations to chunks.",
         lifespan=lifespan,
+        # A redirect from `/v1/search/` would be built from the request's Host header, which
+        # the client controls; paths are exact instead.
+        redirect_slashes=False,
     )
     _install_error_handlers(app)
     _install_routes(app)
@@ -216,11 +248,18 @@ ServiceDep = Annotated[Service, Depends(_service)]
 
 
 def _presented_keys(request: Request) -> set[str]:
-    """Every non-empty key the request carries, in X-API-Key headers and Bearer tokens."""
-    presented = {value for value in request.headers.getlist("x-api-key") if value}
+    """Every non-empty key the request carries, in X-API-Key headers and Bearer tokens.
+
+    One rule for both headers: whitespace around a key is not part of it. HTTP says so for
+    header values (uvicorn strips it before the application sees the header), and a key
+    that worked behind one server or header but not another would be a trap.
+    """
+    presented = {value.strip() for value in request.headers.getlist("x-api-key")}
     for authorization in request.headers.getlist("authorization"):
-        if authorization.lower().startswith("bearer ") and authorization[7:].strip():
-            presented.add(authorization[7:].strip())
+        scheme, _, token = authorization.strip().partition(" ")
+        if scheme.lower() == "bearer":
+            presented.add(token.strip())
+    presented.discard("")
     return presented
 
 
@@ -279,7 +318,7 @@ def _install_routes(app: FastAPI) -> None:
             **_NOT_READY,
         },
     )
-    def ask(
+    async def ask(
         body: AskRequest, service: ServiceDep, caller: CallerDep
     ) -> AskResponse | StreamingResponse:
         """A cited answer from the documents the caller may see, with its trace.
@@ -287,12 +326,10 @@ def _install_routes(app: FastAPI) -> None:
         With `stream: true` the answer arrives as Server-Sent Events: `token` events with
         text pieces, then one `answer` event holding this response.
         """
-        service.retriever.check_model()
-        if not service.ask_turns.acquire(timeout=service.settings.api_ask_wait_seconds):
-            raise StoreUnavailable(
-                f"{service.settings.api_max_concurrent_asks} answers are being computed; "
-                "retry shortly"
-            )
+        # Store reads and answering run in worker threads; only the wait for a turn runs on
+        # the event loop, where it costs no thread.
+        await run_in_threadpool(service.retriever.check_model)
+        await service.ask_turns.take()
         arguments = {
             "question": body.question,
             "history": body.history,
@@ -300,19 +337,19 @@ def _install_routes(app: FastAPI) -> None:
             "top_k": body.top_k,
             "caller_groups": caller.groups,
         }
-        streaming = False
+        handed_over = False
         try:
             if body.stream:
                 # Fail before the stream starts if the stores are not there: a 503 cannot
                 # follow a 200 whose body has begun.
-                service.index.table()
-                events = _events(service.pipeline.stream(**arguments), service.ask_turns)
-                streaming = True  # the stream gives the turn back when it ends
-                return StreamingResponse(events, media_type="text/event-stream")
-            return service.pipeline.ask(**arguments)
+                await run_in_threadpool(service.index.table)
+                events = _events(service.pipeline.stream(**arguments))
+                handed_over = True  # the response gives the turn back when it is over
+                return AnswerStream(events, service.ask_turns)
+            return await run_in_threadpool(lambda: service.pipeline.ask(**arguments))
         finally:
-            if not streaming:
-                service.ask_turns.release()
+            if not handed_over:
+                service.ask_turns.give_back()
 
     @app.get(
         "/v1/chunks/{chunk_id}",
@@ -368,75 +405,129 @@ def _install_routes(app: FastAPI) -> None:
 
     @app.get(
         "/healthz",
-        response_model=Health,
+        response_model=Liveness,
         tags=["operations"],
-        responses={503: {"model": Health, "description": "A store is unreachable or not built."}},
+        responses={503: {"model": Liveness, "description": "A store is unreachable or not built."}},
     )
     def healthz(service: ServiceDep) -> JSONResponse:
-        """Store reachability and counts; 503 until both stores are built."""
-        health = Health(
-            status="ok",
-            embedding_model=service.embedder.name,
-            lancedb=_lance_health(service),
-            duckdb=_duckdb_health(service),
-        )
-        if not (health.lancedb.ready and health.duckdb.ready):
-            health.status = "unavailable"
+        """Liveness and readiness for probes: 200 once both stores are built, else 503.
+
+        Needs no key, so it tells nothing else; GET /v1/health has the details.
+        """
+        health = _health(service, caller_groups=())
+        liveness = Liveness(status=health.status)
+        if health.status != "ok":
+            not_ready = next(s for s in (health.lancedb, health.duckdb) if not s.ready)
+            liveness.detail = not_ready.detail
+        return JSONResponse(liveness.model_dump(mode="json"), status_code=_health_code(health))
+
+    @app.get(
+        "/v1/health",
+        response_model=Health,
+        tags=["operations"],
+        responses={
+            **_UNAUTHORIZED,
+            503: {"model": Health, "description": "A store is unreachable or not built."},
+        },
+    )
+    def health(service: ServiceDep, caller: CallerDep) -> JSONResponse:
+        """Both stores' state, with counts of the documents and chunks the caller may see."""
+        health = _health(service, caller.groups)
         return JSONResponse(health.model_dump(mode="json"), status_code=_health_code(health))
 
 
-def _events(stream: Iterator[str | AskResponse], turn: threading.BoundedSemaphore) -> Iterator[str]:
+def _events(stream: Iterator[str | AskResponse]) -> Generator[str, None, None]:
     """Server-Sent Events: one `token` event per text piece, then the `answer` event.
 
-    Holds the ask's turn until the stream ends or the client goes away.
+    Closing these events closes the answer stream too, so a client that leaves stops the
+    model call instead of leaving it to garbage collection.
     """
-    try:
+    with contextlib.closing(stream):  # type: ignore[type-var]
         for item in stream:
             if isinstance(item, AskResponse):
                 yield f"event: answer\ndata: {item.model_dump_json()}\n\n"
             else:
                 yield f"event: token\ndata: {AskToken(text=item).model_dump_json()}\n\n"
-    finally:
-        turn.release()
+
+
+class AnswerStream(StreamingResponse):
+    """A streamed answer that holds its ask's turn for exactly as long as the response runs.
+
+    The turn is given back when the body has been sent, when the client goes away mid-answer,
+    and when it goes away before the first event: a generator that never started has no
+    `finally` of its own to run, which is why the turn cannot be given back inside it.
+    """
+
+    def __init__(self, events: Generator[str, None, None], turns: AskTurns) -> None:
+        super().__init__(events, media_type="text/event-stream")
+        self._events = events
+        self._turns = turns
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            try:
+                # Shielded: a response cancelled by a disconnect must still close its events.
+                # Starlette's worker threads finish their step before a cancel lands, so the
+                # generator is never running when it is closed here.
+                with anyio.CancelScope(shield=True):
+                    await run_in_threadpool(self._events.close)
+            finally:
+                self._turns.give_back()
 
 
 def _health_code(health: Health) -> int:
     return 200 if health.status == "ok" else 503
 
 
-def _lance_health(service: Service) -> StoreHealth:
+def _health(service: Service, caller_groups: Sequence[str]) -> Health:
+    """Both stores' state; counts are of what `caller_groups` may see.
+
+    Details name states and error types, never paths or hosts: those are in the server log.
+    """
+    health = Health(
+        status="ok",
+        embedding_model=service.embedder.name,
+        lancedb=_lance_health(service, caller_groups),
+        duckdb=_duckdb_health(service, caller_groups),
+    )
+    if not (health.lancedb.ready and health.duckdb.ready):
+        health.status = "unavailable"
+    return health
+
+
+def _unreachable(store: str, error: Exception) -> StoreHealth:
+    log.warning("the %s store is unreachable: %s", store, error)
+    return StoreHealth(reachable=False, ready=False, detail=f"unreachable ({type(error).__name__})")
+
+
+def _lance_health(service: Service, caller_groups: Sequence[str]) -> StoreHealth:
     try:
         if not service.index.exists():
             return StoreHealth(
                 reachable=True, ready=False, detail=_NOT_MATERIALIZED.format(store="LanceDB")
             )
         service.retriever.check_model()
-        return StoreHealth(
-            reachable=True,
-            ready=True,
-            detail=service.index.uri,
-            counts={"chunks": service.index.count()},
-        )
+        visible = service.index.count(access_clause(caller_groups))
     except IndexModelMismatch as error:
         return StoreHealth(reachable=True, ready=False, detail=str(error))
     except OSError as error:
-        return StoreHealth(reachable=False, ready=False, detail=f"{type(error).__name__}: {error}")
+        return _unreachable("LanceDB", error)
+    return StoreHealth(reachable=True, ready=True, detail="built", counts={"chunks": visible})
 
 
-def _duckdb_health(service: Service) -> StoreHealth:
+def _duckdb_health(service: Service, caller_groups: Sequence[str]) -> StoreHealth:
     try:
         store = service.feature_store()
-        counts = {name: store.row_count(name) for name in ("documents", "chunks")}
+        built = store.row_count("documents") > 0
+        visible, _ = store.visible_documents(caller_groups, limit=1, offset=0)
     except StoreUnavailable as error:
         return StoreHealth(reachable=True, ready=False, detail=str(error))
     except duckdb.Error as error:
-        return StoreHealth(reachable=False, ready=False, detail=f"{type(error).__name__}: {error}")
-    return StoreHealth(
-        reachable=True,
-        ready=counts["documents"] > 0,
-        detail=str(service.settings.duckdb_path),
-        counts=counts,
-    )
+        return _unreachable("DuckDB", error)
+    detail = "built" if built else "empty; run `lorehouse materialize`"
+    return StoreHealth(reachable=True, ready=built, detail=detail, counts={"documents": visible})
 
 
 def _invalid_field(location: tuple[str, ...], message: str) -> HTTPException:
@@ -446,29 +537,64 @@ def _invalid_field(location: tuple[str, ...], message: str) -> HTTPException:
     )
 
 
-def _json_safe(value: Any) -> Any:
-    """`value` with what JSON text cannot carry spelled out: NaN and infinities as their names,
-    lone surrogates as escapes.
+# What a 422 repeats of the offending input: enough to find the mistake, never the input itself
+# (a 16 MB field would come back as a 16 MB error) and never deeper than a few levels.
+_ECHO_CHARS = 200
+_ECHO_ITEMS = 10
+_ECHO_DEPTH = 3
+_ECHO_ERRORS = 20
 
-    A 422 echoes the offending input, and Python's JSON parser lets `NaN`, `1e400` and
-    `"\\ud800"` in; rendering them as they are would turn the 422 into a 500.
+
+def _echo(value: Any, depth: int = 0) -> Any:
+    """`value` cut to what an error message may repeat, and made safe for JSON text.
+
+    Lists and objects are kept to `_ECHO_ITEMS` entries and `_ECHO_DEPTH` levels, so the
+    recursion is bounded however deeply the request nests; strings are cut to `_ECHO_CHARS`
+    characters, with lone surrogates escaped and NaN and infinities spelled out (JSON text
+    cannot carry them, though Python's parser lets them in).
     """
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
-    if isinstance(value, str):
-        return value.encode("utf-8", "backslashreplace").decode("utf-8")
-    if isinstance(value, dict):
-        return {_json_safe(key): _json_safe(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_json_safe(item) for item in value]
-    return value
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if isinstance(value, int):
+        # Digits beyond the cap would also trip Python's limit on int-to-text conversion.
+        return value if abs(value) < 2**63 else f"<an integer of {value.bit_length()} bits>"
+    if isinstance(value, dict | list | tuple):
+        items = list(value.items()) if isinstance(value, dict) else list(value)
+        if depth >= _ECHO_DEPTH:
+            return f"<{type(value).__name__} of {len(items)} items>"
+        kept = items[:_ECHO_ITEMS]
+        if isinstance(value, dict):
+            return {str(_echo(k, depth + 1)): _echo(v, depth + 1) for k, v in kept}
+        echoed = [_echo(item, depth + 1) for item in kept]
+        if len(items) > _ECHO_ITEMS:
+            echoed.append(f"<{len(items) - _ECHO_ITEMS} more items>")
+        return echoed
+    text = value if isinstance(value, str) else str(value)  # e.g. the exception in a `ctx`
+    if len(text) > _ECHO_CHARS:
+        text = f"{text[:_ECHO_CHARS]}<{len(text) - _ECHO_CHARS} more characters>"
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _validation_details(error: RequestValidationError) -> list[dict[str, Any]]:
+    """FastAPI's error list with every echoed input and context bounded by `_echo`."""
+    details = []
+    for item in error.errors()[:_ECHO_ERRORS]:
+        detail = {key: item[key] for key in ("type", "loc", "msg") if key in item}
+        detail["loc"] = [_echo(part) for part in detail.get("loc", ())]
+        if "input" in item:
+            detail["input"] = _echo(item["input"])
+        if "ctx" in item:
+            detail["ctx"] = _echo(item["ctx"])
+        details.append(detail)
+    return details
 
 
 def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def _invalid_request(request: Request, error: RequestValidationError) -> JSONResponse:
-        detail = _json_safe(jsonable_encoder(error.errors()))
-        return JSONResponse({"detail": detail}, status_code=422)
+        return JSONResponse({"detail": _validation_details(error)}, status_code=422)
 
     @app.exception_handler(IndexNotBuilt)
     async def _not_built(request: Request, error: IndexNotBuilt) -> JSONResponse:

@@ -54,6 +54,9 @@ def _unicode_text(value: str) -> str:
 
 # A string every store and model can take.
 UnicodeText = Annotated[str, AfterValidator(_unicode_text)]
+# A document id as the API hands them out (20 hex characters), with room for other schemes:
+# every string a request carries has a bound, so no field can make a request (or its 422) huge.
+DocumentId = Annotated[UnicodeText, Field(min_length=1, max_length=128)]
 
 # One character that str.isspace() does not call whitespace, spelled out because ECMA regex `\s`
 # (what JSON Schema clients use) and Python's differ; with it the schema says exactly what the
@@ -75,12 +78,12 @@ class SearchFiltersIn(SearchFilters):
 
     model_config = ConfigDict(extra="forbid")
 
-    doc_ids: list[UnicodeText] | None = Field(default=None, min_length=1, max_length=1000)
+    doc_ids: list[DocumentId] | None = Field(default=None, min_length=1, max_length=1000)
     page_from: PageNumber | None = Field(default=None, description="First page, inclusive.")
     page_to: PageNumber | None = Field(
         default=None, description="Last page, inclusive; not before page_from."
     )
-    file_types: list[FileTypeName] | None = Field(default=None, min_length=1)
+    file_types: list[FileTypeName] | None = Field(default=None, min_length=1, max_length=20)
     is_table: StrictBool | None = None
 
     @model_validator(mode="after")
@@ -102,7 +105,9 @@ class SearchRequest(BaseModel):
     mode: SearchMode = SearchMode.HYBRID
     filters: SearchFiltersIn | None = None
     rerank: UnicodeText | None = Field(
-        default=None, description="none, rrf or the configured litellm reranker; unset: default"
+        default=None,
+        max_length=200,
+        description="none, rrf or the configured litellm reranker; unset: default",
     )
 
     @field_validator("query")
@@ -180,12 +185,25 @@ class DocumentPage(BaseModel):
 class StoreHealth(BaseModel):
     reachable: bool
     ready: bool
-    detail: str
-    counts: dict[str, int] = Field(default_factory=dict)
+    detail: str = Field(description="What state the store is in; never a path or a host.")
+    counts: dict[str, int] = Field(
+        default_factory=dict, description="Rows the caller may see (documents, chunks)."
+    )
+
+
+class Liveness(BaseModel):
+    """GET /healthz: whether this server can answer, for probes that hold no key.
+
+    Nothing more: counts and store details are behind a key (GET /v1/health), because an
+    open endpoint that counted every row would tell anyone how much restricted content exists.
+    """
+
+    status: Literal["ok", "unavailable"]
+    detail: str | None = Field(default=None, description="What to run when unavailable.")
 
 
 class Health(BaseModel):
-    """GET /healthz: whether both stores answer and hold a built index."""
+    """GET /v1/health: both stores, with the counts of what the caller may see."""
 
     status: Literal["ok", "unavailable"]
     embedding_model: str

@@ -205,8 +205,10 @@ class Server:
     stderr_path: Path
 
 
-def start_server(data_dir: Path, workdir: Path, log_dir: Path) -> Server:
+def start_server(data_dir: Path, workdir: Path, log_dir: Path, **settings: str) -> Server:
     """`lorehouse serve` on 127.0.0.1 and a free port, run in `workdir`, logging to `log_dir`.
+
+    `settings` are extra environment variables (LOREHOUSE_API_KEYS_FILE=..., say).
 
     Files, not pipes: under load uvicorn logs a line per request, and a pipe nobody reads
     would fill up and stall the server.
@@ -217,7 +219,7 @@ def start_server(data_dir: Path, workdir: Path, log_dir: Path) -> Server:
         process = subprocess.Popen(
             [str(BIN / "lorehouse"), "serve", "--host", "127.0.0.1", "--port", str(port)],
             cwd=workdir,
-            env=subprocess_env(data_dir),
+            env=subprocess_env(data_dir, **settings),
             stdin=subprocess.DEVNULL,
             stdout=stdout,
             stderr=stderr,

@@ -144,13 +144,15 @@ def test_documents_are_paginated_with_summaries(client, keys) -> None:
     assert all(d["summary"] for d in first["documents"])
 
 
-def test_healthz_reports_counts(client) -> None:
-    health = client.get("/healthz")
-    assert health.status_code == 200
-    body = health.json()
-    assert body["status"] == "ok"
-    assert body["lancedb"]["counts"]["chunks"] == body["duckdb"]["counts"]["chunks"] > 50
-    assert body["duckdb"]["counts"]["documents"] == 10
+def test_health_counts_what_the_caller_may_see(client, keys) -> None:
+    assert client.get("/healthz").json() == {"status": "ok", "detail": None}
+    assert client.get("/v1/health").status_code == 401
+    public = client.get("/v1/health", headers=_as(keys, "public")).json()
+    security = client.get("/v1/health", headers=_as(keys, "security")).json()
+    assert public["status"] == security["status"] == "ok"
+    assert public["duckdb"]["counts"] == {"documents": 7}  # the hr-only document is hidden too
+    assert security["duckdb"]["counts"] == {"documents": 9}
+    assert 50 < public["lancedb"]["counts"]["chunks"] < security["lancedb"]["counts"]["chunks"]
 
 
 def test_keys_are_required_when_configured(client, keys) -> None:
@@ -271,6 +273,7 @@ def test_the_schema_documents_every_status_and_body_a_route_answers_with(client)
         ("/v1/chunks/{chunk_id}", "get"): {"200", "401", "404", "422", "503"},
         ("/v1/documents", "get"): {"200", "401", "422", "503"},
         ("/healthz", "get"): {"200", "503"},
+        ("/v1/health", "get"): {"200", "401", "503"},
     }
     error = {"$ref": "#/components/schemas/ErrorResponse"}
     for (path, method), statuses in expected.items():

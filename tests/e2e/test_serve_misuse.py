@@ -1,0 +1,352 @@
+"""A real `lorehouse serve` on 127.0.0.1 against clients that misbehave, and against outsiders
+who watch it closely.
+
+Raw sockets where the client must do what no well-behaved HTTP library does (leave before
+reading, pad its headers, nest JSON hundreds of levels deep). Everything here concerns what
+the server process does (uvicorn, its thread pool, its event loop), which an in-process test
+client does not reproduce.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import sys
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import httpx
+import pytest
+
+from api.auth import add_key
+from lorehouse.settings import BUNDLED_SAMPLE_CORPUS, REPO_ROOT
+from tests.conftest import materialize_everything
+
+sys.path.insert(0, str(REPO_ROOT / "bench"))
+from load import (  # bench/load.py: starts and stops `lorehouse serve`
+    Server,
+    start_server,
+    stop_process_group,
+    tail,
+    wait_until_healthy,
+)
+
+QUESTION = "How many weeks of parental leave do primary caregivers get?"
+
+
+@dataclass
+class Live:
+    """A running server and the keys of an outsider (no groups) and an insider."""
+
+    server: Server
+    outsider: str
+    insider: str
+
+    @property
+    def url(self) -> str:
+        return self.server.base_url
+
+    def as_(self, who: str) -> dict[str, str]:
+        return {"X-API-Key": self.outsider if who == "outsider" else self.insider}
+
+    def raw(self, request: bytes, read: int = 0, timeout: float = 10.0) -> bytes:
+        """Sends `request` on a new connection, reads up to `read` bytes, then hangs up."""
+        address = urlsplit(self.url)
+        with socket.create_connection((address.hostname, address.port), timeout=timeout) as sock:
+            sock.sendall(request)
+            received = b""
+            while len(received) < read:
+                piece = sock.recv(read - len(received))
+                if not piece:
+                    break
+                received += piece
+            return received
+
+
+def _post(path: str, body: dict, headers: dict[str, str]) -> bytes:
+    data = json.dumps(body).encode()
+    lines = [f"POST {path} HTTP/1.1", "Host: 127.0.0.1", "Content-Type: application/json"]
+    lines += [f"{name}: {value}" for name, value in headers.items()]
+    lines.append(f"Content-Length: {len(data)}")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode() + data
+
+
+@pytest.fixture(scope="module")
+def keys(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str]:
+    path = tmp_path_factory.mktemp("keys") / "api-keys.yaml"
+    return path, add_key(path, "outsider", []), add_key(path, "insider", ["security", "hr"])
+
+
+def _serve(data_dir: Path, keys: tuple[Path, str, str], log_dir: Path) -> Iterator[Live]:
+    server = start_server(data_dir, log_dir, log_dir, LOREHOUSE_API_KEYS_FILE=str(keys[0]))
+    try:
+        wait_until_healthy(server, timeout_seconds=120)
+        yield Live(server, keys[1], keys[2])
+    finally:
+        stop_process_group(server.process)
+
+
+@pytest.fixture(scope="module")
+def live(
+    materialized_sample: Path,
+    keys: tuple[Path, str, str],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Live]:
+    yield from _serve(materialized_sample, keys, tmp_path_factory.mktemp("serve"))
+
+
+def _ask(live: Live, timeout: float = 30.0) -> httpx.Response:
+    return httpx.post(
+        f"{live.url}/v1/ask",
+        json={"question": QUESTION},
+        headers=live.as_("outsider"),
+        timeout=timeout,
+    )
+
+
+# -- 1. abandoned streams ------------------------------------------------------------------
+
+
+def test_streamed_asks_abandoned_at_once_or_after_the_status_line_give_their_turns_back(
+    live: Live,
+) -> None:
+    """More abandoned streams than there are turns (4), then an ask must be answered at once."""
+    streamed = _post("/v1/ask", {"question": QUESTION, "stream": True}, live.as_("outsider"))
+    for attempt in range(20):
+        # Half leave before the response starts, half right after its status line.
+        live.raw(streamed, read=0 if attempt % 2 else len(b"HTTP/1.1 200 OK"))
+    started = time.monotonic()
+    answered = _ask(live, timeout=10)
+    assert answered.status_code == 200, answered.text
+    assert time.monotonic() - started < 5
+    assert "20 weeks" in answered.json()["answer"]
+    for _ in range(6):  # more than the number of turns: none is still held
+        assert _ask(live, timeout=10).status_code == 200
+
+
+# -- 2. a burst of streamed asks ------------------------------------------------------------
+
+
+def test_a_burst_of_streamed_asks_leaves_every_other_route_responsive(live: Live) -> None:
+    """50 streamed asks arriving together: waiting for a turn costs no worker thread, so the
+    running answers finish, every ask gets its turn, the document list keeps its latency, and
+    asks are answered again right after."""
+    address = urlsplit(live.url)
+    request = _post(
+        "/v1/ask",
+        {"question": QUESTION, "stream": True},
+        {**live.as_("outsider"), "Connection": "close"},
+    )
+    # Connected first and sent in one tight loop, so the 50 arrive within milliseconds.
+    sockets = [
+        socket.create_connection((address.hostname, address.port), timeout=90) for _ in range(50)
+    ]
+
+    def response_of(sock: socket.socket) -> str:
+        with sock:
+            received = b""
+            while piece := sock.recv(65536):
+                received += piece
+        return received.decode(errors="replace")
+
+    latencies: list[float] = []
+    with ThreadPoolExecutor(max_workers=50) as pool:
+        for sock in sockets:
+            sock.sendall(request)
+        asks = [pool.submit(response_of, sock) for sock in sockets]
+        with httpx.Client(headers=live.as_("outsider"), timeout=60) as client:
+            while not all(ask.done() for ask in asks):
+                started = time.perf_counter()
+                assert client.get(f"{live.url}/v1/documents").status_code == 200
+                latencies.append(time.perf_counter() - started)
+                time.sleep(0.05)
+        responses = [ask.result() for ask in asks]
+    statuses = [response.split("\r\n", 1)[0] for response in responses]
+    # Four at a time, each well under a second: every ask gets its turn within the wait.
+    assert statuses == ["HTTP/1.1 200 OK"] * 50, statuses
+    assert all("event: answer" in response for response in responses)
+    assert len(latencies) >= 10
+    p95 = sorted(latencies)[int(0.95 * (len(latencies) - 1))]
+    assert p95 < 0.5, f"/v1/documents p95 {p95:.3f} s during the burst: {sorted(latencies)}"
+    assert max(latencies) < 3, f"/v1/documents stalled during the burst: {sorted(latencies)}"
+    started = time.monotonic()
+    assert _ask(live, timeout=10).status_code == 200
+    assert time.monotonic() - started < 5
+
+
+# -- 3. hostile JSON ------------------------------------------------------------------------
+
+
+def test_deep_nesting_and_huge_fields_get_a_bounded_422_and_no_traceback(live: Live) -> None:
+    headers = {**live.as_("outsider"), "Content-Type": "application/json"}
+    nested = '{"query": "x", "top_k": ' + "[" * 600 + "]" * 600 + "}"
+    bodies = {
+        "nested 600": nested,
+        "nested in a filter": '{"query": "x", "filters": {"doc_ids": '
+        + "[" * 900
+        + "]" * 900
+        + "}}",
+        "16 MB query": json.dumps({"query": "a" * 16_000_000}),
+        "long doc id": json.dumps({"query": "x", "filters": {"doc_ids": ["d" * 100_000]}}),
+        "many doc ids": json.dumps({"query": "x", "filters": {"doc_ids": ["x" * 200] * 5000}}),
+    }
+    for name, body in bodies.items():
+        response = httpx.post(f"{live.url}/v1/search", content=body, headers=headers, timeout=60)
+        assert response.status_code == 422, (name, response.text[:500])
+        assert len(response.content) < 20_000, (name, len(response.content))
+        assert response.json()["detail"], name
+    assert "Traceback" not in tail(live.server.stderr_path, chars=10_000_000)
+
+
+# -- 5. what an open health check tells -----------------------------------------------------
+
+
+def test_the_open_health_check_tells_nothing_but_whether_the_server_is_ready(
+    live: Live, materialized_sample: Path
+) -> None:
+    opened = httpx.get(f"{live.url}/healthz")
+    assert opened.status_code == 200 and opened.json() == {"status": "ok", "detail": None}
+    assert httpx.get(f"{live.url}/v1/health").status_code == 401
+    outsider = httpx.get(f"{live.url}/v1/health", headers=live.as_("outsider")).json()
+    insider = httpx.get(f"{live.url}/v1/health", headers=live.as_("insider")).json()
+    listed = httpx.get(f"{live.url}/v1/documents", headers=live.as_("outsider")).json()
+    assert outsider["duckdb"]["counts"]["documents"] == listed["total"] == 7
+    assert insider["duckdb"]["counts"]["documents"] == 10
+    assert outsider["lancedb"]["counts"]["chunks"] < insider["lancedb"]["counts"]["chunks"]
+    for body in (opened.text, json.dumps(outsider), json.dumps(insider)):
+        assert str(materialized_sample) not in body and "/tmp" not in body
+
+
+# -- minor: redirects and padded keys -------------------------------------------------------
+
+
+def test_no_redirect_is_built_from_the_host_header(live: Live) -> None:
+    key = live.outsider
+    request = (
+        "GET /v1/documents/ HTTP/1.1\r\nHost: attacker.example\r\n"
+        f"X-API-Key: {key}\r\nConnection: close\r\n\r\n"
+    ).encode()
+    head = live.raw(request, read=4096).decode(errors="replace").lower()
+    assert head.startswith("http/1.1 404"), head[:200]
+    assert "location:" not in head and "attacker.example" not in head
+
+
+@pytest.mark.parametrize(
+    "header", ["X-API-Key:   {key}  ", "X-API-Key:\t{key}", "Authorization: Bearer   {key}  "]
+)
+def test_whitespace_around_a_key_is_not_part_of_it_in_either_header(
+    live: Live, header: str
+) -> None:
+    request = (
+        "GET /v1/documents?limit=200 HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        f"{header.format(key=live.insider)}\r\nConnection: close\r\n\r\n"
+    ).encode()
+    response = live.raw(request, read=200_000).decode(errors="replace")
+    assert response.startswith("HTTP/1.1 200"), response[:300]
+    assert '"total":10' in response
+
+
+# -- 4. side channels of restricted documents -----------------------------------------------
+
+
+RESTRICTED_MEMO = """# Confidential reorganisation memo
+
+Parental leave for primary caregivers will be reviewed; the weeks of parental leave and the
+caregivers' parental pay are under review. Hotel limits per night and expenses for business
+travel change with the reorganisation. Incident severity levels, on-call escalation and the
+on-call rota are merged. Parental leave, parental leave, parental leave.
+"""
+
+OUTSIDER_QUERIES = [
+    QUESTION,
+    "parental leave",
+    "hotel per night business travel",
+    "incident severity escalation on-call",
+    "expenses",
+]
+
+
+def _public_corpus(root: Path) -> Path:
+    """The sample corpus without its restricted files."""
+    source = root / "corpus"
+    shutil.copytree(BUNDLED_SAMPLE_CORPUS, source)
+    shutil.rmtree(source / "security")
+    for name in ("compensation-bands.xlsx", "compensation-bands.xlsx.meta.json"):
+        (source / "hr" / name).unlink()
+    return source
+
+
+def _add_restricted(source: Path) -> None:
+    """Back come the restricted files, plus a memo sharing the public documents' words."""
+    shutil.copytree(BUNDLED_SAMPLE_CORPUS / "security", source / "security")
+    (source / "security" / "reorganisation-memo.md").write_text(RESTRICTED_MEMO)
+    for name in ("compensation-bands.xlsx", "compensation-bands.xlsx.meta.json"):
+        shutil.copy(BUNDLED_SAMPLE_CORPUS / "hr" / name, source / "hr" / name)
+
+
+# Wall-clock fields: when a response was made and how long its steps took, not what it says.
+CLOCK_FIELDS = {"timings_ms", "ms", "llm_ms", "asked_at", "answered_at"}
+
+
+def _without_timings(value: object) -> object:
+    """A response with its clock readings left out."""
+    if isinstance(value, dict):
+        return {
+            key: _without_timings(item) for key, item in value.items() if key not in CLOCK_FIELDS
+        }
+    if isinstance(value, list):
+        return [_without_timings(item) for item in value]
+    return value
+
+
+def _everything_seen(live: Live, who: str) -> dict[str, object]:
+    seen: dict[str, object] = {}
+    with httpx.Client(base_url=live.url, headers=live.as_(who), timeout=60) as client:
+        for query in OUTSIDER_QUERIES:
+            for mode in ("bm25", "vector", "hybrid"):
+                response = client.post(
+                    "/v1/search", json={"query": query, "mode": mode, "top_k": 20}
+                )
+                assert response.status_code == 200, response.text
+                seen[f"search {mode} {query}"] = response.json()
+            response = client.post("/v1/ask", json={"question": query})
+            assert response.status_code == 200, response.text
+            seen[f"ask {query}"] = response.json()
+        seen["documents"] = client.get("/v1/documents", params={"limit": 200}).json()
+        seen["health"] = client.get("/v1/health").json()
+    return _without_timings(seen)  # type: ignore[return-value]
+
+
+def test_adding_restricted_documents_that_share_words_changes_nothing_an_outsider_sees(
+    keys: tuple[Path, str, str], tmp_path: Path
+) -> None:
+    """BM25 statistics, counts and answers an outsider gets are those of the public documents
+    alone; the insider's scores do move, which shows the restricted words were indexed."""
+    source, data_dir = _public_corpus(tmp_path), tmp_path / "data"
+    assert materialize_everything(source, data_dir, with_evals=False).success  # type: ignore[attr-defined]
+    server = _serve(data_dir, keys, tmp_path)
+    live = next(server)
+    try:
+        outsider_before = _everything_seen(live, "outsider")
+        insider_before = _everything_seen(live, "insider")
+        _add_restricted(source)
+        assert materialize_everything(source, data_dir, with_evals=False).success  # type: ignore[attr-defined]
+        outsider_after = _everything_seen(live, "outsider")
+        insider_after = _everything_seen(live, "insider")
+    finally:
+        server.close()
+    assert insider_after["documents"]["total"] == insider_before["documents"]["total"] + 4  # type: ignore[index]
+    bm25 = "search bm25 parental leave"
+    before_scores = [h["score"] for h in insider_before[bm25]["hits"]]  # type: ignore[index]
+    after_scores = [h["score"] for h in insider_after[bm25]["hits"]]  # type: ignore[index]
+    assert before_scores != after_scores
+    for name, seen in outsider_before.items():
+        assert outsider_after[name] == seen, name
+    # The outsider's view is not empty: the comparison above compared something.
+    assert len(outsider_before[bm25]["hits"]) >= 5  # type: ignore[index]
+    assert "20 weeks" in outsider_before[f"ask {QUESTION}"]["answer"]  # type: ignore[index]
