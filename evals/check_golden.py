@@ -3,12 +3,23 @@
 Retrieval metrics count a case as a hit only when every evidence excerpt is found in the
 retrieved chunks, so an excerpt that was paraphrased, trimmed wrongly or cited from the wrong
 file turns into a silent miss that looks like a retrieval failure. This check catches those
-mistakes at authoring time: every excerpt must be an exact substring of the raw text of the
-file it names (Markdown punctuation included), and the case structure must be what the eval
-loader and the per-type reports expect.
+mistakes at authoring time: every excerpt must be an exact substring of the text of the file
+it names, and the case structure must be what the eval loader and the per-type reports expect.
+
+Which text depends on the file's real format, as Lorehouse's own sniffing detects it
+(`lorehouse.sniffing.detect_file_type`, not the extension):
+
+* text files (Markdown, plain text, HTML) are read raw, as UTF-8, Markdown punctuation and
+  HTML markup included; an HTML excerpt that is not in the raw file is also accepted when it
+  is in the Markdown Lorehouse parses the page into (text split by tags reads as one span);
+* every other file (PDF, DOCX, PPTX, XLSX) is parsed with Lorehouse's parser, in this process
+  and with default options, and the excerpt must be in the parsed Markdown, which is what gets
+  chunked and indexed. An evidence `page` (1-based page, slide or sheet) is then checked too:
+  the excerpt must start on that page of the parse's page map.
 
 Run ``python evals/check_golden.py GOLDEN.jsonl --corpus-root CORPUS_DIR``; it prints the
-number of cases per type and exits 1, listing every problem, if anything is wrong.
+number of cases per type and exits 1, listing every problem, if anything is wrong. Each cited
+binary file is parsed once per run (seconds per file).
 """
 
 from __future__ import annotations
@@ -22,6 +33,9 @@ from pathlib import Path
 from typing import Any, TypeGuard, get_args
 
 from evals.golden_set import CaseType
+from evals.parsed_files import TEXT_FILE_TYPES, parse_file
+from lorehouse.models import DocumentFailure, FileType, ParsedDocument
+from lorehouse.sniffing import detect_file_type
 
 #: The case types the eval reports break results down by (one definition, in golden_set).
 CASE_TYPES: tuple[str, ...] = get_args(CaseType)
@@ -29,6 +43,8 @@ CASE_TYPES: tuple[str, ...] = get_args(CaseType)
 #: Exactly these keys per case: a misspelt key would otherwise be dropped silently by the loader.
 CASE_KEYS = frozenset({"id", "question", "evidence", "answer", "type"})
 EVIDENCE_KEYS = frozenset({"file", "excerpt"})
+#: Keys an evidence item may add: the 1-based page, slide or sheet the excerpt is on.
+OPTIONAL_EVIDENCE_KEYS = frozenset({"page"})
 
 #: Shorter excerpts match too many places in a corpus to show that the right passage was found.
 MIN_EXCERPT_CHARS = 40
@@ -45,7 +61,7 @@ def check_golden(path: Path, corpus_root: Path) -> list[str]:
     except (OSError, UnicodeDecodeError) as error:
         return [f"{path}: cannot read: {error}"]
     problems: list[str] = []
-    texts: dict[str, str | None] = {}
+    files: dict[str, _CorpusFile | None] = {}
     first_line_of_id: dict[str, int] = {}
     n_cases = 0
     for number, line in enumerate(lines, start=1):
@@ -70,16 +86,16 @@ def check_golden(path: Path, corpus_root: Path) -> list[str]:
                 )
             else:
                 first_line_of_id[case_id] = number
-        problems += [f"{where}: {p}" for p in _case_problems(case, corpus_root, texts)]
+        problems += [f"{where}: {p}" for p in _case_problems(case, corpus_root, files)]
     if n_cases == 0:
         problems.append(f"{path}: no cases")
     return problems
 
 
 def _case_problems(
-    case: dict[str, Any], corpus_root: Path, texts: dict[str, str | None]
+    case: dict[str, Any], corpus_root: Path, corpus_files: dict[str, _CorpusFile | None]
 ) -> list[str]:
-    """Problems of one parsed case; `texts` caches corpus files across cases."""
+    """Problems of one parsed case; `corpus_files` caches corpus files across cases."""
     problems: list[str] = []
     keys = set(case)
     if missing := sorted(CASE_KEYS - keys):
@@ -103,7 +119,7 @@ def _case_problems(
         problems.append("a case that is not unanswerable needs at least one evidence item")
     files: set[str] = set()
     for index, item in enumerate(evidence):
-        item_problems = _evidence_problems(item, corpus_root, texts)
+        item_problems = _evidence_problems(item, corpus_root, corpus_files)
         problems += [f"evidence[{index}]: {p}" for p in item_problems]
         if isinstance(item, dict) and isinstance(item.get("file"), str):
             files.add(item["file"])
@@ -112,7 +128,9 @@ def _case_problems(
     return problems
 
 
-def _evidence_problems(item: object, corpus_root: Path, texts: dict[str, str | None]) -> list[str]:
+def _evidence_problems(
+    item: object, corpus_root: Path, corpus_files: dict[str, _CorpusFile | None]
+) -> list[str]:
     """Problems of one evidence item: its shape, its file, and the excerpt being verbatim."""
     if not isinstance(item, dict):
         return ["must be an object with `file` and `excerpt`"]
@@ -120,42 +138,109 @@ def _evidence_problems(item: object, corpus_root: Path, texts: dict[str, str | N
     keys = set(item)
     if missing := sorted(EVIDENCE_KEYS - keys):
         problems.append(f"missing keys {missing}")
-    if extra := sorted(keys - EVIDENCE_KEYS):
+    if extra := sorted(keys - EVIDENCE_KEYS - OPTIONAL_EVIDENCE_KEYS):
         problems.append(f"unexpected keys {extra}")
-    file, excerpt = item.get("file"), item.get("excerpt")
+    file, excerpt, page = item.get("file"), item.get("excerpt"), item.get("page")
     if "file" in item and not _non_blank(file):
         problems.append("`file` must be a non-empty string")
     if "excerpt" in item and not _non_blank(excerpt):
         problems.append("`excerpt` must be a non-empty string")
     elif isinstance(excerpt, str) and len(excerpt) < MIN_EXCERPT_CHARS:
         problems.append(f"excerpt is {len(excerpt)} characters, fewer than {MIN_EXCERPT_CHARS}")
+    if "page" in item and not _is_page(page):
+        problems.append(f"`page` must be a positive integer, not {page!r}")
+        page = None
     if not _non_blank(file):
         return problems
-    text = _corpus_text(corpus_root, file, texts)
-    if text is None:
+    if file not in corpus_files:
+        corpus_files[file] = _corpus_file(corpus_root, file)
+    corpus_file = corpus_files[file]
+    if corpus_file is None:
+        problems.append(f"file {file!r} is not a readable file under {corpus_root}")
+    elif corpus_file.is_text and corpus_file.text is None and not corpus_file.is_html:
         problems.append(f"file {file!r} is not a readable UTF-8 file under {corpus_root}")
-    elif _non_blank(excerpt) and excerpt not in text:
-        problems.append(f"excerpt is not verbatim in {file}: {_preview(excerpt)}")
+    elif _non_blank(excerpt):
+        problems += corpus_file.excerpt_problems(excerpt, page)
     return problems
 
 
-def _corpus_text(corpus_root: Path, file: str, texts: dict[str, str | None]) -> str | None:
-    """The raw UTF-8 text of `file` under the corpus root, or None if it is absent, not UTF-8 or
-    outside the root (an absolute path or `..` must not make a case pass on another file).
+class _CorpusFile:
+    """One file under the corpus root, read the way its real format calls for.
 
-    Decoded from bytes rather than read in text mode, so line endings stay as the file has them
-    and "verbatim" means the same characters a parser of the file sees."""
-    if file not in texts:
-        root = corpus_root.resolve()
-        path = (root / file).resolve()
-        text = None
-        if path.is_relative_to(root) and path.is_file():
+    Text files keep their raw UTF-8 text (None if it is not UTF-8); any other file, and an
+    HTML file whose raw text lacks an excerpt, is parsed with Lorehouse's parser on first need.
+    """
+
+    def __init__(self, path: Path, rel_path: str, data: bytes) -> None:
+        self.path, self.rel_path = path, rel_path
+        self.file_type: FileType = detect_file_type(data, rel_path)
+        self.is_text = self.file_type in TEXT_FILE_TYPES
+        self.is_html = self.file_type == FileType.HTML
+        self.text: str | None = None
+        if self.is_text:
             try:
-                text = path.read_bytes().decode("utf-8")
-            except (OSError, UnicodeDecodeError):
-                text = None
-        texts[file] = text
-    return texts[file]
+                # Decoded from bytes rather than read in text mode, so line endings stay as the
+                # file has them and "verbatim" means the same characters a parser sees.
+                self.text = data.decode("utf-8")
+            except UnicodeDecodeError:
+                self.text = None
+        self._parsed: ParsedDocument | DocumentFailure | None = None
+
+    def parsed(self) -> ParsedDocument | DocumentFailure:
+        """Lorehouse's parse of the file, made once."""
+        if self._parsed is None:
+            self._parsed = parse_file(self.path, self.rel_path)
+        return self._parsed
+
+    def excerpt_problems(self, excerpt: str, page: int | None) -> list[str]:
+        """Why `excerpt` (on `page`, if given) is not verbatim in this file; empty if it is."""
+        if self.is_text and self.text is not None and excerpt in self.text:
+            return []
+        if self.is_text and not self.is_html:
+            return [f"excerpt is not verbatim in {self.rel_path}: {_preview(excerpt)}"]
+        parsed = self.parsed()
+        if isinstance(parsed, DocumentFailure):
+            return [
+                f"file {self.rel_path!r} could not be parsed ({parsed.reason}: {parsed.detail})"
+            ]
+        if excerpt not in parsed.markdown:
+            where = "neither raw nor parsed" if self.is_text else "parsed Markdown"
+            return [f"excerpt is not verbatim in {self.rel_path} ({where}): {_preview(excerpt)}"]
+        if page is None:
+            return []
+        pages = _pages_of(excerpt, parsed)
+        if page in pages:
+            return []
+        found = ", ".join(str(p) for p in sorted(pages)) or "none"
+        return [f"excerpt is not on page {page} of {self.rel_path} (found on page {found})"]
+
+
+def _corpus_file(corpus_root: Path, file: str) -> _CorpusFile | None:
+    """The file named `file` under the corpus root, or None if it is absent, unreadable or
+    outside the root (an absolute path or `..` must not make a case pass on another file)."""
+    root = corpus_root.resolve()
+    path = (root / file).resolve()
+    if not (path.is_relative_to(root) and path.is_file()):
+        return None
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    return _CorpusFile(path, file, data)
+
+
+def _pages_of(excerpt: str, parsed: ParsedDocument) -> set[int]:
+    """The pages (slides, sheets) on which an occurrence of `excerpt` starts."""
+    pages: set[int] = set()
+    start = parsed.markdown.find(excerpt)
+    while start != -1:
+        pages.update(span.page for span in parsed.page_map if span.start <= start < span.end)
+        start = parsed.markdown.find(excerpt, start + 1)
+    return pages
+
+
+def _is_page(value: object) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 
 
 def _non_blank(value: object) -> TypeGuard[str]:

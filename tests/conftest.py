@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-import hashlib
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
-from lorehouse.inventory import document_id
+from evals.parsed_files import raw_document_for as evals_raw_document_for
 from lorehouse.models import DocumentFailure, ParsedDocument, RawDocument
 from lorehouse.parsing.registry import ParseOptions
 from lorehouse.parsing.runner import parse_document
 from lorehouse.settings import BUNDLED_SAMPLE_CORPUS, REPO_ROOT
-from lorehouse.sniffing import detect_file_type
 
 SHARED_CORPUS = REPO_ROOT.parent / "shared" / "corpus"
 DOCS_CORPUS = SHARED_CORPUS / "docs"
@@ -33,17 +30,8 @@ def sample_corpus() -> Path:
 
 def raw_document_for(path: Path, root: Path | None = None) -> RawDocument:
     """The inventory record of one file, as the raw_documents stage would write it."""
-    data = path.read_bytes()
     rel_path = path.relative_to(root).as_posix() if root else path.name
-    return RawDocument(
-        doc_id=document_id(rel_path),
-        source_uri=path.resolve().as_uri(),
-        rel_path=rel_path,
-        file_type=detect_file_type(data, rel_path),
-        size_bytes=len(data),
-        content_sha256=hashlib.sha256(data).hexdigest(),
-        modified_at=datetime.fromtimestamp(path.stat().st_mtime, tz=UTC),
-    )
+    return evals_raw_document_for(path, rel_path)
 
 
 def parse_path(path: Path, options: ParseOptions | None = None) -> ParsedDocument | DocumentFailure:

@@ -1,4 +1,4 @@
-"""The handbook golden set stays valid against its corpus, and the checker catches bad cases."""
+"""The golden sets stay valid against their corpora, and the checker catches bad cases."""
 
 from __future__ import annotations
 
@@ -11,10 +11,13 @@ import pytest
 from evals.check_golden import CASE_TYPES, check_golden, main
 from evals.golden_set import load_golden
 from lorehouse.settings import REPO_ROOT
-from tests.conftest import SHARED_CORPUS
+from tests.conftest import DOCS_CORPUS, SHARED_CORPUS
 
 HANDBOOK = SHARED_CORPUS / "handbook-sourcegraph"
 GOLDEN = REPO_ROOT / "evals" / "golden" / "handbook_dev.jsonl"
+#: A one-page PDF of the public corpus (parses in about a second).
+MEMO_PDF = "pdf/fake-memo.pdf"
+MEMO_SENTENCE = "A total of 3 trucks were used for 15 hours."
 
 
 @pytest.mark.corpus
@@ -91,7 +94,55 @@ def test_structure_problems_are_reported(tmp_path: Path, tiny_corpus: Path) -> N
     golden.write_text("\n".join([*lines, "{not json"]) + "\n", encoding="utf-8")
     problems = "\n".join(check_golden(golden, tiny_corpus))
     assert "unanswerable case must have no evidence" in problems
-    assert "'../outside.md' is not a readable UTF-8 file" in problems
+    assert "'../outside.md' is not a readable file" in problems
     assert "'trivia' is not one of" in problems
     assert "unexpected keys ['notes']" in problems
     assert "invalid JSON" in problems
+
+
+def _pdf_case(case_id: str, excerpt: str, **extra: object) -> dict:
+    return {
+        "id": case_id,
+        "question": "How many trucks were used?",
+        "evidence": [{"file": MEMO_PDF, "excerpt": excerpt, **extra}],
+        "answer": "Three.",
+        "type": "lookup",
+    }
+
+
+@pytest.mark.corpus
+def test_a_binary_file_is_checked_against_its_parsed_markdown(tmp_path: Path) -> None:
+    """A PDF is not read as text: its excerpt must be in Lorehouse's parse of it, on its page."""
+    golden = _write_jsonl(
+        tmp_path / "pdf.jsonl",
+        [
+            _pdf_case("p-1", MEMO_SENTENCE, page=1),
+            _pdf_case("p-2", "A total of 4 trucks were used for 15 hours."),
+            _pdf_case("p-3", MEMO_SENTENCE, page=2),
+            _pdf_case("p-4", MEMO_SENTENCE, page=0),
+        ],
+    )
+    problems = check_golden(golden, DOCS_CORPUS)
+    assert len(problems) == 3, problems
+    assert f"not verbatim in {MEMO_PDF} (parsed Markdown)" in problems[0]
+    assert ":2 (p-2)" in problems[0]
+    assert "not on page 2" in problems[1] and "found on page 1" in problems[1]
+    assert ":4 (p-4)" in problems[2] and "`page` must be a positive integer" in problems[2]
+
+
+def test_an_html_excerpt_may_be_quoted_from_the_parsed_page(
+    tmp_path: Path, tiny_corpus: Path
+) -> None:
+    """Text split by inline tags is accepted as the reader sees it, i.e. as Lorehouse parses it."""
+    (tiny_corpus / "policy" / "leave.html").write_text(
+        '<html><body><p>Employees receive <a href="/days">20 days</a> of paid leave per '
+        "calendar year.</p></body></html>",
+        encoding="utf-8",
+    )
+    case = _case("t-1", "Employees receive 20 days of paid leave per calendar year.")
+    case["evidence"][0]["file"] = "policy/leave.html"
+    wrong = _case("t-2", "Employees receive 25 days of paid leave per calendar year.")
+    wrong["evidence"][0]["file"] = "policy/leave.html"
+    problems = check_golden(_write_jsonl(tmp_path / "html.jsonl", [case, wrong]), tiny_corpus)
+    assert len(problems) == 1, problems
+    assert ":2 (t-2)" in problems[0] and "neither raw nor parsed" in problems[0]
