@@ -8,6 +8,7 @@ import dagster as dg
 from assets.embeddings import chunk_embeddings
 from assets.progress import markdown_table, progress_logger
 from evals.answer_eval import AnswerEvalReport
+from evals.explain import miss_counts
 from evals.runner import run_answer_eval, run_retrieval_eval
 from lorehouse.retrieval import Retriever
 from pipelines.resources import (
@@ -39,6 +40,7 @@ def retrieval_eval(
         candidates=evaluation.search_candidates,
         rerank=evaluation.rerank,
         rerank_api_base=evaluation.rerank_api_base,
+        bm25_weight=evaluation.search_bm25_weight,
         llm_client=enrichment.llm_client(),
     )
     report = run.report
@@ -80,6 +82,21 @@ def retrieval_eval(
                 markdown_table(
                     ["case", "type", "question"],
                     [[m.case_id, m.case_type, m.question] for m in misses[:30]],
+                )
+            ),
+            # Where each missed excerpt got lost, so a drop points at a stage, not a guess.
+            **{
+                f"missed_excerpts_{retriever}_{reason}": count
+                for retriever, per_reason in miss_counts(run.misses).items()
+                for reason, count in per_reason.items()
+            },
+            "why_missed": dg.MetadataValue.md(
+                markdown_table(
+                    ["retriever", "case", "type", "file", "reason", "detail"],
+                    [
+                        [m.retriever, m.case_id, m.case_type, m.file, m.reason, m.detail]
+                        for m in run.misses[:40]
+                    ],
                 )
             ),
         }
@@ -139,6 +156,7 @@ def answer_eval(
         evaluation.search_candidates,
         default_rerank=evaluation.rerank,
         rerank_api_base=evaluation.rerank_api_base,
+        bm25_weight=evaluation.search_bm25_weight,
     )
     logger = progress_logger(context, "answers judged")
     report = run_answer_eval(

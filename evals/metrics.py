@@ -49,7 +49,7 @@ class Evidence:
     excerpt: str
 
 
-def _same_file(rel_path: str, evidence_file: str) -> bool:
+def same_file(rel_path: str, evidence_file: str) -> bool:
     a, b = rel_path.strip("/"), evidence_file.strip("/")
     return a == b or a.endswith("/" + b) or b.endswith("/" + a)
 
@@ -71,7 +71,7 @@ def excerpt_found(
     retrieved chunks of that file (positions n, n+1, ...) read together."""
     needle = normalize(evidence.excerpt)
     mine = sorted(
-        (c for c in retrieved if _same_file(c.rel_path, evidence.file)), key=lambda c: c.position
+        (c for c in retrieved if same_file(c.rel_path, evidence.file)), key=lambda c: c.position
     )
     if any(_contains(normalize(_body(c.text)), needle, threshold) for c in mine):
         return True

@@ -7,20 +7,22 @@ the same configurations and store the same rows.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
 from evals.answer_eval import AnswerEvalReport, evaluate_answers
 from evals.beir import BeirReport, evaluate_rankers, index_dataset, load_beir, search_ranker
-from evals.golden_set import load_golden
+from evals.explain import EvidenceMiss, MissExplainer, miss_rows
+from evals.golden_set import GoldenCase, load_golden
 from evals.naive import NaiveIndex, build_naive_index, naive_search
 from evals.retrieval_eval import (
     K_MAX,
     RetrievalEvalReport,
     RetrieverConfig,
     agentic_config,
+    as_retrieved,
     evaluate,
     recall_plot_png,
     report_rows,
@@ -40,7 +42,7 @@ from lorehouse.embedding_providers import Embedder
 from lorehouse.llm import LLMClient
 from lorehouse.rerankers import available_rerankers
 from lorehouse.retrieval import Retriever
-from lorehouse.settings import Settings
+from lorehouse.settings import DEFAULT_BM25_WEIGHT, Settings
 from lorehouse.stores.duckdb_store import DuckDBStore
 from lorehouse.stores.lance_index import ChunkIndex, sql_in
 
@@ -52,6 +54,13 @@ class RetrievalEvalRun:
     plot_path: Path
     index_version: str
     naive_windows: int
+    #: Why each evidence excerpt of a case missed at EXPLAIN_K was missed (default retriever
+    #: and the agentic retrieval).
+    misses: list[EvidenceMiss] = field(default_factory=list)
+
+
+#: The cutoff misses are explained at: the context /v1/ask reads by default.
+EXPLAIN_K = 8
 
 
 def run_retrieval_eval(
@@ -64,13 +73,21 @@ def run_retrieval_eval(
     candidates: int = 50,
     rerank: str = "none",
     rerank_api_base: str | None = None,
+    bm25_weight: float = DEFAULT_BM25_WEIGHT,
     llm_client: LLMClient | None = None,
+    ask_options: AskOptions | None = None,
     k_max: int = K_MAX,
     include_agentic: bool = True,
     include_naive: bool = True,
 ) -> RetrievalEvalRun:
-    """Evaluates every configuration, stores the rows in DuckDB and writes the chart PNG."""
-    retriever = Retriever(index, embedder, candidates, rerank_api_base=rerank_api_base)
+    """Evaluates every configuration, stores the rows in DuckDB and writes the chart PNG.
+
+    The agentic configuration runs the answer pipeline with `ask_options`, which should be
+    the deployment's own (`ask_options_for(settings)`), so the eval measures what /v1/ask does.
+    """
+    retriever = Retriever(
+        index, embedder, candidates, rerank_api_base=rerank_api_base, bm25_weight=bm25_weight
+    )
     retriever.check_model()
     groups = store.access_groups()  # the eval sees every document
     configs: list[RetrieverConfig] = [
@@ -80,8 +97,8 @@ def run_retrieval_eval(
     configs += [
         search_config(retriever, "hybrid", name, groups) for name in available_rerankers(rerank)
     ]
+    pipeline = AskPipeline(retriever, index.documents(), embedder, llm_client, ask_options)
     if include_agentic:
-        pipeline = AskPipeline(retriever, index.documents(), embedder, llm_client)
         configs.append(agentic_config(pipeline, groups))
     windows = 0
     if include_naive:
@@ -93,14 +110,47 @@ def run_retrieval_eval(
 
     # The default retriever is what /v1/search does by default: hybrid plus the default reranker.
     default = "hybrid" if rerank == "none" else f"hybrid+{rerank}"
-    report = evaluate(load_golden(golden_path), configs, k_max=k_max, default_retriever=default)
+    cases = load_golden(golden_path)
+    report = evaluate(cases, configs, k_max=k_max, default_retriever=default)
     version = str(index.table().version)
     store.append_eval_retrieval(pd.DataFrame(report_rows(report, version, golden_path.name)))
+    explained = [config for config in configs if config.name in (default, "agentic")]
+    misses = explain_misses(store, retriever, pipeline, groups, report, explained, cases)
+    store.append_eval_retrieval_misses(miss_rows(misses, report.run_id, golden_path.name))
     png = recall_plot_png(report)
     plot_path = plot_dir / f"retrieval-{report.run_id}.png"
     plot_path.parent.mkdir(parents=True, exist_ok=True)
     plot_path.write_bytes(png)
-    return RetrievalEvalRun(report, png, plot_path, version, windows)
+    return RetrievalEvalRun(report, png, plot_path, version, windows, misses)
+
+
+def explain_misses(
+    store: DuckDBStore,
+    retriever: Retriever,
+    pipeline: AskPipeline,
+    groups: Sequence[str],
+    report: RetrievalEvalReport,
+    configs: Sequence[RetrieverConfig],
+    cases: Sequence[GoldenCase],
+) -> list[EvidenceMiss]:
+    """Why each case missed at EXPLAIN_K by `configs` was missed, excerpt by excerpt."""
+    by_id = {case.id: case for case in cases}
+    explainer: MissExplainer | None = None
+    misses: list[EvidenceMiss] = []
+    for config in configs:
+        for outcome in report.result(config.name).misses(EXPLAIN_K):
+            explainer = explainer or MissExplainer(store, retriever, groups)
+            case = by_id[outcome.case_id]
+            required = None
+            if config.name == "agentic":
+                prepared = pipeline.prepare(case.question, [], None, EXPLAIN_K, groups, None)
+                ranking = as_retrieved(prepared.ranked)
+                if prepared.trace.sources_required and prepared.trace.sources != "all":
+                    required = list(prepared.trace.sources)
+            else:
+                ranking = config.rank(case.question, EXPLAIN_K)
+            misses += explainer.explain(config.name, case, ranking, EXPLAIN_K, required)
+    return misses
 
 
 def run_for_settings(
@@ -120,7 +170,9 @@ def run_for_settings(
         candidates=settings.search_candidates,
         rerank=settings.rerank,
         rerank_api_base=settings.rerank_api_base,
+        bm25_weight=settings.search_bm25_weight,
         llm_client=llm_client_for(settings) if include_agentic else None,
+        ask_options=ask_options_for(settings),
         k_max=k_max,
         include_agentic=include_agentic,
         include_naive=include_naive,
@@ -146,9 +198,7 @@ def run_beir_for_settings(
     index = ChunkIndex(str(store_dir / "lancedb"), ann_min_rows=settings.ann_index_min_rows)
     embedder = embedder_from(settings)
     indexed = index_dataset(dataset, index, embedder, settings.embed_batch_size, on_embed_progress)
-    retriever = Retriever(
-        index, embedder, settings.search_candidates, rerank_api_base=settings.rerank_api_base
-    )
+    retriever = retriever_for(settings, index, embedder)
     rankers = [
         ("vector", search_ranker(retriever, "vector", "none")),
         ("bm25", search_ranker(retriever, "bm25", "none")),

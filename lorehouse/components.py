@@ -57,6 +57,7 @@ def retriever_for(settings: Settings, index: ChunkIndex, embedder: Embedder) -> 
         candidates=settings.search_candidates,
         default_rerank=settings.rerank,
         rerank_api_base=settings.rerank_api_base,
+        bm25_weight=settings.search_bm25_weight,
     )
 
 
@@ -73,6 +74,7 @@ def ask_options_for(settings: Settings) -> AskOptions:
         context_chunks=settings.ask_context_chunks,
         neighbours=settings.ask_neighbours,
         answer_min_similarity=settings.answer_min_similarity,
+        source_prior_weight=settings.ask_source_prior_weight,
     )
 
 

@@ -52,12 +52,19 @@ class Reranker(Protocol):
     ) -> list[Candidate]: ...
 
 
-def reciprocal_rank_fusion(rankings: Sequence[Sequence[str]], k: int = RRF_K) -> dict[str, float]:
-    """Sum of 1 / (k + rank) over the rankings that contain each id (rank counted from 1)."""
+def reciprocal_rank_fusion(
+    rankings: Sequence[Sequence[str]],
+    k: int = RRF_K,
+    weights: Sequence[float] | None = None,
+) -> dict[str, float]:
+    """Sum of weight / (k + rank) over the rankings that contain each id (rank counted from 1).
+
+    Weights default to 1 for every ranking.
+    """
     fused: dict[str, float] = {}
-    for ranking in rankings:
+    for ranking, weight in zip(rankings, weights or [1.0] * len(rankings), strict=True):
         for rank, item in enumerate(ranking, start=1):
-            fused[item] = fused.get(item, 0.0) + 1.0 / (k + rank)
+            fused[item] = fused.get(item, 0.0) + weight / (k + rank)
     return fused
 
 

@@ -25,6 +25,7 @@ from lorehouse.rerankers import (
     by_score,
     reciprocal_rank_fusion,
 )
+from lorehouse.settings import DEFAULT_BM25_WEIGHT
 from lorehouse.stores.lance_index import ChunkIndex, sql_in, sql_string
 
 HIT_COLUMNS = [
@@ -138,10 +139,12 @@ class Retriever:
         candidates: int = 50,
         default_rerank: str = NONE,
         rerank_api_base: str | None = None,
+        bm25_weight: float = DEFAULT_BM25_WEIGHT,
     ) -> None:
         self.index = index
         self.embedder = embedder
         self.candidates = candidates
+        self.bm25_weight = bm25_weight
         self.default_rerank = default_rerank
         self.rerank_api_base = rerank_api_base
 
@@ -235,12 +238,12 @@ class Retriever:
             warnings=warnings,
         )
 
-    @staticmethod
     def _first_stage_order(
-        mode: SearchMode, candidates: list[Candidate], rankings: list[list[str]]
+        self, mode: SearchMode, candidates: list[Candidate], rankings: list[list[str]]
     ) -> list[Candidate]:
         if mode is SearchMode.HYBRID:
-            fused = reciprocal_rank_fusion(rankings)
+            # The rankings are the vector one, then the BM25 one.
+            fused = reciprocal_rank_fusion(rankings, weights=[1.0, self.bm25_weight])
             for candidate in candidates:
                 candidate.scores["rrf"] = fused.get(candidate.chunk_id, 0.0)
             return by_score(candidates, "rrf")

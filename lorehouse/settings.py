@@ -33,6 +33,13 @@ def apply_offline_environment() -> None:
         os.environ.setdefault(name, value)
 
 
+#: Weight of the BM25 ranking in hybrid fusion, the vector ranking weighing 1 (a module
+#: constant because the retriever and the eval resources default to it too). Chosen by 5-fold
+#: cross-validation over the handbook and docs dev sets pooled (BENCHMARKS.md): BM25 ranks
+#: paraphrased questions poorly, and at full weight it pulls the vector ranking's finds down.
+DEFAULT_BM25_WEIGHT = 0.6
+
+
 class Settings(BaseSettings):
     """Everything a Lorehouse deployment can change, with defaults that run offline."""
 
@@ -148,6 +155,15 @@ class Settings(BaseSettings):
         le=1000,
         description="Hits each retriever contributes to hybrid fusion and to a reranker.",
     )
+    search_bm25_weight: float = Field(
+        default=DEFAULT_BM25_WEIGHT,
+        ge=0.0,
+        le=4.0,
+        description=(
+            "Weight of the BM25 ranking in hybrid search's reciprocal rank fusion, the vector "
+            "ranking weighing 1."
+        ),
+    )
     rerank: str = Field(
         default="none",
         description="Default reranker: none, rrf, or a litellm rerank model (cohere/rerank-...).",
@@ -160,6 +176,17 @@ class Settings(BaseSettings):
     )
     ask_neighbours: int = Field(
         default=0, ge=0, le=3, description="Neighbouring chunks added around each retrieved one."
+    )
+    ask_source_prior_weight: float = Field(
+        default=0.0,
+        ge=0.0,
+        le=4.0,
+        description=(
+            "Without an LLM, how much /v1/ask favours the documents whose profiles best match "
+            "the question: the weight of the search within them, fused by reciprocal rank with "
+            "the search everywhere. 0 (plain hybrid search) measured best with extractive "
+            "profiles: every weight tried lowered recall@8 on the handbook dev set."
+        ),
     )
     answer_min_similarity: float = Field(
         default=0.45,

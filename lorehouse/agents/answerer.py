@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from segtok.segmenter import split_multi
@@ -32,11 +32,33 @@ _LIST_MARKER = re.compile(r"^\s*(?:[-*+]|\d{1,3}[.)])\s+")
 
 @dataclass
 class DraftAnswer:
-    """Answer text and the 1-based numbers of the context passages it cites."""
+    """Answer text and the citation numbers it uses, with the context passage of each.
+
+    `passages[i]` is the 1-based context passage that citation `cited[i]` refers to; left
+    empty, a citation number is its passage number (as an LLM writes them).
+    """
 
     text: str
     cited: list[int]
     answerable: bool
+    passages: list[int] = field(default_factory=list)
+
+    def cited_passages(self) -> list[tuple[int, int]]:
+        """(citation number, context passage number) of each citation, in order of use."""
+        return list(zip(self.cited, self.passages or self.cited, strict=True))
+
+
+def numbered_by_use(draft: DraftAnswer) -> DraftAnswer:
+    """The draft with its citations renumbered 1..n in the order its text first uses them.
+
+    A reader meets [1] first, then [2]; the passage each number stands for is kept in
+    `passages`, so the citation list still points at the right chunk.
+    """
+    renumbered = {passage: number for number, passage in enumerate(draft.cited, start=1)}
+    text = _CITATION.sub(
+        lambda match: f"[{renumbered.get(int(match.group(1)), int(match.group(1)))}]", draft.text
+    )
+    return DraftAnswer(text, list(renumbered.values()), draft.answerable, list(renumbered))
 
 
 def context_block(hits: Sequence[SearchHit]) -> str:
@@ -165,4 +187,4 @@ def answer_extractively(
         key=lambda i: candidates[i][:2],
     )
     text = " ".join(f"{candidates[i][2]} [{candidates[i][0]}]" for i in chosen)
-    return DraftAnswer(text, citations_in(text), answerable=True)
+    return numbered_by_use(DraftAnswer(text, citations_in(text), answerable=True))

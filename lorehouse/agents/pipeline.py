@@ -35,6 +35,7 @@ from lorehouse.agents.source_identifier import (
 from lorehouse.agents.trace import AskTrace, timed_step
 from lorehouse.embedding_providers import Embedder
 from lorehouse.llm import LLMClient, LLMFailure
+from lorehouse.rerankers import reciprocal_rank_fusion
 from lorehouse.retrieval import Retriever, SearchFilters, SearchHit, SearchMode, hit_from_row
 from lorehouse.stores.lance_index import DocumentIndex
 
@@ -54,6 +55,9 @@ class AskOptions:
     source_margin: float = 0.1
     source_min_similarity: float = 0.3
     answer_min_similarity: float = 0.45
+    #: How much the offline source identifier's documents are favoured: the weight of the
+    #: search within them when fused with the search everywhere (0 ignores them).
+    source_prior_weight: float = 0.0
 
 
 class Citation(BaseModel):
@@ -207,15 +211,25 @@ class AskPipeline:
             trace.optimized_queries = queries
 
         with timed_step(trace, "source_identifier", usage) as step:
-            sources = self._identify_sources(standalone, caller_groups, step)
+            sources, chosen_offline = self._identify_sources(standalone, caller_groups, step)
             if filters and filters.doc_ids is not None:
                 wanted = set(filters.doc_ids)
                 narrowed = [d for d in sources if d in wanted] if sources != "all" else []
-                sources = narrowed or list(filters.doc_ids)
+                sources, chosen_offline = narrowed or list(filters.doc_ids), False
             trace.sources = sources
+            trace.sources_required = sources != "all" and not chosen_offline
 
         with timed_step(trace, "retrieval") as step:
-            hits = self._retrieve(queries, sources, filters, top_k, caller_groups, trace, step)
+            hits = self._retrieve(
+                queries,
+                sources,
+                trace.sources_required,
+                filters,
+                top_k,
+                caller_groups,
+                trace,
+                step,
+            )
 
         with timed_step(trace, "post_processor") as step:
             context = post_process(hits, self.options.context_chunks)
@@ -225,10 +239,20 @@ class AskPipeline:
             trace.context_chunk_ids = [hit.chunk_id for hit in context]
         return Prepared(trace, queries, context, asked_at, hits)
 
-    def _identify_sources(self, question: str, caller_groups: Sequence[str], step) -> Sources:  # noqa: ANN001
+    def _identify_sources(
+        self,
+        question: str,
+        caller_groups: Sequence[str],
+        step,  # noqa: ANN001
+    ) -> tuple[Sources, bool]:
+        """The likely documents, and whether they were chosen offline (by similarity).
+
+        An offline choice is a guess from profiles, so retrieval only favours it; an LLM's
+        choice restricts the search (and is widened when it finds nothing).
+        """
         if not self.documents.exists():
             step.status, step.detail = "skipped", "no document index"
-            return "all"
+            return "all", False
         query_vector = self.embedder.embed([question])[0]
         ranked = rank_documents(
             self.documents, query_vector, question, caller_groups, SOURCE_CANDIDATES
@@ -240,45 +264,66 @@ class AskPipeline:
             self.options.source_min_similarity,
         )
         if self.client is None:
-            step.detail = "ranked by similarity to title, summary and FAQs"
-            return offline
+            step.detail = "ranked by similarity to title, summary and FAQs; favoured, not required"
+            return offline, True
         try:
-            return choose_with_llm(self.client, question, ranked)
+            return choose_with_llm(self.client, question, ranked), False
         except LLMFailure as error:
             step.status, step.detail = "fallback", f"similarity ranking used: {error}"
-            return offline
+            return offline, True
 
     def _retrieve(
         self,
         queries: Sequence[str],
         sources: Sources,
+        required: bool,
         filters: SearchFilters | None,
         top_k: int,
         caller_groups: Sequence[str],
         trace: AskTrace,
         step,  # noqa: ANN001
     ) -> list[SearchHit]:
-        """Each query in hybrid mode within the chosen documents, all documents if that is empty."""
+        """Each query in hybrid mode, the results unioned (best score of each chunk kept).
+
+        Required sources restrict the search to them (all documents when that finds nothing).
+        Sources that are only a guess are a soft prior: each query is searched everywhere and
+        within them, fused by reciprocal rank, so their chunks move up while evidence elsewhere
+        (the second document of a two-document question, a document whose profile undersells
+        it) still competes.
+        """
         base = filters or SearchFilters()
+        within = base if sources == "all" else base.model_copy(update={"doc_ids": sources})
+        restrict = sources != "all" and required
+        favour = sources != "all" and not required and self.options.source_prior_weight > 0
         best: dict[str, SearchHit] = {}
         widened = []
         for query in queries:
-            restricted = base if sources == "all" else base.model_copy(update={"doc_ids": sources})
-            result = self.retriever.search(
-                query, top_k, SearchMode.HYBRID, restricted, caller_groups
-            )
-            if not result.hits and sources != "all":
-                widened.append(query)
-                result = self.retriever.search(
+            if favour:
+                everywhere = self.retriever.search(
                     query, top_k, SearchMode.HYBRID, filters, caller_groups
-                )
-            trace.retrieved[query] = [hit.chunk_id for hit in result.hits]
-            for hit in result.hits:
+                ).hits
+                favoured = self.retriever.search(
+                    query, top_k, SearchMode.HYBRID, within, caller_groups
+                ).hits
+                hits = _fuse_with_prior(everywhere, favoured, self.options.source_prior_weight)
+            else:
+                hits = self.retriever.search(
+                    query, top_k, SearchMode.HYBRID, within if restrict else filters, caller_groups
+                ).hits
+                if restrict and not hits:
+                    widened.append(query)
+                    hits = self.retriever.search(
+                        query, top_k, SearchMode.HYBRID, filters, caller_groups
+                    ).hits
+            trace.retrieved[query] = [hit.chunk_id for hit in hits]
+            for hit in hits:
                 if hit.chunk_id not in best or hit.score > best[hit.chunk_id].score:
                     best[hit.chunk_id] = hit
         if widened:
             step.status = "fallback"
             step.detail = f"nothing in the chosen documents for {widened}; searched all"
+        elif favour:
+            step.detail = f"favouring {len(sources)} likely documents"
         return sorted(best.values(), key=lambda h: (-h.score, h.chunk_id))
 
     def _with_neighbours(
@@ -337,9 +382,9 @@ class AskPipeline:
         degraded: str | None,
     ) -> AskResponse:
         citations = [
-            _citation(number, prepared.context[number - 1])
-            for number in draft.cited
-            if 1 <= number <= len(prepared.context)
+            _citation(number, prepared.context[passage - 1])
+            for number, passage in draft.cited_passages()
+            if 1 <= passage <= len(prepared.context)
         ]
         return AskResponse(
             question=question,
@@ -356,6 +401,28 @@ class AskPipeline:
             trace=prepared.trace,
             totals=prepared.trace.totals(),
         )
+
+
+def _fuse_with_prior(
+    everywhere: Sequence[SearchHit], favoured: Sequence[SearchHit], weight: float
+) -> list[SearchHit]:
+    """Hits of both rankings by weighted reciprocal rank fusion, as `source_prior` scores."""
+    fused = reciprocal_rank_fusion(
+        [[h.chunk_id for h in everywhere], [h.chunk_id for h in favoured]], weights=[1.0, weight]
+    )
+    hits = {hit.chunk_id: hit for hit in [*favoured, *everywhere]}
+    return sorted(
+        (
+            hit.model_copy(
+                update={
+                    "score": round(fused[chunk_id], 6),
+                    "scores": {**hit.scores, "source_prior": round(fused[chunk_id], 6)},
+                }
+            )
+            for chunk_id, hit in hits.items()
+        ),
+        key=lambda h: (-h.score, h.chunk_id),
+    )
 
 
 def _citation(number: int, hit: SearchHit) -> Citation:

@@ -34,6 +34,13 @@ class AskTrace(BaseModel):
     original_query: str
     optimized_queries: list[str] = Field(default_factory=list)
     sources: list[str] | Literal["all"] = "all"
+    sources_required: bool = Field(
+        default=False,
+        description=(
+            "Whether retrieval was restricted to `sources` (an LLM's choice or a doc_ids "
+            "filter), rather than only favouring them (the offline guess)."
+        ),
+    )
     retrieved: dict[str, list[str]] = Field(
         default_factory=dict, description="Chunk ids retrieved for each (sub-)query."
     )

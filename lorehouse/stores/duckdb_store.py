@@ -130,6 +130,21 @@ CREATE TABLE IF NOT EXISTS eval_retrieval (
     n_questions INTEGER NOT NULL,
     is_default BOOLEAN NOT NULL
 );
+CREATE TABLE IF NOT EXISTS eval_retrieval_misses (
+    run_id VARCHAR NOT NULL,
+    golden_set VARCHAR NOT NULL,
+    retriever VARCHAR NOT NULL,
+    case_id VARCHAR NOT NULL,
+    case_type VARCHAR NOT NULL,
+    question VARCHAR NOT NULL,
+    file VARCHAR NOT NULL,
+    excerpt VARCHAR NOT NULL,
+    reason VARCHAR NOT NULL,
+    detail VARCHAR NOT NULL,
+    rank_vector INTEGER,
+    rank_bm25 INTEGER,
+    rank_hybrid INTEGER
+);
 CREATE TABLE IF NOT EXISTS eval_answers (
     run_id VARCHAR NOT NULL,
     evaluated_at TIMESTAMPTZ NOT NULL,
@@ -560,6 +575,11 @@ class DuckDBStore:
         """Adds one eval run's rows; runs are kept, so recall can be compared across runs."""
         with self._transaction(incoming=frame) as connection:
             _insert_frame(connection, "eval_retrieval", "incoming", frame)
+
+    def append_eval_retrieval_misses(self, frame: pd.DataFrame) -> None:
+        """Adds why one eval run's misses were missed, one row per evidence excerpt."""
+        with self._transaction(incoming=frame) as connection:
+            _insert_frame(connection, "eval_retrieval_misses", "incoming", frame)
 
     def append_eval_answers(self, frame: pd.DataFrame) -> None:
         """Adds one answer-eval run's judged cases; runs are kept for comparison."""

@@ -254,40 +254,20 @@ def test_whitespace_around_a_key_is_not_part_of_it_in_either_header(
 # -- 4. side channels of restricted documents -----------------------------------------------
 
 
-RESTRICTED_MEMO = """# Confidential reorganisation memo
-
-Parental leave for primary caregivers will be reviewed; the weeks of parental leave and the
-caregivers' parental pay are under review. Hotel limits per night and expenses for business
-travel change with the reorganisation. Incident severity levels, on-call escalation and the
-on-call rota are merged. Parental leave, parental leave, parental leave.
-"""
-
 OUTSIDER_QUERIES = [
     QUESTION,
-    "parental leave",
-    "hotel per night business travel",
     "incident severity escalation on-call",
+    "vendor risk review",
+    "hotel per night business travel",
     "expenses",
 ]
-
-
-def _public_corpus(root: Path) -> Path:
-    """The sample corpus without its restricted files."""
-    source = root / "corpus"
-    shutil.copytree(BUNDLED_SAMPLE_CORPUS, source)
-    shutil.rmtree(source / "security")
-    for name in ("compensation-bands.xlsx", "compensation-bands.xlsx.meta.json"):
-        (source / "hr" / name).unlink()
-    return source
-
-
-def _add_restricted(source: Path) -> None:
-    """Back come the restricted files, plus a memo sharing the public documents' words."""
-    shutil.copytree(BUNDLED_SAMPLE_CORPUS / "security", source / "security")
-    (source / "security" / "reorganisation-memo.md").write_text(RESTRICTED_MEMO)
-    for name in ("compensation-bands.xlsx", "compensation-bands.xlsx.meta.json"):
-        shutil.copy(BUNDLED_SAMPLE_CORPUS / "hr" / name, source / "hr" / name)
-
+RESTRICTED_FILES = [
+    "security/_access.json",
+    "security/incident-response-plan.docx",
+    "security/vendor-risk-register.xlsx",
+    "hr/compensation-bands.xlsx",
+    "hr/compensation-bands.xlsx.meta.json",
+]
 
 # Wall-clock fields: when a response was made and how long its steps took, not what it says.
 CLOCK_FIELDS = {"timings_ms", "ms", "llm_ms", "asked_at", "answered_at"}
@@ -304,7 +284,7 @@ def _without_timings(value: object) -> object:
     return value
 
 
-def _everything_seen(live: Live, who: str) -> dict[str, object]:
+def _everything_seen(live: Live, who: str) -> dict:
     seen: dict[str, object] = {}
     with httpx.Client(base_url=live.url, headers=live.as_(who), timeout=60) as client:
         for query in OUTSIDER_QUERIES:
@@ -322,31 +302,40 @@ def _everything_seen(live: Live, who: str) -> dict[str, object]:
     return _without_timings(seen)  # type: ignore[return-value]
 
 
-def test_adding_restricted_documents_that_share_words_changes_nothing_an_outsider_sees(
-    keys: tuple[Path, str, str], tmp_path: Path
+def test_restricted_documents_sharing_words_change_nothing_an_outsider_sees(
+    materialized_sample: Path, keys: tuple[Path, str, str], tmp_path: Path
 ) -> None:
-    """BM25 statistics, counts and answers an outsider gets are those of the public documents
-    alone; the insider's scores do move, which shows the restricted words were indexed."""
-    source, data_dir = _public_corpus(tmp_path), tmp_path / "data"
-    assert materialize_everything(source, data_dir, with_evals=False).success  # type: ignore[attr-defined]
+    """Everything an outsider gets from the sample corpus (restricted documents on incident
+    response, vendor risk and pay included) is what they get once those documents are gone:
+    BM25 statistics, counts and answers are those of the public documents alone. The
+    insider's scores do move, which shows the comparison could fail."""
+    data_dir, source = tmp_path / "data", tmp_path / "corpus"
+    shutil.copytree(materialized_sample, data_dir)
+    shutil.copytree(BUNDLED_SAMPLE_CORPUS, source)
     server = _serve(data_dir, keys, tmp_path)
     live = next(server)
     try:
-        outsider_before = _everything_seen(live, "outsider")
-        insider_before = _everything_seen(live, "insider")
-        _add_restricted(source)
+        outsider_with = _everything_seen(live, "outsider")
+        insider_with = _everything_seen(live, "insider")
+        for name in RESTRICTED_FILES:
+            (source / name).unlink()
+        # The same documents at the same paths: the reindex only deletes the restricted ones.
         assert materialize_everything(source, data_dir, with_evals=False).success  # type: ignore[attr-defined]
-        outsider_after = _everything_seen(live, "outsider")
-        insider_after = _everything_seen(live, "insider")
+        outsider_without = _everything_seen(live, "outsider")
+        insider_without = _everything_seen(live, "insider")
     finally:
         server.close()
-    assert insider_after["documents"]["total"] == insider_before["documents"]["total"] + 4  # type: ignore[index]
-    bm25 = "search bm25 parental leave"
-    before_scores = [h["score"] for h in insider_before[bm25]["hits"]]  # type: ignore[index]
-    after_scores = [h["score"] for h in insider_after[bm25]["hits"]]  # type: ignore[index]
-    assert before_scores != after_scores
-    for name, seen in outsider_before.items():
-        assert outsider_after[name] == seen, name
+    assert insider_with["documents"]["total"] == insider_without["documents"]["total"] + 3
+    bm25 = "search bm25 incident severity escalation on-call"
+    public_hits = {h["chunk_id"] for h in outsider_with[bm25]["hits"]}
+    insider_scores = [
+        {h["chunk_id"]: h["score"] for h in seen[bm25]["hits"] if h["chunk_id"] in public_hits}
+        for seen in (insider_with, insider_without)
+    ]
+    assert insider_scores[0] != insider_scores[1]
+    assert outsider_with.keys() == outsider_without.keys()
+    for name, seen in outsider_with.items():
+        assert outsider_without[name] == seen, name
     # The outsider's view is not empty: the comparison above compared something.
-    assert len(outsider_before[bm25]["hits"]) >= 5  # type: ignore[index]
-    assert "20 weeks" in outsider_before[f"ask {QUESTION}"]["answer"]  # type: ignore[index]
+    assert len(public_hits) >= 3
+    assert "20 weeks" in outsider_with[f"ask {QUESTION}"]["answer"]

@@ -168,3 +168,44 @@ def test_neighbours_widen_the_context_around_each_hit(materialized_sample: Path)
     for hit in plain.context:
         around = {h.position for h in wide.context if h.doc_id == hit.doc_id}
         assert hit.position + 1 in around or hit.position - 1 in around
+
+
+def test_offline_sources_are_favoured_not_required(materialized_sample: Path) -> None:
+    """Without an LLM the source identifier's guess moves its documents' chunks up; chunks of
+    other documents still compete, and a zero weight is plain hybrid search."""
+    from lorehouse.agents.pipeline import AskOptions
+
+    index = ChunkIndex(str(materialized_sample / "lancedb"))
+    embedder = default_embedder()
+    retriever = Retriever(index, embedder)
+    question = "How many weeks of parental leave do primary caregivers get?"
+
+    def prepared(weight: float):
+        options = AskOptions(source_prior_weight=weight)
+        pipeline = AskPipeline(retriever, index.documents(), embedder, None, options)
+        return pipeline.prepare(question, [], None, 8, [], None)
+
+    favoured = prepared(0.5)
+    sources = favoured.trace.sources
+    assert sources != "all" and favoured.ranked[0].doc_id in sources
+    assert {hit.doc_id for hit in favoured.ranked} - set(sources), "other documents compete"
+    hybrid = [hit.chunk_id for hit in retriever.search(question, 8, "hybrid").hits]
+    assert [hit.chunk_id for hit in prepared(0.0).ranked][:8] == hybrid
+
+
+def test_extractive_citations_are_numbered_in_the_order_the_answer_uses_them(
+    materialized_sample: Path,
+) -> None:
+    from lorehouse.agents.answerer import DraftAnswer, citations_in, numbered_by_use
+
+    draft = numbered_by_use(DraftAnswer("B is so [5]. A is so [3]. B again [5].", [5, 3], True))
+    assert draft.text == "B is so [1]. A is so [2]. B again [1]."
+    assert draft.cited_passages() == [(1, 5), (2, 3)]
+
+    pipeline = _pipeline(materialized_sample, None)
+    response = pipeline.ask("How many weeks of parental leave do primary caregivers get?")
+    numbers = [citation.number for citation in response.citations]
+    assert numbers == list(range(1, len(numbers) + 1)) == citations_in(response.answer)
+    context = response.trace.context_chunk_ids
+    assert all(citation.chunk_id in context for citation in response.citations)
+    assert "20 weeks" in response.answer

@@ -92,3 +92,14 @@ def test_reciprocal_rank_fusion_rewards_agreement() -> None:
     assert max(fused, key=fused.__getitem__) == "b"
     assert fused["b"] == 1 / 62 + 1 / 61
     assert reciprocal_rank_fusion([["only"]]) == {"only": 1 / 61}
+
+
+def test_weighted_fusion_lets_the_stronger_ranking_decide_a_disagreement() -> None:
+    """Hybrid search weighs BM25 below the vector ranking: where the two disagree on the
+    first place, the vector ranking's first stays first."""
+    vector, bm25 = ["meaning", "words"], ["words", "meaning"]
+    plain = reciprocal_rank_fusion([vector, bm25])
+    assert plain["meaning"] == plain["words"]
+    weighted = reciprocal_rank_fusion([vector, bm25], weights=[1.0, 0.6])
+    assert weighted["meaning"] == 1 / 61 + 0.6 / 62
+    assert max(weighted, key=weighted.__getitem__) == "meaning"

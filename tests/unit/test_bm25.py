@@ -1,0 +1,67 @@
+"""BM25 scored over the rows a caller may see: hidden rows move nothing a caller can observe."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from lorehouse.stores.bm25 import Analyzer, BM25Index
+
+PUBLIC = {
+    "p1": "Primary caregivers get 20 weeks of parental leave.",
+    "p2": "Hotel stays are reimbursed up to 250 EUR per night.",
+    "p3": "The on-call engineer acknowledges pages within 15 minutes.",
+}
+HIDDEN = {
+    "h1": "Parental leave budget for the reorganisation, parental leave costs.",
+    "h2": "Leave balances of the security team.",
+}
+
+
+def _index(texts: dict[str, str]) -> BM25Index:
+    keys = sorted(texts)
+    return BM25Index.build(keys, {"text": [texts[k] for k in keys]}, Analyzer())
+
+
+def _search(index: BM25Index, query: str, visible: set[str], allowed: set[str] | None = None):
+    return index.search(
+        query,
+        ["text"],
+        index.mask(visible),
+        index.mask(allowed if allowed is not None else visible),
+        limit=10,
+    )
+
+
+def test_hidden_rows_sharing_words_change_no_visible_score_or_order() -> None:
+    alone = _index(PUBLIC)
+    with_hidden = _index({**PUBLIC, **HIDDEN})
+    for query in ("parental leave", "leave", "caregivers weeks hotel night", "pages"):
+        assert _search(with_hidden, query, set(PUBLIC)) == _search(alone, query, set(PUBLIC))
+    # Control: a caller who sees the hidden rows gets other weights for the same chunk.
+    everyone = dict(_search(with_hidden, "parental leave", set(PUBLIC) | set(HIDDEN)))
+    public_only = dict(_search(alone, "parental leave", set(PUBLIC)))
+    assert everyone["p1"] != public_only["p1"]
+    assert "h1" in everyone
+
+
+def test_words_are_stemmed_folded_and_stop_words_ignored() -> None:
+    index = _index({**PUBLIC, "p4": "Le café est fermé."})
+    assert [key for key, _ in _search(index, "caregiver", set(PUBLIC))] == ["p1"]
+    assert [key for key, _ in _search(index, "cafe", {"p4"})] == ["p4"]
+    assert _search(index, "the of and", set(PUBLIC)) == []
+
+
+def test_a_filter_narrows_results_without_reweighting_terms() -> None:
+    index = _index(PUBLIC)
+    scoped = dict(_search(index, "leave night", set(PUBLIC)))
+    narrowed = _search(index, "leave night", set(PUBLIC), allowed={"p2"})
+    assert narrowed == [("p2", scoped["p2"])]
+
+
+def test_equal_scores_come_back_in_key_order_at_every_cut() -> None:
+    texts = {f"k{i:02d}": "expense report" for i in range(12)}
+    index = _index(texts)
+    everything = np.ones(len(texts), dtype=bool)
+    for limit in (1, 5, 12):
+        found = index.search("expense", ["text"], everything, everything, limit)
+        assert [key for key, _ in found] == sorted(texts)[:limit]
