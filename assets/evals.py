@@ -190,6 +190,9 @@ def answer_eval_metadata(report: AnswerEvalReport, golden_set: str) -> dict[str,
         "judged": len(report.judged),
         "judge_failures": len(failures),
         "mean_score": dg.MetadataValue.float(round(mean, 3)) if mean is not None else "none",
+        # The offline metric beside the judge's: reference numbers and names stated.
+        "key_facts_mean_share": report.key_fact_summary().get("mean_share", 0.0),
+        "unanswerable_declined": report.key_fact_summary()["unanswerable_declined"],
         "score_distribution": dg.MetadataValue.md(
             markdown_table(
                 ["score", "cases", ""],

@@ -21,9 +21,12 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from evals.golden_set import GoldenCase
+from evals.key_facts import score_key_facts
 from lorehouse.agents.pipeline import AskResponse
 from lorehouse.llm import LLMClient, LLMFailure
 
+#: `judge_model` of a run scored by the offline key-fact metric alone.
+NO_JUDGE = "none"
 JUDGE_PROMPT = "answer_judge.v1"
 Label = Literal["correct", "partial", "incorrect", "refused"]
 LABELS: tuple[Label, ...] = ("correct", "partial", "incorrect", "refused")
@@ -70,6 +73,11 @@ class AnswerOutcome:
     degraded: bool
     n_citations: int
     answer_seconds: float
+    #: The reference answer's numbers and named terms, and how many the answer states.
+    key_facts: int = 0
+    key_facts_found: int = 0
+    #: Whether the pipeline said the documents do not answer.
+    declined: bool = False
     score: int | None = None
     label: Label | None = None
     reasoning: str | None = None
@@ -107,6 +115,34 @@ class AnswerEvalReport:
             for case_type in types
         }
 
+    def key_fact_summary(self) -> dict:
+        """The offline answer metric: key facts stated, by type; unanswerable cases declined.
+
+        Needs no judge. An answer counts as stating the facts when it holds every number and
+        named term of the reference answer; `mean_share` is the average share stated.
+        """
+        scored = [o for o in self.outcomes if o.case_type != "unanswerable" and o.key_facts]
+
+        def shares(outcomes: list[AnswerOutcome]) -> dict[str, float | int]:
+            return {
+                "answers": len(outcomes),
+                "mean_share": round(
+                    sum(o.key_facts_found / o.key_facts for o in outcomes) / len(outcomes), 3
+                ),
+                "all_stated": round(
+                    sum(o.key_facts_found == o.key_facts for o in outcomes) / len(outcomes), 3
+                ),
+            }
+
+        unanswerable = [o for o in self.outcomes if o.case_type == "unanswerable"]
+        types = sorted({o.case_type for o in scored})
+        return {
+            **(shares(scored) if scored else {"answers": 0}),
+            "by_type": {t: shares([o for o in scored if o.case_type == t]) for t in types},
+            "unanswerable": len(unanswerable),
+            "unanswerable_declined": sum(o.declined for o in unanswerable),
+        }
+
     def worst(self, n: int = 5) -> list[AnswerOutcome]:
         """The lowest-scored cases, the ones worth reading first."""
         return sorted(self.judged, key=lambda o: (o.score, o.case_id))[:n]
@@ -124,6 +160,7 @@ class AnswerEvalReport:
             "score_distribution": {str(k): v for k, v in self.score_distribution().items()},
             "labels": self.label_counts(),
             "mean_score_by_type": {k: round(v, 3) for k, v in self.mean_by_type().items()},
+            "key_facts": self.key_fact_summary(),
         }
 
     def rows(self, golden_set: str) -> list[dict]:
@@ -160,18 +197,22 @@ Asker = Callable[[str], tuple[AskResponse, str]]
 def evaluate_answers(
     cases: Sequence[GoldenCase],
     ask: Asker,
-    judge: LLMClient,
+    judge: LLMClient | None,
     concurrency: int = 4,
     on_case: Callable[[int, int], None] | None = None,
 ) -> AnswerEvalReport:
-    """Answers every case (one at a time, as the pipeline is local), judges them in parallel."""
+    """Answers every case (one at a time, as the pipeline is local) and scores its key facts;
+    a judge, when there is one, grades them in parallel."""
     report = AnswerEvalReport(
-        run_id=uuid.uuid4().hex[:12], started_at=datetime.now(UTC), judge_model=judge.model
+        run_id=uuid.uuid4().hex[:12],
+        started_at=datetime.now(UTC),
+        judge_model=judge.model if judge else NO_JUDGE,
     )
     answered: list[tuple[GoldenCase, AnswerOutcome, str]] = []
     for case in cases:
         started = time.perf_counter()
         response, sources = ask(case.question)
+        facts = score_key_facts(case.answer, response.answer)
         outcome = AnswerOutcome(
             case_id=case.id,
             case_type=case.type,
@@ -182,6 +223,9 @@ def evaluate_answers(
             degraded=response.degraded,
             n_citations=len(response.citations),
             answer_seconds=time.perf_counter() - started,
+            key_facts=len(facts.facts),
+            key_facts_found=len(facts.found),
+            declined=not response.answerable,
         )
         answered.append((case, outcome, sources))
 
@@ -189,6 +233,8 @@ def evaluate_answers(
 
     def grade(item: tuple[GoldenCase, AnswerOutcome, str]) -> AnswerOutcome:
         case, outcome, sources = item
+        if judge is None:
+            return outcome
         try:
             verdict = judge_answer(judge, case, outcome.answer, sources)
         except LLMFailure as error:

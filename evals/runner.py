@@ -224,7 +224,7 @@ def run_answer_eval(
     retriever: Retriever,
     embedder: Embedder,
     golden_path: Path,
-    judge: LLMClient,
+    judge: LLMClient | None,
     *,
     llm_client: LLMClient | None = None,
     options: AskOptions | None = None,
@@ -232,7 +232,8 @@ def run_answer_eval(
     limit: int | None = None,
     on_case: ProgressCallback | None = None,
 ) -> AnswerEvalReport:
-    """Asks every golden question as /v1/ask would, has `judge` grade it, stores the rows."""
+    """Asks every golden question as /v1/ask would, scores its key facts, has `judge` (when
+    there is one) grade it, and stores the rows."""
     retriever.check_model()
     groups = store.access_groups()  # the eval sees every document
     pipeline = AskPipeline(retriever, index.documents(), embedder, llm_client, options)
@@ -268,12 +269,11 @@ def run_answer_eval_for_settings(
     limit: int | None = None,
     on_case: ProgressCallback | None = None,
 ) -> AnswerEvalReport:
-    """The answer eval against the stores, models and judge a Settings object describes."""
+    """The answer eval against the stores, models and judge a Settings object describes.
+
+    Without a judge model the answers are scored by the offline key-fact metric alone.
+    """
     judge = judge_client_for(settings)
-    if judge is None:
-        raise JudgeNotConfigured(
-            "no judge model: set LOREHOUSE_JUDGE_MODEL to a litellm model to grade answers"
-        )
     index = open_chunk_index(settings)
     embedder = embedder_from(settings)
     return run_answer_eval(
@@ -289,7 +289,3 @@ def run_answer_eval_for_settings(
         limit=limit,
         on_case=on_case,
     )
-
-
-class JudgeNotConfigured(RuntimeError):
-    """The answer eval needs a judge model; without one it is skipped, never faked."""

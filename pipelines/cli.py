@@ -348,20 +348,23 @@ def eval_answers(
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object")] = False,
 ) -> None:
-    """Ask every golden question as /v1/ask does; the judge model grades each answer 0-5."""
+    """Ask every golden question as /v1/ask does and score each answer.
+
+    Always: the share of the reference answer's key facts (numbers, named terms) the answer
+    states, and whether unanswerable questions are declined. With LOREHOUSE_JUDGE_MODEL set,
+    the judge model also grades each answer 0-5.
+    """
     from rich.progress import Progress
 
+    from evals.answer_eval import NO_JUDGE
     from evals.golden_set import GoldenSetError
-    from evals.runner import JudgeNotConfigured, run_answer_eval_for_settings
+    from evals.runner import run_answer_eval_for_settings
 
     settings = _settings_for_golden(golden)
     with Progress(console=console, transient=True) as progress:
-        judged = _progress_task(progress, "answering and judging")
+        answered = _progress_task(progress, "answering")
         try:
-            report = run_answer_eval_for_settings(settings, golden, limit, judged)
-        except JudgeNotConfigured as error:
-            console.print(f"[yellow]Answer eval skipped: {error}[/yellow]")
-            raise typer.Exit(2) from error
+            report = run_answer_eval_for_settings(settings, golden, limit, answered)
         except GoldenSetError as error:
             console.print(f"[red]{error}[/red]")
             raise typer.Exit(2) from error
@@ -369,6 +372,26 @@ def eval_answers(
         print(json.dumps(report.summary()))
         return
     summary = report.summary()
+    facts = summary["key_facts"]
+    table = Table("type", "answers", "key facts stated (mean share)", "every key fact stated")
+    for case_type, shares in {"all": facts, **facts["by_type"]}.items():
+        if shares.get("answers"):
+            table.add_row(
+                case_type,
+                str(shares["answers"]),
+                f"{shares['mean_share']:.2f}",
+                f"{shares['all_stated']:.2f}",
+            )
+    out.print(table)
+    out.print(
+        f"unanswerable questions declined: {facts['unanswerable_declined']}/{facts['unanswerable']}"
+    )
+    if report.judge_model == NO_JUDGE:
+        console.print(
+            "[yellow]No judge model: set LOREHOUSE_JUDGE_MODEL to a litellm model to have "
+            "each answer graded 0-5 as well.[/yellow]"
+        )
+        return
     out.print(
         f"judge {report.judge_model}: {summary['n_judged']}/{summary['n_cases']} cases judged, "
         f"mean score {summary['mean_score']}"

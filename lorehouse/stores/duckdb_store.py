@@ -163,7 +163,11 @@ CREATE TABLE IF NOT EXISTS eval_answers (
     label VARCHAR,
     reasoning VARCHAR,
     judge_error VARCHAR,
-    answer_seconds DOUBLE NOT NULL
+    answer_seconds DOUBLE NOT NULL,
+    -- the offline metric: the reference's numbers and named terms, and those stated
+    key_facts INTEGER DEFAULT 0,
+    key_facts_found INTEGER DEFAULT 0,
+    declined BOOLEAN DEFAULT false
 );
 CREATE TABLE IF NOT EXISTS chunk_keywords (
     chunk_id VARCHAR NOT NULL,
@@ -199,6 +203,7 @@ class DuckDBStore:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self.connect() as connection:
             connection.execute(_SCHEMA)
+            connection.execute(_MIGRATIONS)
 
     @contextmanager
     def connect(self) -> Iterator[duckdb.DuckDBPyConnection]:
@@ -663,6 +668,13 @@ class DuckDBStore:
         ]
 
 
+# Columns added to tables after their first release; CREATE TABLE IF NOT EXISTS leaves a
+# table made by an older version as it was.
+_MIGRATIONS = """
+ALTER TABLE eval_answers ADD COLUMN IF NOT EXISTS key_facts INTEGER DEFAULT 0;
+ALTER TABLE eval_answers ADD COLUMN IF NOT EXISTS key_facts_found INTEGER DEFAULT 0;
+ALTER TABLE eval_answers ADD COLUMN IF NOT EXISTS declined BOOLEAN DEFAULT false;
+"""
 _TABLES = frozenset(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", _SCHEMA))
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from lorehouse.settings import REPO_ROOT
+from lorehouse.stores.duckdb_store import DuckDBStore
 from tests.conftest import SHARED_CORPUS
 from tests.e2e.test_cli import BIN, _run
 from tests.provider_server import provider_server
@@ -17,15 +18,20 @@ GOLDEN = REPO_ROOT / "evals" / "golden" / "sample_corpus.jsonl"
 SCIFACT = SHARED_CORPUS / "beir-scifact"
 
 
-def test_eval_answers_without_a_judge_is_skipped_with_the_setting_to_use(
-    materialized_sample: Path,
+def test_eval_answers_without_a_judge_scores_key_facts_and_names_the_judge_setting(
+    materialized_sample: Path, tmp_path: Path
 ) -> None:
-    run = _run(
-        [str(BIN / "lorehouse"), "eval", "answers", "--golden", str(GOLDEN)], materialized_sample
-    )
-    assert run.returncode == 2
-    assert "skipped" in run.stderr and "LOREHOUSE_JUDGE_MODEL" in run.stderr
-    assert run.stdout == ""
+    data_dir = Path(shutil.copytree(materialized_sample, tmp_path / "data"))
+    run = _run([str(BIN / "lorehouse"), "eval", "answers", "--golden", str(GOLDEN)], data_dir)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "key facts stated" in run.stdout and "unanswerable questions declined: 1/1" in run.stdout
+    assert "LOREHOUSE_JUDGE_MODEL" in run.stderr
+    stored = DuckDBStore(data_dir / "lorehouse.duckdb").table("eval_answers")
+    assert set(stored["judge_model"]) == {"none"} and stored["score"].isna().all()
+    answerable = stored[stored["case_type"] != "unanswerable"]
+    assert len(answerable) >= 8 and answerable["key_facts"].sum() > 0
+    # Most of the sample's reference facts are stated by the extractive answers.
+    assert answerable["key_facts_found"].sum() >= 0.5 * answerable["key_facts"].sum()
 
 
 def test_eval_answers_prints_the_judged_summary(materialized_sample: Path, tmp_path: Path) -> None:

@@ -59,3 +59,16 @@ def test_labels_follow_the_score_and_refusals() -> None:
     # refusing an unanswerable one is right; inventing an answer to it is not
     assert label_for(verdict(5, refused=True), answerable=False) == "correct"
     assert label_for(verdict(0), answerable=False) == "incorrect"
+
+
+def test_key_facts_are_the_reference_numbers_and_names_the_answer_must_state() -> None:
+    from evals.key_facts import key_facts, score_key_facts
+
+    reference = "Up to $2,000 for desk setup ($2,650 for Design team members)."
+    assert key_facts(reference) == ("2000", "2650", "Design")
+    stated = score_key_facts(reference, "New teammates may spend up to **$2,000** on a desk.")
+    assert stated.found == ("2000",) and stated.share == 1 / 3
+    # 20 is not 200, and 2000 is not 2000.5.
+    assert score_key_facts("20 weeks", "200 weeks").found == ()
+    assert score_key_facts("2,000", "2000.5").found == ()
+    assert score_key_facts("no facts here", "anything").share == 1.0

@@ -1,0 +1,58 @@
+"""An answer metric that needs no judge: are the reference answer's key facts in the answer?
+
+Key facts are what a reader checks first: the numbers (amounts, limits, durations, dates,
+percentages) and the named terms (capitalized names, acronyms) of the golden answer. The
+metric is the share of them found in the produced answer, after the same normalization on
+both sides; an unanswerable case scores whether the answer declined. Coarse, but offline,
+deterministic and cheap, so it runs on every change where an LLM judge does not.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# 16 weeks, $2,000, 100%, 2.5yrs, 2026-10-25: a number with its thousands separators.
+_NUMBER = re.compile(r"(?<![\w.])\d{1,3}(?:,\d{3})+(?:\.\d+)?|(?<![\w.])\d+(?:\.\d+)?")
+# Capitalized words not at a sentence start, and acronyms: "Airbase", "People Ops", "SOC 2".
+_NAMED = re.compile(r"(?<=[a-z,;:] )[A-Z][A-Za-z0-9&]+(?: [A-Z][A-Za-z0-9&]+)*|\b[A-Z]{2,}\b")
+_SPACE = re.compile(r"\s+")
+# Words that are capitalized in answers without being facts.
+_NOT_NAMES = frozenset({"I", "OK", "USD", "EUR", "CHF", "No", "Yes", "Read"})
+
+
+@dataclass(frozen=True)
+class KeyFactScore:
+    """How many of the reference's key facts the answer states."""
+
+    facts: tuple[str, ...]
+    found: tuple[str, ...]
+
+    @property
+    def share(self) -> float:
+        return len(self.found) / len(self.facts) if self.facts else 1.0
+
+
+def key_facts(reference: str) -> tuple[str, ...]:
+    """The numbers and named terms of a reference answer, each once, in order."""
+    numbers = [n.replace(",", "") for n in _NUMBER.findall(reference)]
+    names = [n for n in _NAMED.findall(reference) if n not in _NOT_NAMES]
+    return tuple(dict.fromkeys([*numbers, *names]))
+
+
+def _normalized(text: str) -> str:
+    """Case folded, thousands separators and extra spaces removed."""
+    without_separators = re.sub(r"(?<=\d),(?=\d{3})", "", text)
+    return _SPACE.sub(" ", without_separators).casefold()
+
+
+def score_key_facts(reference: str, answer: str) -> KeyFactScore:
+    """The reference's key facts and those of them the answer states."""
+    facts = key_facts(reference)
+    said = _normalized(answer)
+    found = tuple(
+        fact
+        for fact in facts
+        if re.search(rf"(?<![\w.]){re.escape(_normalized(fact))}(?![\w]|\.\d)", said)
+    )
+    return KeyFactScore(facts, found)
