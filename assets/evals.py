@@ -41,6 +41,7 @@ def retrieval_eval(
         rerank=evaluation.rerank,
         rerank_api_base=evaluation.rerank_api_base,
         bm25_weight=evaluation.search_bm25_weight,
+        enriched_weight=evaluation.search_enriched_weight,
         llm_client=enrichment.llm_client(),
     )
     report = run.report
@@ -157,6 +158,7 @@ def answer_eval(
         default_rerank=evaluation.rerank,
         rerank_api_base=evaluation.rerank_api_base,
         bm25_weight=evaluation.search_bm25_weight,
+        enriched_weight=evaluation.search_enriched_weight,
     )
     logger = progress_logger(context, "answers judged")
     report = run_answer_eval(

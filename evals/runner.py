@@ -42,7 +42,7 @@ from lorehouse.embedding_providers import Embedder
 from lorehouse.llm import LLMClient
 from lorehouse.rerankers import available_rerankers
 from lorehouse.retrieval import Retriever
-from lorehouse.settings import DEFAULT_BM25_WEIGHT, Settings
+from lorehouse.settings import DEFAULT_BM25_WEIGHT, DEFAULT_ENRICHED_WEIGHT, Settings
 from lorehouse.stores.duckdb_store import DuckDBStore
 from lorehouse.stores.lance_index import ChunkIndex, sql_in
 
@@ -74,6 +74,7 @@ def run_retrieval_eval(
     rerank: str = "none",
     rerank_api_base: str | None = None,
     bm25_weight: float = DEFAULT_BM25_WEIGHT,
+    enriched_weight: float = DEFAULT_ENRICHED_WEIGHT,
     llm_client: LLMClient | None = None,
     ask_options: AskOptions | None = None,
     k_max: int = K_MAX,
@@ -86,7 +87,12 @@ def run_retrieval_eval(
     the deployment's own (`ask_options_for(settings)`), so the eval measures what /v1/ask does.
     """
     retriever = Retriever(
-        index, embedder, candidates, rerank_api_base=rerank_api_base, bm25_weight=bm25_weight
+        index,
+        embedder,
+        candidates,
+        rerank_api_base=rerank_api_base,
+        bm25_weight=bm25_weight,
+        enriched_weight=enriched_weight,
     )
     retriever.check_model()
     groups = store.access_groups()  # the eval sees every document
@@ -171,6 +177,7 @@ def run_for_settings(
         rerank=settings.rerank,
         rerank_api_base=settings.rerank_api_base,
         bm25_weight=settings.search_bm25_weight,
+        enriched_weight=settings.search_enriched_weight,
         llm_client=llm_client_for(settings) if include_agentic else None,
         ask_options=ask_options_for(settings),
         k_max=k_max,

@@ -58,6 +58,7 @@ def retriever_for(settings: Settings, index: ChunkIndex, embedder: Embedder) -> 
         default_rerank=settings.rerank,
         rerank_api_base=settings.rerank_api_base,
         bm25_weight=settings.search_bm25_weight,
+        enriched_weight=settings.search_enriched_weight,
     )
 
 

@@ -25,7 +25,7 @@ from lorehouse.rerankers import (
     by_score,
     reciprocal_rank_fusion,
 )
-from lorehouse.settings import DEFAULT_BM25_WEIGHT
+from lorehouse.settings import DEFAULT_BM25_WEIGHT, DEFAULT_ENRICHED_WEIGHT
 from lorehouse.stores.lance_index import ChunkIndex, sql_in, sql_string
 
 HIT_COLUMNS = [
@@ -140,11 +140,15 @@ class Retriever:
         default_rerank: str = NONE,
         rerank_api_base: str | None = None,
         bm25_weight: float = DEFAULT_BM25_WEIGHT,
+        enriched_weight: float = DEFAULT_ENRICHED_WEIGHT,
     ) -> None:
         self.index = index
         self.embedder = embedder
         self.candidates = candidates
         self.bm25_weight = bm25_weight
+        # BM25 reads the chunk text at full weight and what enrichment wrote about it (title,
+        # summary, keywords, FAQs) at `enriched_weight`.
+        self.text_fields = {"text_embed": 1.0, "text_enriched": enriched_weight}
         self.default_rerank = default_rerank
         self.rerank_api_base = rerank_api_base
 
@@ -210,7 +214,9 @@ class Retriever:
             rows = _timed(
                 timings,
                 "bm25",
-                lambda: self.index.text_search(query, where, depth, columns, scope=scope),
+                lambda: self.index.text_search(
+                    query, where, depth, columns, fields=self.text_fields, scope=scope
+                ),
             )
             for row in rows:
                 _candidate(candidates, row).scores["bm25"] = float(row["_score"])

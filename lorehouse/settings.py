@@ -33,11 +33,13 @@ def apply_offline_environment() -> None:
         os.environ.setdefault(name, value)
 
 
-#: Weight of the BM25 ranking in hybrid fusion, the vector ranking weighing 1 (a module
-#: constant because the retriever and the eval resources default to it too). Chosen by 5-fold
-#: cross-validation over the handbook and docs dev sets pooled (BENCHMARKS.md): BM25 ranks
-#: paraphrased questions poorly, and at full weight it pulls the vector ranking's finds down.
-DEFAULT_BM25_WEIGHT = 0.6
+#: Weight of the BM25 ranking in hybrid fusion, the vector ranking weighing 1 (module
+#: constants because the retriever and the eval resources default to them too).
+DEFAULT_BM25_WEIGHT = 1.0
+#: Weight of the enriched-text field (title, summary, keywords, FAQs) in BM25 against the
+#: chunk text's 1. At 1 a short field's match outvotes the passage itself. 0.25 was the one
+#: setting that gained on all three measured sets (BENCHMARKS.md, "Retrieval quality").
+DEFAULT_ENRICHED_WEIGHT = 0.25
 
 
 class Settings(BaseSettings):
@@ -162,6 +164,15 @@ class Settings(BaseSettings):
         description=(
             "Weight of the BM25 ranking in hybrid search's reciprocal rank fusion, the vector "
             "ranking weighing 1."
+        ),
+    )
+    search_enriched_weight: float = Field(
+        default=DEFAULT_ENRICHED_WEIGHT,
+        ge=0.0,
+        le=4.0,
+        description=(
+            "Weight of the enriched text (title, summary, keywords, FAQs) in BM25, the chunk "
+            "text weighing 1."
         ),
     )
     rerank: str = Field(

@@ -19,7 +19,7 @@ from lorehouse.enrichment import Enricher
 from lorehouse.llm import LLMClient
 from lorehouse.parsing.registry import ParseOptions
 from lorehouse.parsing.runner import ParseLimits
-from lorehouse.settings import DEFAULT_BM25_WEIGHT, Settings
+from lorehouse.settings import DEFAULT_BM25_WEIGHT, DEFAULT_ENRICHED_WEIGHT, Settings
 from lorehouse.sources import DocumentSource, LocalFolderSource, S3PrefixSource
 from lorehouse.stores import DuckDBStore
 from lorehouse.stores.lance_index import ChunkIndex
@@ -155,6 +155,7 @@ class EvalResource(dg.ConfigurableResource):
     plot_dir: str
     search_candidates: int = Field(default=50, ge=1)
     search_bm25_weight: float = Field(default=DEFAULT_BM25_WEIGHT, ge=0.0)
+    search_enriched_weight: float = Field(default=DEFAULT_ENRICHED_WEIGHT, ge=0.0)
     rerank: str = "none"
     rerank_api_base: str | None = None
     ask_context_chunks: int = Field(default=8, ge=1)
@@ -225,6 +226,7 @@ def build_resources(settings: Settings) -> dict[str, dg.ConfigurableResource]:
             plot_dir=str((settings.data_dir / "evals").resolve()),
             search_candidates=settings.search_candidates,
             search_bm25_weight=settings.search_bm25_weight,
+            search_enriched_weight=settings.search_enriched_weight,
             rerank=settings.rerank,
             rerank_api_base=settings.rerank_api_base,
             ask_context_chunks=settings.ask_context_chunks,

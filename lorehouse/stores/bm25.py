@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -107,8 +107,10 @@ class FieldPostings:
             lengths=np.asarray(lengths, dtype=np.int64),
         )
 
-    def add_scores(self, terms: Iterable[str], visible: np.ndarray, scores: np.ndarray) -> None:
-        """Adds this field's BM25 score of every visible row to `scores`.
+    def add_scores(
+        self, terms: Iterable[str], visible: np.ndarray, scores: np.ndarray, weight: float = 1.0
+    ) -> None:
+        """Adds this field's BM25 score of every visible row, times `weight`, to `scores`.
 
         Document frequencies, the row count and the average length are those of the rows in
         `visible`: rows outside it change nothing, not even the scores of the rows inside.
@@ -132,7 +134,7 @@ class FieldPostings:
             rows, counts = rows[seen], counts[seen]
             idf = np.log1p((visible_rows - frequency + 0.5) / (frequency + 0.5))
             norm = K1 * (1.0 - B + B * self.lengths[rows] / average_length)
-            scores[rows] += idf * counts * (K1 + 1.0) / (counts + norm)
+            scores[rows] += weight * idf * counts * (K1 + 1.0) / (counts + norm)
 
 
 class BM25Index:
@@ -163,7 +165,7 @@ class BM25Index:
     def search(
         self,
         query: str,
-        fields: Sequence[str],
+        fields: Mapping[str, float],
         visible: np.ndarray,
         allowed: np.ndarray,
         limit: int,
@@ -172,15 +174,17 @@ class BM25Index:
 
         `visible` is whom the statistics describe (the caller's access scope); `allowed` is
         the subset results may come from (the scope narrowed by the caller's filters). The
-        score of a row is the sum of its fields' BM25 scores.
+        score of a row is the weighted sum of its fields' BM25 scores (`fields`: column ->
+        weight): a short field such as a title scores high on any match, and at full weight
+        it outvotes the passage itself.
         """
         # Sorted, so every row's sum is taken in the same order in every process.
         terms = sorted(set(self.analyzer.terms(query)))
         scores = np.zeros(len(self.keys), dtype=np.float64)
         if not terms or limit <= 0:
             return []
-        for field in fields:
-            self.fields[field].add_scores(terms, visible, scores)
+        for field, weight in fields.items():
+            self.fields[field].add_scores(terms, visible, scores, weight)
         scores[~allowed] = 0.0
         matched = np.flatnonzero(scores > 0)
         if len(matched) > limit:

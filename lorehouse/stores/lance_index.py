@@ -8,7 +8,7 @@ set that is filtered afterwards.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import NamedTuple, TypeVar
@@ -332,10 +332,11 @@ class LanceTable:
         where: str | None,
         limit: int,
         columns: Sequence[str],
-        fields: Sequence[str] | None = None,
+        fields: Sequence[str] | Mapping[str, float] | None = None,
         scope: str | None = None,
     ) -> list[dict]:
-        """BM25 over the text columns (or `fields`) of the rows matching `where`, best first.
+        """BM25 over the text columns (or `fields`, each weighing 1 unless a mapping gives its
+        weight) of the rows matching `where`, best first.
 
         The BM25 statistics are those of the rows matching `scope` (default: `where`), so
         pass the caller's access clause as `scope` and access plus filters as `where`: a
@@ -346,7 +347,12 @@ class LanceTable:
         bm25 = self._bm25_index(table)
         allowed = self._matching(table, bm25, where)
         visible = allowed if scope is None or scope == where else self._matching(table, bm25, scope)
-        ranked = bm25.search(text, fields or self.text_columns, visible, allowed, limit)
+        weights = (
+            fields
+            if isinstance(fields, Mapping)
+            else dict.fromkeys(fields or self.text_columns, 1.0)
+        )
+        ranked = bm25.search(text, weights, visible, allowed, limit)
         if not ranked:
             return []
         keys = [key for key, _ in ranked]

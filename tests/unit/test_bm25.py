@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from lorehouse.stores.bm25 import Analyzer, BM25Index
 
@@ -25,7 +26,7 @@ def _index(texts: dict[str, str]) -> BM25Index:
 def _search(index: BM25Index, query: str, visible: set[str], allowed: set[str] | None = None):
     return index.search(
         query,
-        ["text"],
+        {"text": 1.0},
         index.mask(visible),
         index.mask(allowed if allowed is not None else visible),
         limit=10,
@@ -63,5 +64,20 @@ def test_equal_scores_come_back_in_key_order_at_every_cut() -> None:
     index = _index(texts)
     everything = np.ones(len(texts), dtype=bool)
     for limit in (1, 5, 12):
-        found = index.search("expense", ["text"], everything, everything, limit)
+        found = index.search("expense", {"text": 1.0}, everything, everything, limit)
         assert [key for key, _ in found] == sorted(texts)[:limit]
+
+
+def test_a_field_counts_by_its_weight() -> None:
+    keys = ["a", "b"]
+    columns = {"text": ["hotel limits per night", "desk setup budget"], "title": ["Travel", ""]}
+    index = BM25Index.build(keys, columns, Analyzer())
+    everything = np.ones(2, dtype=bool)
+
+    def score(weights: dict[str, float]) -> dict[str, float]:
+        return dict(index.search("travel hotel", weights, everything, everything, 10))
+
+    full, half = score({"text": 1.0, "title": 1.0}), score({"text": 1.0, "title": 0.5})
+    text_only = score({"text": 1.0, "title": 0.0})
+    assert full["a"] > half["a"] > text_only["a"] > 0
+    assert full["a"] - text_only["a"] == pytest.approx(2 * (half["a"] - text_only["a"]))
