@@ -75,6 +75,7 @@ def ask_options_for(settings: Settings) -> AskOptions:
         context_chunks=settings.ask_context_chunks,
         neighbours=settings.ask_neighbours,
         answer_min_similarity=settings.answer_min_similarity,
+        answer_max_words=settings.answer_max_words,
         source_prior_weight=settings.ask_source_prior_weight,
     )
 

@@ -40,6 +40,13 @@ DEFAULT_BM25_WEIGHT = 1.0
 #: chunk text's 1. At 1 a short field's match outvotes the passage itself. 0.25 was the one
 #: setting that gained on all three measured sets (BENCHMARKS.md, "Retrieval quality").
 DEFAULT_ENRICHED_WEIGHT = 0.25
+#: Extractive answers: below this cosine between the question and its best context sentence
+#: the answer is "not found". 0.40 answered all but one answerable dev question (0.45 declined
+#: 12 of them) and still declines some unanswerable ones (BENCHMARKS.md, "Answers").
+DEFAULT_ANSWER_MIN_SIMILARITY = 0.40
+#: Extractive answers: words at most (the first sentence always fits), so an answer states
+#: several facts and stays a paragraph.
+DEFAULT_ANSWER_MAX_WORDS = 100
 
 
 class Settings(BaseSettings):
@@ -200,12 +207,21 @@ class Settings(BaseSettings):
         ),
     )
     answer_min_similarity: float = Field(
-        default=0.45,
+        default=DEFAULT_ANSWER_MIN_SIMILARITY,
         ge=0.0,
         le=1.0,
         description=(
             "Extractive answers: a question whose best context sentence is less similar than "
             "this (cosine) is answered as not found."
+        ),
+    )
+    answer_max_words: int = Field(
+        default=DEFAULT_ANSWER_MAX_WORDS,
+        ge=10,
+        le=1000,
+        description=(
+            "Extractive answers: at most this many words; each sentence after the first must "
+            "add a number or name not yet stated."
         ),
     )
     eval_golden_set: Path = Field(

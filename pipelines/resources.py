@@ -19,7 +19,13 @@ from lorehouse.enrichment import Enricher
 from lorehouse.llm import LLMClient
 from lorehouse.parsing.registry import ParseOptions
 from lorehouse.parsing.runner import ParseLimits
-from lorehouse.settings import DEFAULT_BM25_WEIGHT, DEFAULT_ENRICHED_WEIGHT, Settings
+from lorehouse.settings import (
+    DEFAULT_ANSWER_MAX_WORDS,
+    DEFAULT_ANSWER_MIN_SIMILARITY,
+    DEFAULT_BM25_WEIGHT,
+    DEFAULT_ENRICHED_WEIGHT,
+    Settings,
+)
 from lorehouse.sources import DocumentSource, LocalFolderSource, S3PrefixSource
 from lorehouse.stores import DuckDBStore
 from lorehouse.stores.lance_index import ChunkIndex
@@ -160,7 +166,8 @@ class EvalResource(dg.ConfigurableResource):
     rerank_api_base: str | None = None
     ask_context_chunks: int = Field(default=8, ge=1)
     ask_neighbours: int = Field(default=0, ge=0)
-    answer_min_similarity: float = 0.45
+    answer_min_similarity: float = DEFAULT_ANSWER_MIN_SIMILARITY
+    answer_max_words: int = Field(default=DEFAULT_ANSWER_MAX_WORDS, ge=10)
     judge_model: str | None = None
     judge_api_base: str | None = None
     judge_concurrency: int = Field(default=4, ge=1)
@@ -174,6 +181,7 @@ class EvalResource(dg.ConfigurableResource):
             context_chunks=self.ask_context_chunks,
             neighbours=self.ask_neighbours,
             answer_min_similarity=self.answer_min_similarity,
+            answer_max_words=self.answer_max_words,
         )
 
     def judge_client(self) -> LLMClient | None:
@@ -232,6 +240,7 @@ def build_resources(settings: Settings) -> dict[str, dg.ConfigurableResource]:
             ask_context_chunks=settings.ask_context_chunks,
             ask_neighbours=settings.ask_neighbours,
             answer_min_similarity=settings.answer_min_similarity,
+            answer_max_words=settings.answer_max_words,
             judge_model=settings.judge_model,
             judge_api_base=settings.judge_api_base,
             judge_concurrency=settings.llm_concurrency,

@@ -2,12 +2,14 @@
 
 The LLM is told to cite and to say when the passages do not hold the answer; its reply is
 checked (cites only passages it was given, cites at least one, or says "not found") and
-retried otherwise. Without an LLM the answer is made of the context sentences most similar to
-the question, each with its citation, and "not found" when none is similar enough.
+retried otherwise. Without an LLM the answer is made of the context sentences that best answer
+the question (similar, sharing its rare words, holding the number or name it asks for), each
+with its citation, and "not found" when none is similar enough.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -19,6 +21,7 @@ from lorehouse.chunking import plain_text
 from lorehouse.embedding_providers import Embedder
 from lorehouse.llm import LLMClient
 from lorehouse.retrieval import SearchHit
+from lorehouse.stores.bm25 import Analyzer
 
 PROMPT_VERSION = "answerer.v1"
 NOT_FOUND_MARKER = "NOT_IN_DOCUMENTS"
@@ -155,36 +158,128 @@ def _units(hit: SearchHit) -> list[str]:
     return units
 
 
+#: Questions that ask for an amount, a limit, a duration or a date: their answer holds a number.
+_ASKS_NUMBER = re.compile(
+    r"\b(?:how (?:many|much|long|often|far|old|soon|early|late)|when|deadline|by when"
+    r"|maximum|minimum|max|min|limit|budget|cost|amount|number of|percent(?:age)?|rate|price"
+    r"|fee|allowance|stipend|what (?:age|size|year|date|time|day|month))\b",
+    re.IGNORECASE,
+)
+#: Questions that ask for a person, team, tool or channel: their answer names it.
+_ASKS_NAME = re.compile(
+    r"\b(?:who|whom|whose|which (?:team|person|group|channel|tool|app|system)|contact"
+    r"|reach out|ask\w*|approv\w*)\b",
+    re.IGNORECASE,
+)
+_DIGIT = re.compile(r"\d")
+#: A name as an answer states it: a capitalized word inside a sentence, an acronym, a Slack
+#: channel or handle.
+_NAME = re.compile(r"(?<=[a-z,;:] )[A-Z][A-Za-z0-9&]+|\b[A-Z]{2,}\b|#[a-z][\w-]+|@[\w-]+")
+#: What a reader checks in an answer: amounts, limits, dates and names.
+_FACT = re.compile(r"\$?\d[\d,.]*%?|(?<=[a-z,;:] )[A-Z][A-Za-z0-9&]+|\b[A-Z]{2,}\b")
+#: Weight of the question's words found in a sentence (IDF-weighted share) beside the
+#: embedding similarity: exact terms ("Airbase", "I-9") matter more than a small model knows.
+LEXICAL_WEIGHT = 0.3
+#: Bonus for a sentence that holds what the question asks for (a number, a name).
+SLOT_WEIGHT = 0.15
+_ANALYZER = Analyzer()
+
+
+@dataclass(frozen=True)
+class _Unit:
+    """One sentence or table row of the context, with the citation number of its passage."""
+
+    passage: int
+    order: int
+    text: str
+
+    @property
+    def facts(self) -> frozenset[str]:
+        return frozenset(fact.strip(".,").lower() for fact in _FACT.findall(self.text))
+
+
+def _lexical_overlap(question: str, units: Sequence[_Unit]) -> np.ndarray:
+    """Per unit, the share of the question's words it contains, rare words weighing more.
+
+    Rarity is counted over the context itself (BM25's IDF), so a word every passage repeats
+    ("Sourcegraph", "teammates") decides nothing.
+    """
+    question_terms = set(_ANALYZER.terms(question))
+    unit_terms = [set(_ANALYZER.terms(unit.text)) for unit in units]
+    total = len(units)
+    weights = {}
+    for term in question_terms:
+        containing = sum(term in terms for terms in unit_terms)
+        weights[term] = math.log(1 + (total - containing + 0.5) / (containing + 0.5))
+    mass = sum(weights.values()) or 1.0
+    return np.array(
+        [sum(weights[term] for term in question_terms & terms) / mass for terms in unit_terms]
+    )
+
+
+def _holds_what_is_asked(question: str, units: Sequence[_Unit]) -> np.ndarray:
+    """1 for a unit holding the kind of fact the question asks for (a number, a name)."""
+    wants_number = bool(_ASKS_NUMBER.search(question))
+    wants_name = bool(_ASKS_NAME.search(question))
+    return np.array(
+        [
+            float(
+                (wants_number and bool(_DIGIT.search(unit.text)))
+                or (wants_name and bool(_NAME.search(unit.text)))
+            )
+            for unit in units
+        ]
+    )
+
+
 def answer_extractively(
     embedder: Embedder,
     question: str,
     hits: Sequence[SearchHit],
     min_similarity: float,
-    max_sentences: int = 3,
-    spread: float = 0.12,
+    max_words: int = 100,
+    max_sentences: int = 6,
 ) -> DraftAnswer:
-    """The context sentences closest to the question, each cited; "not found" below a floor.
+    """The context sentences that best answer the question, each cited; "not found" below a floor.
 
-    Sentences within `spread` of the best one are kept (at most `max_sentences`), in the
-    order the context presents them, so the answer reads like the source.
+    A sentence scores by its similarity to the question, the question's words it contains and
+    whether it holds what is asked (a number for "how much", a name for "who"). Each sentence
+    after the best must add a fact (a number or a name) not yet stated, within `max_words`, so
+    the answer names the limit instead of repeating the topic. The best sentence opens the
+    answer; the others follow in the order the context presents them, so the answer states the
+    fact first and then reads like the source. A table row is one unit, with its column names,
+    so it is never cut.
     """
-    candidates = [
-        (number, order, unit)
+    units = [
+        _Unit(number, order, text)
         for number, hit in enumerate(hits, start=1)
-        for order, unit in enumerate(_units(hit))
+        for order, text in enumerate(_units(hit))
     ]
-    if not candidates:
+    if not units:
         return DraftAnswer(NOT_FOUND_ANSWER, [], answerable=False)
-    vectors = embedder.embed([question, *(unit for _, _, unit in candidates)])
+    vectors = embedder.embed([question, *(unit.text for unit in units)])
     similarities = vectors[1:] @ vectors[0]
-    best = float(np.max(similarities))
-    if best < min_similarity:
+    if float(np.max(similarities)) < min_similarity:
         return DraftAnswer(NOT_FOUND_ANSWER, [], answerable=False)
-    floor = max(min_similarity, best - spread)
-    ranked = sorted(range(len(candidates)), key=lambda i: -similarities[i])
-    chosen = sorted(
-        [i for i in ranked if similarities[i] >= floor][:max_sentences],
-        key=lambda i: candidates[i][:2],
+    scores = (
+        similarities
+        + LEXICAL_WEIGHT * _lexical_overlap(question, units)
+        + SLOT_WEIGHT * _holds_what_is_asked(question, units)
     )
-    text = " ".join(f"{candidates[i][2]} [{candidates[i][0]}]" for i in chosen)
+    chosen: list[_Unit] = []
+    stated: set[str] = set()
+    words = 0
+    for index in np.argsort(-scores, kind="stable"):
+        unit = units[int(index)]
+        length = len(unit.text.split())
+        if chosen and (not unit.facts - stated or words + length > max_words):
+            continue
+        chosen.append(unit)
+        stated |= unit.facts
+        words += length
+        if len(chosen) == max_sentences:
+            break
+    best, *rest = chosen
+    chosen = [best, *sorted(rest, key=lambda unit: (unit.passage, unit.order))]
+    text = " ".join(f"{unit.text} [{unit.passage}]" for unit in chosen)
     return numbered_by_use(DraftAnswer(text, citations_in(text), answerable=True))

@@ -37,6 +37,7 @@ from lorehouse.embedding_providers import Embedder
 from lorehouse.llm import LLMClient, LLMFailure
 from lorehouse.rerankers import reciprocal_rank_fusion
 from lorehouse.retrieval import Retriever, SearchFilters, SearchHit, SearchMode, hit_from_row
+from lorehouse.settings import DEFAULT_ANSWER_MAX_WORDS, DEFAULT_ANSWER_MIN_SIMILARITY
 from lorehouse.stores.lance_index import DocumentIndex
 
 AnswerMode = Literal["llm", "extractive"]
@@ -54,7 +55,8 @@ class AskOptions:
     max_sources: int = 3
     source_margin: float = 0.1
     source_min_similarity: float = 0.3
-    answer_min_similarity: float = 0.45
+    answer_min_similarity: float = DEFAULT_ANSWER_MIN_SIMILARITY
+    answer_max_words: int = DEFAULT_ANSWER_MAX_WORDS
     #: How much the offline source identifier's documents are favoured: the weight of the
     #: search within them when fused with the search everywhere (0 ignores them).
     source_prior_weight: float = 0.0
@@ -364,7 +366,11 @@ class AskPipeline:
 
     def _extractive(self, question: str, context: Sequence[SearchHit]) -> DraftAnswer:
         return answer_extractively(
-            self.embedder, question, context, self.options.answer_min_similarity
+            self.embedder,
+            question,
+            context,
+            self.options.answer_min_similarity,
+            self.options.answer_max_words,
         )
 
     def _mode(self) -> AnswerMode:

@@ -172,7 +172,9 @@ def test_a_burst_of_streamed_asks_leaves_every_other_route_responsive(live: Live
     assert all("event: answer" in response for response in responses)
     assert len(latencies) >= 10
     p95 = sorted(latencies)[int(0.95 * (len(latencies) - 1))]
-    assert p95 < 0.5, f"/v1/documents p95 {p95:.3f} s during the burst: {sorted(latencies)}"
+    # Held worker threads made this route wait tens of seconds; 1.5 s leaves room for a busy
+    # 2-core machine without letting a stall through.
+    assert p95 < 1.5, f"/v1/documents p95 {p95:.3f} s during the burst: {sorted(latencies)}"
     assert max(latencies) < 3, f"/v1/documents stalled during the burst: {sorted(latencies)}"
     started = time.monotonic()
     assert _ask(live, timeout=10).status_code == 200

@@ -1,0 +1,110 @@
+"""Extractive answers state the fact the question asks for, once, with its table row whole."""
+
+from __future__ import annotations
+
+import pytest
+
+from lorehouse.agents.answerer import answer_extractively, citations_in
+from lorehouse.embedding import default_embedder
+from lorehouse.retrieval import SearchHit
+from lorehouse.settings import DEFAULT_ANSWER_MAX_WORDS, DEFAULT_ANSWER_MIN_SIMILARITY
+
+
+def _hit(number: int, body: str, *, is_table: bool = False) -> SearchHit:
+    return SearchHit(
+        rank=number,
+        chunk_id=f"chunk-{number}",
+        doc_id=f"doc-{number}",
+        title="Travel",
+        rel_path=f"travel-{number}.md",
+        source_uri=f"file:///travel-{number}.md",
+        file_type="md",
+        position=number,
+        heading_path=["Travel"],
+        page_start=None,
+        page_end=None,
+        is_table=is_table,
+        text_chat=f"# Travel\n{body}",
+        score=1.0 / number,
+        scores={},
+        citation=f"/v1/chunks/chunk-{number}",
+    )
+
+
+def _answer(question: str, hits: list[SearchHit]) -> str:
+    draft = answer_extractively(
+        default_embedder(), question, hits, DEFAULT_ANSWER_MIN_SIMILARITY, DEFAULT_ANSWER_MAX_WORDS
+    )
+    assert draft.answerable
+    assert citations_in(draft.text) == list(range(1, len(draft.cited) + 1))
+    return draft.text
+
+
+HOTEL_POLICY = [
+    _hit(
+        1,
+        "Hotels for business travel should be booked through Navan so that hotel stays for "
+        "business trips are easy to find. Choose a hotel close to where you work during the trip.",
+    ),
+    _hit(
+        2,
+        "We advise spending within reason, with a $300 USD per night maximum spend limit "
+        "(including taxes, fees, and parking). Spending more needs approval from Finance.",
+    ),
+]
+
+
+def test_a_how_much_question_is_answered_with_the_amount_first() -> None:
+    answer = _answer(
+        "What is the maximum I can spend per night on a hotel for a business trip?", HOTEL_POLICY
+    )
+    assert answer.startswith("We advise spending within reason, with a $300 USD per night")
+    assert "Finance" in answer, "a second sentence adding a new fact (who approves) is kept"
+
+
+def test_a_sentence_repeating_a_stated_fact_is_left_out() -> None:
+    repeated = [
+        _hit(1, "New teammates may spend up to $2,000 on their desk setup."),
+        _hit(2, "Every teammate gets a $2,000 desk setup budget for a comfortable workspace."),
+        _hit(3, "Design team members may spend up to $2,650 on their desk setup."),
+    ]
+    answer = _answer("How much can a new teammate spend on a desk setup?", repeated)
+    assert answer.count("$2,000") == 1
+    assert "$2,650" in answer
+
+
+@pytest.mark.parametrize("words", [10, 40])
+def test_the_answer_stays_within_its_word_budget(words: int) -> None:
+    draft = answer_extractively(
+        default_embedder(),
+        "What is the maximum I can spend per night on a hotel for a business trip?",
+        HOTEL_POLICY,
+        DEFAULT_ANSWER_MIN_SIMILARITY,
+        max_words=words,
+    )
+    sentences = draft.text.split(" [")
+    first_sentence_words = len(sentences[0].split())
+    assert len(draft.text.split()) <= max(words, first_sentence_words) + len(draft.cited)
+
+
+def test_a_table_answer_keeps_its_row_whole_with_the_column_names() -> None:
+    table = _hit(
+        1,
+        "| Trip category | Total spend limit | Per night |\n"
+        "| --- | --- | --- |\n"
+        "| Team offsite | $1,850 | $300 |\n"
+        "| Customer visit | $2,400 | $350 |",
+        is_table=True,
+    )
+    answer = _answer("What is the total spend limit for a customer visit trip?", [table])
+    assert "Trip category: Customer visit; Total spend limit: $2,400; Per night: $350." in answer
+
+
+def test_a_question_the_context_does_not_touch_is_declined() -> None:
+    draft = answer_extractively(
+        default_embedder(),
+        "Which VPN client do I install on my laptop?",
+        [_hit(1, "The cafeteria serves vegetarian lunch every Thursday from noon.")],
+        DEFAULT_ANSWER_MIN_SIMILARITY,
+    )
+    assert not draft.answerable and draft.cited == []
