@@ -68,10 +68,9 @@ class LiteLLMEmbedder:
         return l2_normalize(np.vstack(rows))
 
     def _embed_batch(self, batch: list[str]) -> np.ndarray:
-        import litellm
-        import openai
+        from lorehouse.llm import litellm_module, provider_error, transient_errors
 
-        from lorehouse.llm import TRANSIENT_ERRORS
+        litellm = litellm_module()
 
         last_error: Exception | None = None
         for attempt in range(1, self.max_attempts + 1):
@@ -90,13 +89,13 @@ class LiteLLMEmbedder:
                         f"{self.name} returned {len(vectors)} vectors for {len(batch)} texts"
                     )
                 return vectors
-            except TRANSIENT_ERRORS as error:
+            except transient_errors() as error:
                 last_error = error
                 if attempt < self.max_attempts:
                     time.sleep(self.backoff_seconds * 2 ** (attempt - 1))
             # Auth, bad request, unknown model: retrying will not help. litellm's provider
             # errors all derive from openai's.
-            except openai.APIError as error:
+            except provider_error() as error:
                 raise EmbeddingFailure(f"{self.name}: {type(error).__name__}: {error}") from error
         raise EmbeddingFailure(f"{self.name}: {type(last_error).__name__}: {last_error}")
 

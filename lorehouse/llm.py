@@ -20,26 +20,48 @@ from dataclasses import dataclass, field
 from functools import cache
 from importlib.resources import files
 from pathlib import Path
+from types import ModuleType
 from typing import Any, Generic, TypeVar
 
-import litellm
-import openai
 from pydantic import BaseModel, ValidationError
 
 LOCAL_MODEL_ALIAS = "local"
 T = TypeVar("T", bound=BaseModel)
-# litellm prints a "Give Feedback / Get Help" banner to stdout on every provider error, which
-# would corrupt the CLI's --json output; the error itself is raised and logged as usual.
-litellm.suppress_debug_info = True
 
-# Worth waiting for: the provider is busy or the network hiccuped.
-TRANSIENT_ERRORS: tuple[type[Exception], ...] = (
-    litellm.RateLimitError,
-    litellm.Timeout,
-    litellm.APIConnectionError,
-    litellm.ServiceUnavailableError,
-    litellm.InternalServerError,
-)
+
+@cache
+def litellm_module() -> ModuleType:
+    """litellm, imported on first use and configured once.
+
+    Importing it costs seconds; most runs (extractive answers and enrichment, the bundled
+    embedder) never call a provider, so the CLI, the server and every Dagster step process
+    start without it.
+    """
+    import litellm
+
+    # litellm prints a "Give Feedback / Get Help" banner to stdout on every provider error,
+    # which would corrupt the CLI's --json output; the error itself is raised and logged.
+    litellm.suppress_debug_info = True
+    return litellm
+
+
+def transient_errors() -> tuple[type[Exception], ...]:
+    """Errors worth waiting for: the provider is busy or the network hiccuped."""
+    litellm = litellm_module()
+    return (
+        litellm.RateLimitError,
+        litellm.Timeout,
+        litellm.APIConnectionError,
+        litellm.ServiceUnavailableError,
+        litellm.InternalServerError,
+    )
+
+
+def provider_error() -> type[Exception]:
+    """The base of every provider error litellm raises (auth, bad request, unknown model...)."""
+    import openai
+
+    return openai.APIError
 
 
 class LLMFailure(Exception):
@@ -204,14 +226,14 @@ class LLMClient:
             started = time.perf_counter()
             try:
                 response = self._request(messages, **options)
-            except TRANSIENT_ERRORS as error:
+            except transient_errors() as error:
                 self.usage.add(seconds=time.perf_counter() - started)
                 last_problem = f"{type(error).__name__}: {error}"
                 time.sleep(self._backoff(attempt))
                 continue
             # Auth, bad request, unknown model: retrying will not help. litellm's provider
             # errors all derive from openai's.
-            except openai.APIError as error:
+            except provider_error() as error:
                 self.usage.add(failures=1, seconds=time.perf_counter() - started)
                 raise LLMFailure(f"{type(error).__name__}: {error}") from error
             tokens_in, tokens_out = _token_usage(response)
@@ -258,7 +280,7 @@ class LLMClient:
                     tokens_out = int(usage.completion_tokens or 0)
                 if chunk.choices and chunk.choices[0].delta.content:
                     yield chunk.choices[0].delta.content
-        except openai.APIError as error:
+        except provider_error() as error:
             self.usage.add(failures=1, seconds=waited)
             raise LLMFailure(f"{type(error).__name__}: {error}") from error
         self.usage.add(calls=1, tokens_in=tokens_in, tokens_out=tokens_out, seconds=waited)
@@ -270,7 +292,7 @@ class LLMClient:
         one retry layer, so `max_attempts` and the timeout bound a call's total wait instead
         of being multiplied by hidden retries underneath.
         """
-        return litellm.completion(
+        return litellm_module().completion(
             model=self.model,
             messages=messages,
             temperature=0.0,
@@ -289,7 +311,7 @@ class LLMClient:
 def _enforces_schema(model: str) -> bool:
     """Whether to send the answer's JSON schema (else plain JSON mode), asked once per client."""
     try:
-        return bool(litellm.supports_response_schema(model=model))
+        return bool(litellm_module().supports_response_schema(model=model))
     except Exception:  # noqa: BLE001 - unknown model names raise; JSON mode is the safe side
         return False
 
@@ -307,7 +329,7 @@ def _cost(response: Any) -> float:
     cost = hidden.get("response_cost")
     if cost is None:
         try:
-            cost = litellm.completion_cost(completion_response=response)
+            cost = litellm_module().completion_cost(completion_response=response)
         except Exception:  # noqa: BLE001 - litellm raises plain Exception for unpriced models
             cost = 0.0
     return float(cost or 0.0)

@@ -135,13 +135,10 @@ class LiteLLMReranker:
     ) -> list[Candidate]:
         if not candidates:
             return candidates
-        import litellm
-        import openai
-
-        import lorehouse.llm  # noqa: F401  (configures litellm's output once)
+        from lorehouse.llm import litellm_module, provider_error
 
         try:
-            response = litellm.rerank(
+            response = litellm_module().rerank(
                 model=self.name,
                 query=query,
                 documents=[c.row["text_chat"] for c in candidates],
@@ -151,7 +148,7 @@ class LiteLLMReranker:
                 timeout=self.timeout_seconds,
             )
         # litellm's provider errors (rate limits, timeouts, 5xx, auth) all derive from openai's.
-        except openai.APIError as error:
+        except provider_error() as error:
             raise RerankFailure(f"{self.name}: {type(error).__name__}: {error}") from error
         for result in response.results or []:
             position = int(result["index"])
