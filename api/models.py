@@ -107,7 +107,7 @@ class SearchRequest(BaseModel):
     rerank: UnicodeText | None = Field(
         default=None,
         max_length=200,
-        description="none, rrf or the configured litellm reranker; unset: default",
+        description="none or the configured litellm reranker; unset: default",
     )
 
     @field_validator("query")

@@ -93,7 +93,7 @@ def as_retrieved(hits: Sequence[SearchHit]) -> list[RetrievedChunk]:
 def search_config(
     retriever: Retriever, mode: str, rerank: str, caller_groups: Sequence[str]
 ) -> RetrieverConfig:
-    """A plain retrieval mode with a reranker, named e.g. `hybrid` or `hybrid+rrf`."""
+    """A retrieval mode with a reranker, named e.g. `hybrid` or `hybrid+cohere/rerank-v3.5`."""
     name = mode if rerank == "none" else f"{mode}+{rerank}"
 
     def rank(question: str, k: int) -> list[RetrievedChunk]:

@@ -1,8 +1,10 @@
-"""Second-stage rerankers behind one interface: none, field-level rank fusion, litellm rerank.
+"""Second-stage rerankers behind one interface: none, or a litellm rerank model.
 
-No cross-encoder ships as an offline package, so the offline choices are `none` and `rrf`;
-a hosted reranker (Cohere, Voyage, Together, a self-hosted Infinity server...) plugs in
-through litellm's rerank API when one is configured.
+No cross-encoder ships as an offline package, so offline the first stage's order is final
+(`none`); a hosted reranker (Cohere, Voyage, Together, a self-hosted Infinity server...)
+plugs in through litellm's rerank API when one is configured. A field-level rank fusion
+was offered offline and removed: it lowered recall on every set it was measured on
+(BENCHMARKS.md, "Retrieval quality").
 """
 
 from __future__ import annotations
@@ -14,15 +16,12 @@ from typing import Protocol
 
 import numpy as np
 
-from lorehouse.stores.lance_index import TEXT_COLUMNS, ChunkIndex, sql_in
-
 log = logging.getLogger(__name__)
 
 #: The constant of reciprocal rank fusion (Cormack et al.): damps the weight of top ranks so
 #: one retriever's first hit cannot outvote agreement among the others.
 RRF_K = 60
 NONE = "none"
-RRF = "rrf"
 
 
 @dataclass
@@ -84,42 +83,6 @@ class NoReranker:
         return candidates
 
 
-class FieldRankFusion:
-    """Reorders candidates by fusing three rankings of them: dense, BM25 on the chunk text,
-    BM25 on the enriched text (title, summary, FAQs, keywords).
-
-    The first-stage BM25 sums both fields into one score, which lets the longer field
-    dominate; fusing per-field ranks weighs "the chunk says it" and "the chunk is about it"
-    equally, and adds the dense signal to BM25-only candidates (and vice versa).
-    """
-
-    name = RRF
-
-    def __init__(self, index: ChunkIndex) -> None:
-        self.index = index
-
-    def rerank(
-        self, query: str, query_vector: np.ndarray, candidates: list[Candidate]
-    ) -> list[Candidate]:
-        if not candidates:
-            return candidates
-        ids = [c.chunk_id for c in candidates]
-        dense = sorted(
-            (c for c in candidates if c.vector is not None),
-            key=lambda c: -float(np.dot(c.vector, query_vector)),  # type: ignore[arg-type]
-        )
-        rankings = [[c.chunk_id for c in dense]]
-        for column in TEXT_COLUMNS:
-            hits = self.index.text_search(
-                query, sql_in("chunk_id", ids), len(ids), ["chunk_id"], fields=[column]
-            )
-            rankings.append([hit["chunk_id"] for hit in hits])
-        fused = reciprocal_rank_fusion(rankings)
-        for candidate in candidates:
-            candidate.scores["rerank"] = fused.get(candidate.chunk_id, 0.0)
-        return by_score(candidates, "rerank")
-
-
 class LiteLLMReranker:
     """A hosted cross-encoder through litellm.rerank (cohere/rerank-..., voyage/..., ...)."""
 
@@ -159,20 +122,18 @@ class LiteLLMReranker:
 
 def available_rerankers(configured: str | None) -> list[str]:
     """Names a request may ask for: the offline ones plus a configured litellm model."""
-    names = [NONE, RRF]
+    names = [NONE]
     if configured and configured not in names:
         names.append(configured)
     return names
 
 
 def build_reranker(
-    name: str, index: ChunkIndex, api_base: str | None = None, timeout_seconds: float = 30.0
+    name: str, api_base: str | None = None, timeout_seconds: float = 30.0
 ) -> Reranker:
-    """The reranker a name stands for; anything but none/rrf is a litellm rerank model."""
+    """The reranker a name stands for; anything but none is a litellm rerank model."""
     if name == NONE:
         return NoReranker()
-    if name == RRF:
-        return FieldRankFusion(index)
     if "/" not in name:
-        raise ValueError(f"unknown reranker {name!r}: use none, rrf or a litellm rerank model")
+        raise ValueError(f"unknown reranker {name!r}: use none or a litellm rerank model")
     return LiteLLMReranker(name, api_base=api_base, timeout_seconds=timeout_seconds)

@@ -18,7 +18,6 @@ from pydantic import BaseModel, Field
 from lorehouse.embedding_providers import Embedder, EmbeddingFailure
 from lorehouse.rerankers import (
     NONE,
-    RRF,
     Candidate,
     RerankFailure,
     build_reranker,
@@ -173,15 +172,13 @@ class Retriever:
         """The top_k chunks for `query` the caller may see, best first."""
         mode = SearchMode(mode)
         rerank = rerank or self.default_rerank
-        reranker = build_reranker(rerank, self.index, api_base=self.rerank_api_base)
+        reranker = build_reranker(rerank, api_base=self.rerank_api_base)
         if not query.strip():
             raise ValueError("the query is empty")
         timings: dict[str, float] = {}
         warnings: list[str] = []
         where = where_clause(filters, caller_groups)
         depth = max(self.candidates, top_k)
-        # Stored vectors are read only for the reranker that uses them: 384 floats a hit.
-        columns = [*HIT_COLUMNS, "vector"] if rerank == RRF else HIT_COLUMNS
 
         query_vector = np.zeros(0, dtype=np.float32)
         if mode is not SearchMode.BM25 or rerank != NONE:
@@ -202,7 +199,7 @@ class Retriever:
             rows = _timed(
                 timings,
                 "vector",
-                lambda: self.index.vector_search(query_vector, where, depth, columns),
+                lambda: self.index.vector_search(query_vector, where, depth, HIT_COLUMNS),
             )
             for row in rows:
                 candidate = _candidate(candidates, row)
@@ -215,7 +212,7 @@ class Retriever:
                 timings,
                 "bm25",
                 lambda: self.index.text_search(
-                    query, where, depth, columns, fields=self.text_fields, scope=scope
+                    query, where, depth, HIT_COLUMNS, fields=self.text_fields, scope=scope
                 ),
             )
             for row in rows:

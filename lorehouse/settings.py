@@ -184,7 +184,7 @@ class Settings(BaseSettings):
     )
     rerank: str = Field(
         default="none",
-        description="Default reranker: none, rrf, or a litellm rerank model (cohere/rerank-...).",
+        description="Default reranker: none, or a litellm rerank model (cohere/rerank-...).",
     )
     rerank_api_base: str | None = Field(
         default=None, description="Endpoint override for a litellm rerank provider."

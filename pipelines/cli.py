@@ -116,7 +116,7 @@ def search(
     query: Annotated[str, typer.Argument(help="What to look for")],
     mode: Annotated[str, typer.Option(help="vector, bm25 or hybrid")] = "hybrid",
     top_k: Annotated[int, typer.Option("--top-k", min=1, max=100)] = 8,
-    rerank: Annotated[str | None, typer.Option(help="none, rrf or a litellm model")] = None,
+    rerank: Annotated[str | None, typer.Option(help="none or a litellm rerank model")] = None,
     group: Annotated[
         list[str] | None,
         typer.Option("--group", "-g", help="Access group to search as (repeatable)"),

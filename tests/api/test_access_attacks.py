@@ -60,7 +60,7 @@ manager.
 OPTIMIZER = "You rewrite questions for a search engine"
 SOURCES = "You choose which internal documents"
 ANSWERER = "You answer questions from employees"
-MODES = [("vector", "rrf"), ("bm25", "rrf"), ("hybrid", "rrf"), ("bm25", "none")]
+MODES = [("vector", "none"), ("bm25", "none"), ("hybrid", "none")]
 #: Restricted chunks whose every sentence is sent as a query, per restricted document.
 TARGET_CHUNKS_PER_DOCUMENT = 2
 SENTENCES_PER_CHUNK = 6

@@ -190,7 +190,7 @@ def test_lorehouse_eval_retrieval_prints_one_json_object(materialized_sample: Pa
     assert result["n_questions"] == 12
     assert result["default_retriever"] == "hybrid"
     names = [r["retriever"] for r in result["results"]]
-    assert names == ["vector", "bm25", "hybrid", "hybrid+rrf", "agentic", "naive"]
+    assert names == ["vector", "bm25", "hybrid", "agentic", "naive"]
     for entry in result["results"]:
         assert list(entry["recall_at"]) == [str(k) for k in range(1, 21)]
         recalls = list(entry["recall_at"].values())

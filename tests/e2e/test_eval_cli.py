@@ -93,7 +93,7 @@ def test_eval_beir_scores_every_retriever_and_reuses_its_index(tmp_path: Path) -
     report = json.loads(first.stdout)
     assert report["n_queries"] == 28 and report["documents_embedded"] == report["n_documents"]
     scores = {r["retriever"]: r for r in report["results"]}
-    assert list(scores) == ["vector", "bm25", "hybrid", "hybrid+rrf"]
+    assert list(scores) == ["vector", "bm25", "hybrid"]
     # a few hundred documents: every retriever finds the judged abstracts near the top
     for name in ("vector", "bm25", "hybrid"):
         assert scores[name]["ndcg@10"] > 0.8, scores[name]
