@@ -9,43 +9,34 @@ import pytest
 from lorehouse.enrichment import CHUNK_PROMPT, ChunkEnrichment
 from lorehouse.llm import LLMClient, LLMFailure, load_prompt
 
-PASSAGES = [
-    "Primary caregivers receive 20 weeks of fully paid parental leave; secondary caregivers "
-    "receive 6 weeks. Leave must be requested from the People Team at least 8 weeks ahead.",
+#: One passage with the facts enrichment has to carry (numbers, a role). Each
+#: generation costs the 2-core machine about 25 s; more passages test the same path again.
+PASSAGE = (
     "A SEV1 incident must be acknowledged within 5 minutes, with status updates every 30 "
-    "minutes until it is resolved. The incident commander informs clients.",
-    "Expenses above EUR 5,000 need approval from the CFO, Rajiv Menon, before booking. "
-    "Hotels in Toronto are reimbursed up to CAD 275 per night.",
-]
+    "minutes until it is resolved. The incident commander informs clients."
+)
 
 
 @pytest.mark.timeout(900)
-def test_local_model_enriches_three_chunks(tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_local_model_enriches_a_chunk(tmp_path_factory: pytest.TempPathFactory) -> None:
     models_dir: Path = tmp_path_factory.getbasetemp() / "models"
     client = LLMClient("local", models_dir=models_dir, max_output_tokens=200, max_attempts=1)
-    values: list[ChunkEnrichment | str] = []
-    for text in PASSAGES:
-        try:
-            answer = client.complete(
-                load_prompt(CHUNK_PROMPT),
-                ChunkEnrichment,
-                title="Fernhill policies",
-                breadcrumb="Policies",
-                text=text,
-            )
-        except LLMFailure as failure:  # the model is weak: a failure is data, not a crash
-            values.append(str(failure))
-        else:
-            values.append(answer.value)
-    parsed = [v for v in values if isinstance(v, ChunkEnrichment)]
-    # 270M parameters: answers are often poor, so the contract is that whatever comes back is
-    # schema-valid or a recorded failure, and that the grammar-constrained path does produce.
-    assert parsed, values
-    assert all(isinstance(v, ChunkEnrichment) or "attempt" in v for v in values)
-    for value in parsed:
-        assert 2 <= len(value.faqs) <= 4
-        assert 3 <= len(value.keywords) <= 8
-        assert all(question.strip() for question in value.faqs)
-    assert client.usage.calls >= 3
+    # 270M parameters: answers are often poor, but the grammar-constrained path must produce
+    # schema-valid output (greedy decoding, so the same passage gives the same answer).
+    try:
+        answer = client.complete(
+            load_prompt(CHUNK_PROMPT),
+            ChunkEnrichment,
+            title="Fernhill policies",
+            breadcrumb="Policies",
+            text=PASSAGE,
+        )
+    except LLMFailure as failure:
+        pytest.fail(f"the local model gave no schema-valid enrichment: {failure}")
+    value = answer.value
+    assert 2 <= len(value.faqs) <= 4
+    assert 3 <= len(value.keywords) <= 8
+    assert all(question.strip() for question in value.faqs)
+    assert client.usage.calls == 1
     assert client.usage.tokens_out > 0
     assert client.usage.cost_usd == 0.0
