@@ -269,7 +269,11 @@ def answer_extractively(
     chosen: list[_Unit] = []
     stated: set[str] = set()
     words = 0
-    for index in np.argsort(-scores, kind="stable"):
+    order = np.argsort(-scores, kind="stable")
+    # A question or a lead-in ("Who gets a background check?", "Renewals:") resembles the
+    # question most and answers nothing: statements go first, those only when nothing else.
+    order = sorted(order, key=lambda i: units[int(i)].text.rstrip().endswith(("?", ":")))
+    for index in order:
         unit = units[int(index)]
         length = len(unit.text.split())
         if chosen and (not unit.facts - stated or words + length > max_words):

@@ -108,3 +108,14 @@ def test_a_question_the_context_does_not_touch_is_declined() -> None:
         DEFAULT_ANSWER_MIN_SIMILARITY,
     )
     assert not draft.answerable and draft.cited == []
+
+
+def test_a_question_in_the_document_does_not_stand_in_for_its_answer() -> None:
+    faq = _hit(
+        1,
+        "Who gets a background check?\n\n"
+        "Every new teammate in the U.S. gets a background check run by Checkr after the offer.",
+    )
+    answer = _answer("Who gets a background check?", [faq])
+    assert answer.startswith("Every new teammate in the U.S. gets a background check")
+    assert "Who gets a background check?" not in answer
