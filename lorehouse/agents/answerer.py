@@ -30,6 +30,7 @@ NOT_FOUND_ANSWER = (
 )
 _CITATION = re.compile(r"\[(\d{1,3})\]")
 _PROMPT_SCAFFOLDING = ("Passages (in document order)", "Search queries used to find", "Rules:")
+_LINK = re.compile(r"\[([^\]]+)\]\([^)]*\)")
 _LIST_MARKER = re.compile(r"^\s*(?:[-*+]|\d{1,3}[.)])\s+")
 
 
@@ -139,7 +140,8 @@ def stream_llm_answer(
 
 def _units(hit: SearchHit) -> list[str]:
     """Sentences of a passage; rows (with their header) of a table passage."""
-    body = hit.text_chat.split("\n", 1)[-1]
+    # A link reads as its text: the citation already says where the sentence comes from.
+    body = _LINK.sub(r"\1", hit.text_chat.split("\n", 1)[-1])
     if hit.is_table:
         rows = [line for line in body.splitlines() if line.strip().startswith("|")]
         rows = [r for r in rows if not set(r.replace("|", "").strip()) <= set("-: ")]

@@ -119,3 +119,14 @@ def test_a_question_in_the_document_does_not_stand_in_for_its_answer() -> None:
     answer = _answer("Who gets a background check?", [faq])
     assert answer.startswith("Every new teammate in the U.S. gets a background check")
     assert "Who gets a background check?" not in answer
+
+
+def test_links_read_as_their_text() -> None:
+    linked = _hit(
+        1,
+        "Every teammate gets a [$2,000 desk set-up budget](../spending-company-money.md#desk) "
+        "for a comfortable workspace.",
+    )
+    answer = _answer("How much is the desk set-up budget?", [linked])
+    assert "Every teammate gets a $2,000 desk set-up budget for a comfortable workspace." in answer
+    assert ".md" not in answer and "](" not in answer
