@@ -233,6 +233,11 @@ class LocalGemmaLLM(CustomLLM):
         gemma_messages = to_gemma_messages(messages)
         with self._lock:
             llama = self._loaded()
+            # llama-cpp-python reuses the previous prompt's cached prefix and evaluates only the
+            # rest; the split changes the logits in the last bits, and greedy decoding of a small
+            # model then takes another path. A fresh evaluation makes the answer to a prompt the
+            # same whatever the process generated before, for about a second of prompt time.
+            llama.reset()
             try:
                 result = llama.create_chat_completion(messages=gemma_messages, **kwargs)
             except ValueError as exc:
