@@ -40,7 +40,7 @@ from lorehouse.components import (
 from lorehouse.embed_stage import ProgressCallback
 from lorehouse.embedding_providers import Embedder
 from lorehouse.llm import LLMClient
-from lorehouse.rerankers import available_rerankers
+from lorehouse.rerankers import evaluated_rerankers
 from lorehouse.retrieval import Retriever
 from lorehouse.settings import DEFAULT_BM25_WEIGHT, DEFAULT_ENRICHED_WEIGHT, Settings
 from lorehouse.stores.duckdb_store import DuckDBStore
@@ -101,7 +101,7 @@ def run_retrieval_eval(
         search_config(retriever, "bm25", "none", groups),
     ]
     configs += [
-        search_config(retriever, "hybrid", name, groups) for name in available_rerankers(rerank)
+        search_config(retriever, "hybrid", name, groups) for name in evaluated_rerankers(rerank)
     ]
     pipeline = AskPipeline(retriever, index.documents(), embedder, llm_client, ask_options)
     if include_agentic:
@@ -211,7 +211,7 @@ def run_beir_for_settings(
         ("bm25", search_ranker(retriever, "bm25", "none")),
     ] + [
         ("hybrid" if name == "none" else f"hybrid+{name}", search_ranker(retriever, "hybrid", name))
-        for name in available_rerankers(settings.rerank)
+        for name in evaluated_rerankers(settings.rerank)
     ]
     report = BeirReport(
         dataset=dataset.name,

@@ -187,6 +187,36 @@ class OnnxMiniLMEmbedder:
             result[indices] = _mean_pool_normalize(hidden, attention_mask)
         return result
 
+    def token_vectors(self, texts: Sequence[str], batch_size: int = 32) -> list[np.ndarray]:
+        """Per text, its tokens' contextual vectors (without [CLS] and [SEP]), rows of length 1.
+
+        What late interaction (MaxSim) compares: each word of a query meets its best match in
+        a passage, instead of two averages meeting once.
+        """
+        _reject_bare_string(texts)
+        result: list[np.ndarray] = [np.empty((0, self.dimension), np.float32)] * len(texts)
+        if not texts:
+            return result
+        session = self._get_session()
+        wanted_inputs = {node.name for node in session.get_inputs()}
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        for start in range(0, len(texts), batch_size):
+            indices = order[start : start + batch_size]
+            encodings = self._tokenizer.encode_batch([texts[i] for i in indices])
+            feed = {
+                "input_ids": np.array([e.ids for e in encodings], dtype=np.int64),
+                "attention_mask": np.array([e.attention_mask for e in encodings], dtype=np.int64),
+                "token_type_ids": np.array([e.type_ids for e in encodings], dtype=np.int64),
+            }
+            feed = {key: value for key, value in feed.items() if key in wanted_inputs}
+            (hidden,) = session.run(["last_hidden_state"], feed)
+            for row, index in enumerate(indices):
+                real = int(feed["attention_mask"][row].sum())
+                tokens = hidden[row, 1 : real - 1].astype(np.float32)
+                norms = np.clip(np.linalg.norm(tokens, axis=1, keepdims=True), 1e-12, None)
+                result[index] = tokens / norms
+        return result
+
 
 def _mean_pool_normalize(hidden: np.ndarray, attention_mask: np.ndarray) -> np.ndarray:
     """Average token vectors over real (non-padding) tokens, then scale each row to length 1.

@@ -1,10 +1,12 @@
-"""Second-stage rerankers behind one interface: none, or a litellm rerank model.
+"""Second-stage rerankers behind one interface: none, late interaction, a litellm rerank model.
 
-No cross-encoder ships as an offline package, so offline the first stage's order is final
-(`none`); a hosted reranker (Cohere, Voyage, Together, a self-hosted Infinity server...)
-plugs in through litellm's rerank API when one is configured. A field-level rank fusion
-was offered offline and removed: it lowered recall on every set it was measured on
-(BENCHMARKS.md, "Retrieval quality").
+No cross-encoder ships as an offline package. Offline, `maxsim` reorders the first stage's
+best candidates by late interaction over the bundled MiniLM's token vectors: it gained on
+every set measured, but encodes each candidate at query time (about 1.5 s a query on 2
+cores), so it is asked for, not the default; a hosted reranker (Cohere, Voyage, Together, a
+self-hosted Infinity server...) plugs in through litellm's rerank API when one is
+configured. A field-level rank fusion was offered offline and removed: it lowered recall on
+every set it was measured on (BENCHMARKS.md, "Retrieval quality").
 """
 
 from __future__ import annotations
@@ -22,6 +24,13 @@ log = logging.getLogger(__name__)
 #: one retriever's first hit cannot outvote agreement among the others.
 RRF_K = 60
 NONE = "none"
+MAXSIM = "maxsim"
+#: Candidates late interaction reorders: the first stage's best 30 (the rest keep their
+#: order behind them). Each costs one pass of the encoder over its text.
+MAXSIM_DEPTH = 30
+#: Weight of the MaxSim ranking against the first stage's 1 when the two are fused by
+#: reciprocal rank: 2 was best on both dev sets (BENCHMARKS.md, "Retrieval quality").
+MAXSIM_WEIGHT = 2.0
 
 
 @dataclass
@@ -83,6 +92,55 @@ class NoReranker:
         return candidates
 
 
+class TokenEncoder(Protocol):
+    """What late interaction needs of an encoder: per text, its tokens' unit vectors."""
+
+    def token_vectors(self, texts: Sequence[str], batch_size: int = 32) -> list[np.ndarray]: ...
+
+
+class LateInteractionReranker:
+    """MaxSim over token vectors (ColBERT's late interaction), fused with the first stage.
+
+    A passage's score is the mean, over the query's tokens, of each token's best cosine with
+    a token of the passage: every word of the question looks for its own match, which one
+    averaged vector per passage blurs (a paraphrase that matches three words of ten). The
+    MaxSim order of the first `depth` candidates is fused by reciprocal rank with their
+    first-stage order, MaxSim weighing `weight`.
+    """
+
+    name = MAXSIM
+
+    def __init__(
+        self, encoder: TokenEncoder, depth: int = MAXSIM_DEPTH, weight: float = MAXSIM_WEIGHT
+    ) -> None:
+        self.encoder = encoder
+        self.depth = depth
+        self.weight = weight
+
+    def rerank(
+        self, query: str, query_vector: np.ndarray, candidates: list[Candidate]
+    ) -> list[Candidate]:
+        head, tail = candidates[: self.depth], candidates[self.depth :]
+        if not head:
+            return candidates
+        # Small batches: passages differ in length, and padding them to the longest of 32
+        # doubled the encoder's time.
+        query_tokens, *passages = self.encoder.token_vectors(
+            [query, *(c.row.get("text_embed") or c.row["text_chat"] for c in head)], batch_size=8
+        )
+        for candidate, tokens in zip(head, passages, strict=True):
+            similarity = query_tokens @ tokens.T if len(tokens) else np.zeros((1, 1))
+            candidate.scores["maxsim"] = float(similarity.max(axis=1).mean())
+        by_maxsim = sorted(head, key=lambda c: (-c.scores["maxsim"], c.chunk_id))
+        fused = reciprocal_rank_fusion(
+            [[c.chunk_id for c in head], [c.chunk_id for c in by_maxsim]],
+            weights=[1.0, self.weight],
+        )
+        for candidate in head:
+            candidate.scores["rerank"] = fused[candidate.chunk_id]
+        return [*by_score(head, "rerank"), *tail]
+
+
 class LiteLLMReranker:
     """A hosted cross-encoder through litellm.rerank (cohere/rerank-..., voyage/..., ...)."""
 
@@ -120,9 +178,18 @@ class LiteLLMReranker:
         return by_score(candidates, "rerank")
 
 
+def evaluated_rerankers(configured: str | None) -> list[str]:
+    """Rerankers an eval scores: none, and the configured default when it is another.
+
+    Each costs a retriever's worth of queries, so the eval measures what is deployed;
+    `LOREHOUSE_RERANK=maxsim` measures late interaction.
+    """
+    return [NONE] if not configured or configured == NONE else [NONE, configured]
+
+
 def available_rerankers(configured: str | None) -> list[str]:
     """Names a request may ask for: the offline ones plus a configured litellm model."""
-    names = [NONE]
+    names = [NONE, MAXSIM]
     if configured and configured not in names:
         names.append(configured)
     return names
@@ -131,9 +198,13 @@ def available_rerankers(configured: str | None) -> list[str]:
 def build_reranker(
     name: str, api_base: str | None = None, timeout_seconds: float = 30.0
 ) -> Reranker:
-    """The reranker a name stands for; anything but none is a litellm rerank model."""
+    """The reranker a name stands for; anything but none and maxsim is a litellm model."""
     if name == NONE:
         return NoReranker()
+    if name == MAXSIM:
+        from lorehouse.embedding import default_embedder
+
+        return LateInteractionReranker(default_embedder())
     if "/" not in name:
-        raise ValueError(f"unknown reranker {name!r}: use none or a litellm rerank model")
+        raise ValueError(f"unknown reranker {name!r}: use none, maxsim or a litellm rerank model")
     return LiteLLMReranker(name, api_base=api_base, timeout_seconds=timeout_seconds)

@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field
 
 from lorehouse.embedding_providers import Embedder, EmbeddingFailure
 from lorehouse.rerankers import (
+    MAXSIM,
     NONE,
     Candidate,
     RerankFailure,
@@ -113,7 +114,7 @@ class SearchHit(BaseModel):
     is_table: bool
     text_chat: str
     score: float = Field(description="The score of the stage that decided the order.")
-    scores: dict[str, float] = Field(description="vector (cosine), bm25, rrf, rerank.")
+    scores: dict[str, float] = Field(description="vector (cosine), bm25, rrf, maxsim, rerank.")
     citation: str = Field(description="Path of the chunk's preview in the API.")
 
 
@@ -179,6 +180,8 @@ class Retriever:
         warnings: list[str] = []
         where = where_clause(filters, caller_groups)
         depth = max(self.candidates, top_k)
+        # Late interaction reads the text as it was embedded (title and headings included).
+        columns = [*HIT_COLUMNS, "text_embed"] if rerank == MAXSIM else HIT_COLUMNS
 
         query_vector = np.zeros(0, dtype=np.float32)
         if mode is not SearchMode.BM25 or rerank != NONE:
@@ -199,7 +202,7 @@ class Retriever:
             rows = _timed(
                 timings,
                 "vector",
-                lambda: self.index.vector_search(query_vector, where, depth, HIT_COLUMNS),
+                lambda: self.index.vector_search(query_vector, where, depth, columns),
             )
             for row in rows:
                 candidate = _candidate(candidates, row)
@@ -212,7 +215,7 @@ class Retriever:
                 timings,
                 "bm25",
                 lambda: self.index.text_search(
-                    query, where, depth, HIT_COLUMNS, fields=self.text_fields, scope=scope
+                    query, where, depth, columns, fields=self.text_fields, scope=scope
                 ),
             )
             for row in rows:
@@ -287,7 +290,7 @@ def _candidate(candidates: dict[str, Candidate], row: dict) -> Candidate:
     if existing is None:
         vector = row.get("vector")
         existing = Candidate(
-            row={k: row[k] for k in HIT_COLUMNS},
+            row={k: row[k] for k in (*HIT_COLUMNS, "text_embed") if k in row},
             vector=None if vector is None else np.asarray(vector, dtype=np.float32),
         )
         candidates[row["chunk_id"]] = existing

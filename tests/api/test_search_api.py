@@ -82,6 +82,25 @@ def test_without_a_reranker_the_first_stage_order_is_final(client, keys) -> None
     assert removed.status_code == 422 and "none" in removed.text
 
 
+def test_late_interaction_reorders_the_candidates_and_keeps_the_evidence_first(
+    client, keys
+) -> None:
+    public = _as(keys, "public")
+    query = "How many weeks of parental leave do primary caregivers get?"
+    plain = _search(client, public, query=query, rerank="none", top_k=8)["hits"]
+    result = _search(client, public, query=query, rerank="maxsim", top_k=8)
+    hits = result["hits"]
+    assert result["rerank"] == "maxsim" and "rerank" in result["timings_ms"]
+    assert "20 weeks" in hits[0]["text_chat"]
+    assert all({"maxsim", "rerank"} <= set(hit["scores"]) for hit in hits)
+    assert [hit["score"] for hit in hits] == sorted((h["score"] for h in hits), reverse=True)
+    # The same candidates, another order: MaxSim reranks, it does not search again.
+    assert {h["chunk_id"] for h in hits} <= {
+        h["chunk_id"] for h in _search(client, public, query=query, rerank="none", top_k=30)["hits"]
+    }
+    assert [h["chunk_id"] for h in hits] != [h["chunk_id"] for h in plain]
+
+
 def test_filters_restrict_documents_pages_types_and_tables(client, keys) -> None:
     headers = _as(keys, "public")
     documents = client.get("/v1/documents", headers=headers).json()["documents"]
@@ -302,9 +321,9 @@ def test_the_schema_lists_the_rerankers_this_deployment_accepts(tmp_path: Path) 
         rerank = schema["components"]["schemas"]["SearchRequest"]["properties"]["rerank"]
         return next(option["enum"] for option in rerank["anyOf"] if "enum" in option)
 
-    assert rerankers(Settings(data_dir=tmp_path)) == ["none"]
+    assert rerankers(Settings(data_dir=tmp_path)) == ["none", "maxsim"]
     configured = Settings(data_dir=tmp_path, rerank="cohere/rerank-english-v3.0")
-    assert rerankers(configured) == ["none", "cohere/rerank-english-v3.0"]
+    assert rerankers(configured) == ["none", "maxsim", "cohere/rerank-english-v3.0"]
 
 
 def test_unknown_chunk_is_404(client, keys) -> None:
