@@ -90,6 +90,8 @@ def run_retrieval_eval(
         index,
         embedder,
         candidates,
+        # The default reranker is what /v1/ask's searches use: the agentic run measures it.
+        default_rerank=rerank,
         rerank_api_base=rerank_api_base,
         bm25_weight=bm25_weight,
         enriched_weight=enriched_weight,
