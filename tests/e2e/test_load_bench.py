@@ -16,6 +16,7 @@ from lorehouse.settings import REPO_ROOT
 
 # The budget includes building the session's materialized store when this test runs alone;
 # the benchmark itself takes about 20 s.
+@pytest.mark.benchmark
 @pytest.mark.timeout(300)
 def test_load_bench_runs_both_phases_without_errors(
     materialized_sample: Path, tmp_path: Path
