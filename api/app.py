@@ -225,7 +225,7 @@ def create_app(settings: Settings | None = None, llm_client: LLMClient | None = 
 def _document_rerankers(app: FastAPI, allowed: list[str]) -> None:
     """Lists the rerankers this deployment accepts in the served schema.
 
-    Which names are valid depends on settings (a configured litellm model joins none),
+    Which names are valid depends on settings (a configured litellm model joins none and maxsim),
     so the request model cannot spell them out; without the list, a client built from the
     schema would send names that only earn a 422.
     """

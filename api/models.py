@@ -107,7 +107,7 @@ class SearchRequest(BaseModel):
     rerank: UnicodeText | None = Field(
         default=None,
         max_length=200,
-        description="none or the configured litellm reranker; unset: default",
+        description="none, maxsim or the configured litellm reranker; unset: default",
     )
 
     @field_validator("query")

@@ -16,7 +16,7 @@ Why this module exists and is shaped the way it is:
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -159,31 +159,8 @@ class OnnxMiniLMEmbedder:
         batch holds similar lengths and little compute is spent on padding; inputs longer than
         256 tokens are truncated, as the model cannot attend beyond that.
         """
-        _reject_bare_string(texts)
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be at least 1, got {batch_size}")
-        count = len(texts)
-        result = np.empty((count, self.dimension), dtype=np.float32)
-        if count == 0:
-            return result
-        session = self._get_session()
-        wanted_inputs = {node.name for node in session.get_inputs()}
-        # Character length is a cheap, good-enough proxy for token length when grouping.
-        order = sorted(range(count), key=lambda i: len(texts[i]))
-        for start in range(0, count, batch_size):
-            indices = order[start : start + batch_size]
-            encodings = self._tokenizer.encode_batch([texts[i] for i in indices])
-            input_ids = np.array([e.ids for e in encodings], dtype=np.int64)
-            attention_mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
-            token_type_ids = np.array([e.type_ids for e in encodings], dtype=np.int64)
-            feed = {
-                "input_ids": input_ids,
-                "attention_mask": attention_mask,
-                "token_type_ids": token_type_ids,
-            }
-            # Some exports drop token_type_ids; feed only what this graph declares.
-            feed = {key: value for key, value in feed.items() if key in wanted_inputs}
-            (hidden,) = session.run(["last_hidden_state"], feed)
+        result = np.empty((len(texts), self.dimension), dtype=np.float32)
+        for indices, hidden, attention_mask in self._hidden_states(texts, batch_size):
             result[indices] = _mean_pool_normalize(hidden, attention_mask)
         return result
 
@@ -193,29 +170,43 @@ class OnnxMiniLMEmbedder:
         What late interaction (MaxSim) compares: each word of a query meets its best match in
         a passage, instead of two averages meeting once.
         """
-        _reject_bare_string(texts)
         result: list[np.ndarray] = [np.empty((0, self.dimension), np.float32)] * len(texts)
+        for indices, hidden, attention_mask in self._hidden_states(texts, batch_size):
+            for row, index in enumerate(indices):
+                real = int(attention_mask[row].sum())
+                tokens = hidden[row, 1 : real - 1].astype(np.float32)
+                norms = np.clip(np.linalg.norm(tokens, axis=1, keepdims=True), 1e-12, None)
+                result[index] = tokens / norms
+        return result
+
+    def _hidden_states(
+        self, texts: Sequence[str], batch_size: int
+    ) -> Iterator[tuple[list[int], np.ndarray, np.ndarray]]:
+        """(positions in `texts`, last hidden states, attention mask) per batch of similar length.
+
+        Character length is a cheap, good-enough proxy for token length when grouping.
+        """
+        _reject_bare_string(texts)
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be at least 1, got {batch_size}")
         if not texts:
-            return result
+            return
         session = self._get_session()
         wanted_inputs = {node.name for node in session.get_inputs()}
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         for start in range(0, len(texts), batch_size):
             indices = order[start : start + batch_size]
             encodings = self._tokenizer.encode_batch([texts[i] for i in indices])
+            attention_mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
             feed = {
                 "input_ids": np.array([e.ids for e in encodings], dtype=np.int64),
-                "attention_mask": np.array([e.attention_mask for e in encodings], dtype=np.int64),
+                "attention_mask": attention_mask,
                 "token_type_ids": np.array([e.type_ids for e in encodings], dtype=np.int64),
             }
+            # Some exports drop token_type_ids; feed only what this graph declares.
             feed = {key: value for key, value in feed.items() if key in wanted_inputs}
             (hidden,) = session.run(["last_hidden_state"], feed)
-            for row, index in enumerate(indices):
-                real = int(feed["attention_mask"][row].sum())
-                tokens = hidden[row, 1 : real - 1].astype(np.float32)
-                norms = np.clip(np.linalg.norm(tokens, axis=1, keepdims=True), 1e-12, None)
-                result[index] = tokens / norms
-        return result
+            yield indices, hidden, attention_mask
 
 
 def _mean_pool_normalize(hidden: np.ndarray, attention_mask: np.ndarray) -> np.ndarray:

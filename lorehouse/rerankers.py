@@ -38,7 +38,6 @@ class Candidate:
     """A chunk on its way through retrieval, with one score per stage that ranked it."""
 
     row: dict
-    vector: np.ndarray | None
     scores: dict[str, float] = field(default_factory=dict)
 
     @property

@@ -184,7 +184,7 @@ class Retriever:
         columns = [*HIT_COLUMNS, "text_embed"] if rerank == MAXSIM else HIT_COLUMNS
 
         query_vector = np.zeros(0, dtype=np.float32)
-        if mode is not SearchMode.BM25 or rerank != NONE:
+        if mode is not SearchMode.BM25:
             self.check_model()
             try:
                 query_vector = _timed(timings, "embed", lambda: self.embedder.embed([query])[0])
@@ -288,11 +288,7 @@ def _timed(timings: dict[str, float], stage: str, action: object) -> object:
 def _candidate(candidates: dict[str, Candidate], row: dict) -> Candidate:
     existing = candidates.get(row["chunk_id"])
     if existing is None:
-        vector = row.get("vector")
-        existing = Candidate(
-            row={k: row[k] for k in (*HIT_COLUMNS, "text_embed") if k in row},
-            vector=None if vector is None else np.asarray(vector, dtype=np.float32),
-        )
+        existing = Candidate(row={k: row[k] for k in (*HIT_COLUMNS, "text_embed") if k in row})
         candidates[row["chunk_id"]] = existing
     return existing
 

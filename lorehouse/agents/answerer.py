@@ -13,6 +13,7 @@ import math
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 from segtok.segmenter import split_multi
@@ -195,7 +196,7 @@ class _Unit:
     order: int
     text: str
 
-    @property
+    @cached_property
     def facts(self) -> frozenset[str]:
         return frozenset(fact.strip(".,").lower() for fact in _FACT.findall(self.text))
 
