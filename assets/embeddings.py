@@ -21,7 +21,8 @@ def chunk_embeddings(
     vector_index: VectorIndexResource,
 ) -> dg.MaterializeResult:
     """Vectors of new or changed chunks (others keep theirs), BM25 and ANN indexes refreshed;
-    plus one profile vector per document (title, summary, FAQs) for choosing sources."""
+    a vector per sentence window of each chunk, so a question matching one sentence finds its
+    chunk; plus one profile vector per document (title, summary, FAQs) for choosing sources."""
     index = vector_index.open()
     report = run_embedding(
         feature_store.open(),
@@ -50,6 +51,8 @@ def chunk_embeddings(
             "rebuilt_for_new_model": report.rebuilt,
             "documents": report.documents,
             "documents_embedded": report.documents_embedded,
+            "sentence_windows": report.sentences,
+            "sentence_windows_embedded": report.sentences_embedded,
             "documents_not_embedded": len(report.documents_not_embedded),
             "provider_failure": report.provider_failure or "none",
             "chunks_per_second": round(report.chunks_per_second, 1),

@@ -21,7 +21,13 @@ import ir_measures
 import pandas as pd
 from ir_measures import RR, R, nDCG
 
-from lorehouse.embed_stage import EmbedReport, ProgressCallback, keyed_rows, sync_table
+from lorehouse.embed_stage import (
+    EmbedReport,
+    ProgressCallback,
+    keyed_rows,
+    sync_sentences,
+    sync_table,
+)
 from lorehouse.embedding_providers import Embedder
 from lorehouse.retrieval import Retriever
 from lorehouse.stores.lance_index import ChunkIndex, chunk_schema
@@ -160,17 +166,14 @@ def index_dataset(
     """Brings the dataset's table in line with its corpus; a rerun embeds nothing."""
     started = time.perf_counter()
     report = EmbedReport(model=embedder.name, dimension=getattr(embedder, "dimension", None))
+    rows = corpus_rows(dataset, embedder.name)
     outcome = sync_table(
-        index,
-        corpus_rows(dataset, embedder.name),
-        "text_embed",
-        chunk_schema,
-        embedder,
-        batch_size,
-        report,
-        on_progress,
+        index, rows, "text_embed", chunk_schema, embedder, batch_size, report, on_progress
     )
-    return IndexOutcome(len(dataset.corpus), outcome.embedded, time.perf_counter() - started)
+    report.provider_failure = outcome.failure
+    sync_sentences(index, rows, embedder, batch_size, report, on_progress)
+    embedded = outcome.embedded + report.sentences_embedded
+    return IndexOutcome(len(dataset.corpus), embedded, time.perf_counter() - started)
 
 
 #: (query, depth) -> ranked document ids, best first.

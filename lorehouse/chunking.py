@@ -27,7 +27,7 @@ from urllib.parse import urlparse
 
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
-from segtok.segmenter import split_single
+from segtok.segmenter import split_multi, split_single
 
 from lorehouse.models import PageSpan, ParsedDocument
 
@@ -418,6 +418,23 @@ _INLINE_CODE = re.compile(r"`+([^`]+)`+")
 _HEADING = re.compile(r"(?m)^#{1,6}\s+")
 _SEPARATOR_ROW = re.compile(r"^\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)*\|?\s*$")
 _FENCE = re.compile(r"(?m)^(```|~~~).*$\n?")
+_LIST_MARKER = re.compile(r"^\s*(?:[-*+]|\d{1,3}[.)])\s+")
+#: A fragment shorter than this ("See below.", "Renewals") says nothing on its own.
+MIN_SENTENCE_WORDS = 3
+
+
+def sentences(plain: str) -> list[str]:
+    """The sentences of plain text, line by line, list markers dropped.
+
+    Lines are split separately because a list item or a table row ends where its line does,
+    whether or not it ends with a full stop; fragments under MIN_SENTENCE_WORDS words are left
+    out.
+    """
+    found: list[str] = []
+    for line in plain.splitlines():
+        line = _LIST_MARKER.sub("", line).strip()
+        found += [s.strip() for s in split_multi(line) if len(s.split()) >= MIN_SENTENCE_WORDS]
+    return found
 
 
 def plain_text(markdown: str) -> str:

@@ -17,7 +17,9 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from lorehouse.chunking import BREADCRUMB_SEPARATOR, sentences
 from lorehouse.embedding_providers import Embedder, EmbeddingFailure
+from lorehouse.settings import SENTENCE_WINDOW, SENTENCE_WINDOW_STRIDE
 from lorehouse.stores.duckdb_store import DuckDBStore
 from lorehouse.stores.lance_index import (
     ChunkIndex,
@@ -25,6 +27,7 @@ from lorehouse.stores.lance_index import (
     LanceTable,
     chunk_schema,
     document_schema,
+    sentence_schema,
 )
 
 ProgressCallback = Callable[[int, int], None]
@@ -33,6 +36,7 @@ ProgressCallback = Callable[[int, int], None]
 _ADDED_BY_STAGE = {"embed_key", "row_hash", "vector"}
 _CHUNK_COLUMNS = [n for n in chunk_schema(1, "").names if n not in _ADDED_BY_STAGE]
 _DOCUMENT_COLUMNS = [n for n in document_schema(1, "").names if n not in _ADDED_BY_STAGE]
+_SENTENCE_COLUMNS = [n for n in sentence_schema(1, "").names if n not in _ADDED_BY_STAGE]
 
 
 @dataclass
@@ -49,6 +53,8 @@ class EmbedReport:
     rebuilt: bool = False
     documents: int = 0
     documents_embedded: int = 0
+    sentences: int = 0
+    sentences_embedded: int = 0
     #: Documents whose new rows could not be embedded this run (they keep their old rows).
     documents_not_embedded: list[str] = field(default_factory=list)
     provider_failure: str | None = None
@@ -111,6 +117,46 @@ def document_rows(documents: pd.DataFrame, model: str) -> pd.DataFrame:
     return keyed_rows(frame[_DOCUMENT_COLUMNS], "profile_text", model)
 
 
+def sentence_windows(
+    text_embed: str,
+    heading: str,
+    window: int = SENTENCE_WINDOW,
+    stride: int = SENTENCE_WINDOW_STRIDE,
+) -> list[str]:
+    """What is embedded for a chunk's sentences: its heading above `window` consecutive
+    sentences, one window every `stride` sentences.
+
+    The heading (breadcrumb, else the document's title) tells the model what a lone sentence
+    is about ("Travel > Hotels" above "The limit is $250 a night."). A chunk whose sentences
+    fit in one window gets none: its own vector already says the same.
+    """
+    first, _, rest = text_embed.partition("\n")
+    found = sentences(rest if heading and first.strip() == heading.strip() else text_embed)
+    if len(found) <= window:
+        return []
+    starts = range(0, len(found) - window + stride, stride)
+    texts = [" ".join(found[start : start + window]) for start in starts]
+    return [f"{heading}\n{text}" if heading else text for text in texts]
+
+
+def sentence_rows(chunks: pd.DataFrame, model: str) -> pd.DataFrame:
+    """The sentence windows of index rows (see `index_rows`), keyed like any embedded row."""
+    records = []
+    for chunk in chunks.to_dict("records"):
+        path = list(chunk["heading_path"] if chunk["heading_path"] is not None else [])
+        heading = BREADCRUMB_SEPARATOR.join(path) if path else chunk["title"] or ""
+        for number, text in enumerate(sentence_windows(chunk["text_embed"], heading)):
+            records.append(
+                {
+                    **{c: chunk[c] for c in _SENTENCE_COLUMNS if c in chunk},
+                    "sentence_id": f"{chunk['chunk_id']}:{number}",
+                    "text_embed": text,
+                }
+            )
+    frame = pd.DataFrame(records, columns=_SENTENCE_COLUMNS)
+    return keyed_rows(frame, "text_embed", model)
+
+
 def keyed_rows(frame: pd.DataFrame, text_column: str, model: str) -> pd.DataFrame:
     """Adds the embed key of the embedded text and a hash of the whole stored row."""
     columns = list(frame.columns)
@@ -153,6 +199,7 @@ def run_embedding(
     report.chunk_embed_seconds = report.embed_seconds
     report.documents_not_embedded = sorted(outcome.not_embedded)
     report.provider_failure = outcome.failure
+    sync_sentences(index, chunks, embedder, batch_size, report, on_progress)
 
     documents = document_rows(store.documents_for_index(), model)
     report.documents = len(documents)
@@ -165,6 +212,38 @@ def run_embedding(
         report.indexes = index.index_state()
     report.seconds = time.perf_counter() - started
     return report
+
+
+def sync_sentences(
+    index: ChunkIndex,
+    chunks: pd.DataFrame,
+    embedder: Embedder,
+    batch_size: int,
+    report: EmbedReport,
+    on_progress: ProgressCallback | None = None,
+) -> None:
+    """Makes the `sentences` table hold the sentence windows of `chunks` (index rows).
+
+    Skipped when the chunk sync has just failed on the provider: search reads chunk rows
+    from the chunks table, so sentence rows that lag behind cost recall for a run, never
+    correctness, and the next run catches up.
+    """
+    if report.provider_failure:
+        return
+    rows = sentence_rows(chunks, embedder.name)
+    report.sentences = len(rows)
+    outcome = sync_table(
+        index.sentences(),
+        rows,
+        "text_embed",
+        sentence_schema,
+        embedder,
+        batch_size,
+        report,
+        on_progress,
+    )
+    report.sentences_embedded = outcome.embedded
+    report.provider_failure = outcome.failure
 
 
 @dataclass

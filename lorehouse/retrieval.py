@@ -25,7 +25,11 @@ from lorehouse.rerankers import (
     by_score,
     reciprocal_rank_fusion,
 )
-from lorehouse.settings import DEFAULT_BM25_WEIGHT, DEFAULT_ENRICHED_WEIGHT
+from lorehouse.settings import (
+    DEFAULT_BM25_WEIGHT,
+    DEFAULT_ENRICHED_WEIGHT,
+    SENTENCES_PER_CANDIDATE,
+)
 from lorehouse.stores.lance_index import ChunkIndex, sql_in, sql_string
 
 HIT_COLUMNS = [
@@ -200,13 +204,10 @@ class Retriever:
         rankings: list[list[str]] = []
         if mode in (SearchMode.VECTOR, SearchMode.HYBRID):
             rows = _timed(
-                timings,
-                "vector",
-                lambda: self.index.vector_search(query_vector, where, depth, columns),
+                timings, "vector", lambda: self._vector_leg(query_vector, where, depth, columns)
             )
             for row in rows:
-                candidate = _candidate(candidates, row)
-                candidate.scores["vector"] = 1.0 - float(row["_distance"])
+                _candidate(candidates, row).scores["vector"] = row["_cosine"]
             rankings.append([row["chunk_id"] for row in rows])
         if mode in (SearchMode.BM25, SearchMode.HYBRID):
             # Terms are weighted by what the caller may see, whatever the filters narrow to.
@@ -243,6 +244,36 @@ class Retriever:
             timings_ms={k: round(v, 2) for k, v in timings.items()},
             warnings=warnings,
         )
+
+    def _vector_leg(
+        self, query_vector: np.ndarray, where: str, depth: int, columns: Sequence[str]
+    ) -> list[dict]:
+        """The `depth` chunks closest to the query, each by its own vector or its closest
+        sentence window, whichever is closer (as `_cosine`), best first.
+
+        A question about one sentence of a long chunk matches that sentence far better than
+        the chunk's average. Chunks found through a sentence are read from the chunks table
+        with the same predicate, so access is decided there as for every other hit; an index
+        built before sentence vectors existed is searched by chunk vectors alone.
+        """
+        rows = self.index.vector_search(query_vector, where, depth, columns)
+        cosine = {row["chunk_id"]: 1.0 - float(row["_distance"]) for row in rows}
+        sentences = self.index.sentences()
+        if not sentences.exists():
+            return [{**row, "_cosine": cosine[row["chunk_id"]]} for row in rows]
+        limit = depth * SENTENCES_PER_CANDIDATE
+        for hit in sentences.vector_search(query_vector, where, limit, ["chunk_id"]):
+            chunk_id, value = hit["chunk_id"], 1.0 - float(hit["_distance"])
+            cosine[chunk_id] = max(cosine.get(chunk_id, -1.0), value)
+        best = sorted(cosine, key=lambda chunk_id: (-cosine[chunk_id], chunk_id))[:depth]
+        found = {row["chunk_id"]: row for row in rows}
+        unread = [chunk_id for chunk_id in best if chunk_id not in found]
+        if unread:
+            condition = f"{sql_in('chunk_id', unread)} AND ({where})"
+            found.update(
+                (row["chunk_id"], row) for row in self.index.rows(condition, columns, len(unread))
+            )
+        return [{**found[c], "_cosine": cosine[c]} for c in best if c in found]
 
     def _first_stage_order(
         self, mode: SearchMode, candidates: list[Candidate], rankings: list[list[str]]

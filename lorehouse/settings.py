@@ -40,6 +40,14 @@ DEFAULT_BM25_WEIGHT = 1.0
 #: chunk text's 1. At 1 a short field's match outvotes the passage itself. 0.25 was the one
 #: setting that gained on all three measured sets (BENCHMARKS.md, "Retrieval quality").
 DEFAULT_ENRICHED_WEIGHT = 0.25
+#: Sentence vectors: each chunk also gets one vector per window of this many consecutive
+#: sentences (its heading above them), a new window every SENTENCE_WINDOW_STRIDE sentences.
+#: The vector ranking scores a chunk by its own vector or its best window, whichever is
+#: closer to the query (BENCHMARKS.md, "Retrieval quality").
+SENTENCE_WINDOW = 2
+SENTENCE_WINDOW_STRIDE = 2
+#: Sentence rows read per vector candidate: several windows of one chunk often rank together.
+SENTENCES_PER_CANDIDATE = 4
 #: Extractive answers: below this cosine between the question and its best context sentence
 #: the answer is "not found". 0.40 answered all but one answerable dev question (0.45 declined
 #: 12 of them) and still declines some unanswerable ones (BENCHMARKS.md, "Answers").

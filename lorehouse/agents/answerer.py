@@ -16,9 +16,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
-from segtok.segmenter import split_multi
 
-from lorehouse.chunking import plain_text
+from lorehouse.chunking import plain_text, sentences
 from lorehouse.embedding_providers import Embedder
 from lorehouse.llm import LLMClient
 from lorehouse.retrieval import SearchHit
@@ -32,7 +31,6 @@ NOT_FOUND_ANSWER = (
 _CITATION = re.compile(r"\[(\d{1,3})\]")
 _PROMPT_SCAFFOLDING = ("Passages (in document order)", "Search queries used to find", "Rules:")
 _LINK = re.compile(r"\[([^\]]+)\]\([^)]*\)")
-_LIST_MARKER = re.compile(r"^\s*(?:[-*+]|\d{1,3}[.)])\s+")
 
 
 @dataclass
@@ -154,11 +152,7 @@ def _units(hit: SearchHit) -> list[str]:
                 pairs = [f"{h}: {c}" for h, c in zip(header, cells, strict=False) if c]
                 units.append("; ".join(pairs) + ".")
             return units
-    units = []
-    for line in plain_text(body).splitlines():
-        line = _LIST_MARKER.sub("", line).strip()
-        units += [s.strip() for s in split_multi(line) if len(s.split()) >= 3]
-    return units
+    return sentences(plain_text(body))
 
 
 #: Questions that ask for an amount, a limit, a duration or a date: their answer holds a number.

@@ -21,6 +21,7 @@ from lorehouse.stores.bm25 import Analyzer, BM25Index
 
 TABLE_NAME = "chunks"
 DOCUMENTS_TABLE_NAME = "documents"
+SENTENCES_TABLE_NAME = "sentences"
 TEXT_COLUMNS = ("text_embed", "text_enriched")
 _MODEL_KEY = b"lorehouse.embedding_model"
 _DIMENSION_KEY = b"lorehouse.embedding_dimension"
@@ -92,6 +93,32 @@ def document_schema(dimension: int, model: str) -> pa.Schema:
             pa.field("summary", pa.string()),
             pa.field("faqs", pa.list_(pa.string())),
             pa.field("profile_text", pa.string()),
+            pa.field("embed_key", pa.string()),
+            pa.field("row_hash", pa.string()),
+            pa.field("vector", pa.list_(pa.float32(), dimension)),
+        ],
+        metadata=table_metadata(dimension, model),
+    )
+
+
+def sentence_schema(dimension: int, model: str) -> pa.Schema:
+    """One row per sentence window of a chunk, with the chunk's filter and access columns.
+
+    A chunk's single vector averages everything it says; a question about one of its
+    sentences matches that sentence far better. The filter columns are copied from the chunk
+    so the same `where` clause (access included) applies to both tables.
+    """
+    return pa.schema(
+        [
+            pa.field("sentence_id", pa.string(), nullable=False),
+            pa.field("chunk_id", pa.string(), nullable=False),
+            pa.field("doc_id", pa.string(), nullable=False),
+            pa.field("file_type", pa.string()),
+            pa.field("page_start", pa.int32()),
+            pa.field("page_end", pa.int32()),
+            pa.field("is_table", pa.bool_()),
+            pa.field("acl", pa.list_(pa.string())),
+            pa.field("text_embed", pa.string()),
             pa.field("embed_key", pa.string()),
             pa.field("row_hash", pa.string()),
             pa.field("vector", pa.list_(pa.float32(), dimension)),
@@ -406,9 +433,17 @@ class LanceTable:
 class ChunkIndex(LanceTable):
     """The `chunks` table: what search and citations read."""
 
+    _sentences: SentenceIndex | None = None
+
     def documents(self) -> DocumentIndex:
         """The `documents` table of the same database."""
         return self.sibling(DocumentIndex)
+
+    def sentences(self) -> SentenceIndex:
+        """The `sentences` table of the same database (one object, so its caches last)."""
+        if self._sentences is None:
+            self._sentences = self.sibling(SentenceIndex)
+        return self._sentences
 
     def sibling(self, table_type: type[T]) -> T:
         """Another table of the same database, sharing this connection."""
@@ -422,3 +457,12 @@ class DocumentIndex(LanceTable):
     key_column = "doc_id"
     text_columns = ("profile_text",)
     scalar_indexes = (("acl", "LABEL_LIST"),)
+
+
+class SentenceIndex(LanceTable):
+    """The `sentences` table: a vector per sentence window, pointing at its chunk."""
+
+    name = SENTENCES_TABLE_NAME
+    key_column = "sentence_id"
+    text_columns = ("text_embed",)
+    scalar_indexes = (("doc_id", "BTREE"), ("acl", "LABEL_LIST"))

@@ -30,6 +30,12 @@ def _lance_rows(data_dir: Path) -> dict[str, tuple[str, np.ndarray]]:
     }
 
 
+def _sentence_owners(data_dir: Path) -> set[str]:
+    """The chunk of every sentence-window row."""
+    sentences = ChunkIndex(str(data_dir / "lancedb")).sentences().table().to_arrow()
+    return set(sentences["chunk_id"].to_pylist())
+
+
 def test_rerun_changes_nothing_and_a_deleted_file_leaves_every_store(tmp_path: Path) -> None:
     source = tmp_path / "corpus"
     shutil.copytree(BUNDLED_SAMPLE_CORPUS, source)
@@ -46,11 +52,14 @@ def test_rerun_changes_nothing_and_a_deleted_file_leaves_every_store(tmp_path: P
     assert embedded["chunks_per_second"] > 0
     before = _lance_rows(data_dir)
     assert set(before) == chunk_ids
+    assert 0 < embedded["sentence_windows_embedded"] <= embedded["sentence_windows"]
+    assert _sentence_owners(data_dir) < chunk_ids
 
     second = materialize_everything(source, data_dir, with_evals=False)
     assert second.success
     again = metadata_of(second, "chunk_embeddings")
     assert (again["embedded"], again["rows_written"], again["rows_deleted"]) == (0, 0, 0)
+    assert again["sentence_windows_embedded"] == 0
     after = _lance_rows(data_dir)
     assert set(after) == set(before)
     assert all(np.array_equal(after[c][1], before[c][1]) for c in before)
@@ -80,6 +89,7 @@ def test_rerun_changes_nothing_and_a_deleted_file_leaves_every_store(tmp_path: P
     assert all(np.array_equal(now[c][1], before[c][1]) for c in set(now) & set(before))
     before = now
 
+    owners_before = _sentence_owners(data_dir)
     (source / "hr" / "parental-leave-faq.md").unlink()
     third = materialize_everything(source, data_dir, with_evals=False)
     assert third.success
@@ -87,6 +97,8 @@ def test_rerun_changes_nothing_and_a_deleted_file_leaves_every_store(tmp_path: P
     assert removed
     assert metadata_of(third, "chunk_embeddings")["rows_deleted"] == len(removed)
     assert not removed & set(_lance_rows(data_dir))
+    assert removed & owners_before and not removed & _sentence_owners(data_dir)
+    assert _sentence_owners(data_dir) < set(store.table("chunks")["chunk_id"])
     for table in ("chunks", "enriched_chunks", "chunk_keywords"):
         assert not removed & set(store.table(table)["chunk_id"]), table
     assert "hr/parental-leave-faq.md" not in set(store.table("documents")["rel_path"])

@@ -1,0 +1,119 @@
+"""Sentence-window vectors: a question about one sentence of a long chunk finds that chunk."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from lorehouse.embed_stage import (
+    EmbedReport,
+    keyed_rows,
+    sentence_windows,
+    sync_sentences,
+    sync_table,
+)
+from lorehouse.embedding import OnnxMiniLMEmbedder, default_embedder
+from lorehouse.retrieval import Retriever
+from lorehouse.stores.lance_index import ChunkIndex, chunk_schema
+
+# A long chunk about office life where one sentence states the hotel limit, and a short chunk
+# about hotel bookings that is closer to a hotel question than the long chunk's average.
+OFFICE = [
+    "The office opens at eight in the morning on weekdays.",
+    "Desks are shared and booked through the facilities app.",
+    "Lunch is catered on Tuesdays and Thursdays for everyone on site.",
+    "Visitors sign in at reception and wear a badge at all times.",
+    "When you travel for work the hotel limit is 250 dollars per night.",
+    "Printers are on every floor next to the kitchens.",
+    "Bicycles are parked in the basement garage.",
+    "Quiet rooms can be used for focused work without a booking.",
+]
+HOTELS = (
+    "Hotel nights are booked through the travel desk. "
+    "Your manager approves each night of a hotel stay."
+)
+
+
+def _rows(model: str, acl_office: list[str]) -> pd.DataFrame:
+    chunks = [
+        ("office", "doc-office", ["Office life"], " ".join(OFFICE), acl_office),
+        ("hotels", "doc-hotels", ["Hotels"], HOTELS, []),
+        ("holidays", "doc-holidays", ["Holidays"], "Holidays follow the local calendar.", []),
+    ]
+    frame = pd.DataFrame(
+        {
+            "chunk_id": [c[0] for c in chunks],
+            "doc_id": [c[1] for c in chunks],
+            "title": [c[2][0] for c in chunks],
+            "rel_path": [f"{c[1]}.md" for c in chunks],
+            "source_uri": [f"file:///{c[1]}.md" for c in chunks],
+            "file_type": "md",
+            "position": pd.Series([0, 0, 0], dtype="int32"),
+            "heading_path": [c[2] for c in chunks],
+            "page_start": [None] * 3,
+            "page_end": [None] * 3,
+            "is_table": False,
+            "acl": [c[4] for c in chunks],
+            "text_chat": [f"{c[2][0]}\n\n{c[3]}" for c in chunks],
+            "text_embed": [f"{c[2][0]}\n{c[3]}" for c in chunks],
+            "text_enriched": "",
+        }
+    )
+    return keyed_rows(frame, "text_embed", model)
+
+
+def _index(tmp_path: Path, embedder: OnnxMiniLMEmbedder, acl_office: list[str]) -> ChunkIndex:
+    index = ChunkIndex(str(tmp_path / "lance"))
+    rows = _rows(embedder.name, acl_office)
+    report = EmbedReport(model=embedder.name, dimension=embedder.dimension)
+    sync_table(index, rows, "text_embed", chunk_schema, embedder, 8, report)
+    sync_sentences(index, rows, embedder, 8, report)
+    assert report.sentences == 4  # the office chunk's 8 sentences in windows of 2
+    return index
+
+
+@pytest.fixture(scope="module")
+def embedder() -> OnnxMiniLMEmbedder:
+    return default_embedder()
+
+
+def test_windows_hold_the_heading_and_two_sentences_each() -> None:
+    text = "Travel > Hotels\n" + " ".join(OFFICE[:5])
+    windows = sentence_windows(text, "Travel > Hotels")
+    assert windows == [
+        f"Travel > Hotels\n{OFFICE[0]} {OFFICE[1]}",
+        f"Travel > Hotels\n{OFFICE[2]} {OFFICE[3]}",
+        f"Travel > Hotels\n{OFFICE[4]}",
+    ]
+    # Sentences that fit in one window add nothing to the chunk's own vector.
+    assert sentence_windows("Travel\nOne short rule. And a second one here.", "Travel") == []
+
+
+def test_a_question_about_one_sentence_ranks_its_long_chunk_first(
+    tmp_path: Path, embedder: OnnxMiniLMEmbedder
+) -> None:
+    index = _index(tmp_path, embedder, acl_office=[])
+    question = "What is the hotel limit per night?"
+    retriever = Retriever(index, embedder)
+    hits = retriever.search(question, top_k=3, mode="vector").hits
+    assert hits[0].chunk_id == "office"
+    # Scored by its closest window, not by the average of everything the chunk says.
+    chunk_only = index.vector_search(embedder.embed([question])[0], None, 3, ["chunk_id"])
+    assert chunk_only[0]["chunk_id"] == "hotels"
+    own = next(1 - r["_distance"] for r in chunk_only if r["chunk_id"] == "office")
+    assert hits[0].scores["vector"] > own
+
+
+def test_a_restricted_chunk_found_by_its_sentence_stays_hidden_from_outsiders(
+    tmp_path: Path, embedder: OnnxMiniLMEmbedder
+) -> None:
+    index = _index(tmp_path, embedder, acl_office=["finance"])
+    retriever = Retriever(index, embedder)
+    question = "What is the hotel limit per night?"
+    for mode in ("vector", "hybrid"):
+        outsider = retriever.search(question, top_k=8, mode=mode).hits
+        assert "office" not in {hit.chunk_id for hit in outsider}
+        insider = retriever.search(question, top_k=8, mode=mode, caller_groups=["finance"])
+        assert insider.hits[0].chunk_id == "office"
