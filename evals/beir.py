@@ -154,6 +154,7 @@ class IndexOutcome:
     documents: int
     embedded: int
     seconds: float
+    sentence_windows_embedded: int = 0
 
 
 def index_dataset(
@@ -172,8 +173,12 @@ def index_dataset(
     )
     report.provider_failure = outcome.failure
     sync_sentences(index, rows, embedder, batch_size, report, on_progress)
-    embedded = outcome.embedded + report.sentences_embedded
-    return IndexOutcome(len(dataset.corpus), embedded, time.perf_counter() - started)
+    return IndexOutcome(
+        len(dataset.corpus),
+        outcome.embedded,
+        time.perf_counter() - started,
+        report.sentences_embedded,
+    )
 
 
 #: (query, depth) -> ranked document ids, best first.
@@ -195,6 +200,7 @@ class BeirReport:
     n_queries: int
     index_seconds: float
     documents_embedded: int
+    sentence_windows_embedded: int = 0
     results: list[RetrieverScores] = field(default_factory=list)
 
     def summary(self) -> dict:
@@ -206,6 +212,7 @@ class BeirReport:
             "n_queries": self.n_queries,
             "index_seconds": round(self.index_seconds, 1),
             "documents_embedded": self.documents_embedded,
+            "sentence_windows_embedded": self.sentence_windows_embedded,
             "results": [
                 {
                     "retriever": r.retriever,

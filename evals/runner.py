@@ -222,6 +222,7 @@ def run_beir_for_settings(
         n_queries=len(dataset.queries),
         index_seconds=indexed.seconds,
         documents_embedded=indexed.embedded,
+        sentence_windows_embedded=indexed.sentence_windows_embedded,
     )
     report.results = evaluate_rankers(dataset, rankers, on_query=on_query)
     return report
