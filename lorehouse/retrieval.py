@@ -30,7 +30,7 @@ from lorehouse.settings import (
     DEFAULT_ENRICHED_WEIGHT,
     SENTENCES_PER_CANDIDATE,
 )
-from lorehouse.stores.lance_index import ChunkIndex, sql_in, sql_string
+from lorehouse.stores.lance_index import ChunkIndex, IndexNotBuilt, sql_in, sql_string
 
 HIT_COLUMNS = [
     "chunk_id",
@@ -258,11 +258,13 @@ class Retriever:
         """
         rows = self.index.vector_search(query_vector, where, depth, columns)
         cosine = {row["chunk_id"]: 1.0 - float(row["_distance"]) for row in rows}
-        sentences = self.index.sentences()
-        if not sentences.exists():
-            return [{**row, "_cosine": cosine[row["chunk_id"]]} for row in rows]
         limit = depth * SENTENCES_PER_CANDIDATE
-        for hit in sentences.vector_search(query_vector, where, limit, ["chunk_id"]):
+        try:
+            # Asked of the table itself: an exists() check would list the tables every query.
+            windows = self.index.sentences().vector_search(query_vector, where, limit, ["chunk_id"])
+        except IndexNotBuilt:
+            windows = []
+        for hit in windows:
             chunk_id, value = hit["chunk_id"], 1.0 - float(hit["_distance"])
             cosine[chunk_id] = max(cosine.get(chunk_id, -1.0), value)
         best = sorted(cosine, key=lambda chunk_id: (-cosine[chunk_id], chunk_id))[:depth]
