@@ -22,7 +22,8 @@ def chunk_embeddings(
 ) -> dg.MaterializeResult:
     """Vectors of new or changed chunks (others keep theirs), BM25 and ANN indexes refreshed;
     a vector per sentence window of each chunk, so a question matching one sentence finds its
-    chunk; plus one profile vector per document (title, summary, FAQs) for choosing sources."""
+    chunk; each chunk's token vectors, which the late-interaction reranker reads; plus one
+    profile vector per document (title, summary, FAQs) for choosing sources."""
     index = vector_index.open()
     report = run_embedding(
         feature_store.open(),
@@ -30,6 +31,7 @@ def chunk_embeddings(
         vector_index.embedder(),
         batch_size=vector_index.batch_size,
         on_progress=progress_logger(context, "embedded"),
+        token_encoder=vector_index.token_encoder(),
     )
     if report.provider_failure:
         # Recorded, not raised: what was embedded is committed, the rest keep their old rows,
@@ -53,6 +55,8 @@ def chunk_embeddings(
             "documents_embedded": report.documents_embedded,
             "sentence_windows": report.sentences,
             "sentence_windows_embedded": report.sentences_embedded,
+            "token_vectors": report.token_vectors,
+            "token_vectors_embedded": report.token_vectors_embedded,
             "documents_not_embedded": len(report.documents_not_embedded),
             "provider_failure": report.provider_failure or "none",
             "chunks_per_second": round(report.chunks_per_second, 1),

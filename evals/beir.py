@@ -27,10 +27,12 @@ from lorehouse.embed_stage import (
     keyed_rows,
     sync_sentences,
     sync_table,
+    sync_token_vectors,
 )
 from lorehouse.embedding_providers import Embedder
 from lorehouse.retrieval import Retriever
 from lorehouse.stores.lance_index import ChunkIndex, chunk_schema
+from lorehouse.token_vectors import TokenEncoder
 
 #: The measures reported per retriever, as named in the output.
 MEASURES = {"ndcg@10": nDCG @ 10, "recall@10": R @ 10, "recall@100": R @ 100, "mrr@10": RR @ 10}
@@ -155,6 +157,7 @@ class IndexOutcome:
     embedded: int
     seconds: float
     sentence_windows_embedded: int = 0
+    token_vectors_embedded: int = 0
 
 
 def index_dataset(
@@ -163,8 +166,9 @@ def index_dataset(
     embedder: Embedder,
     batch_size: int = 64,
     on_progress: ProgressCallback | None = None,
+    token_encoder: TokenEncoder | None = None,
 ) -> IndexOutcome:
-    """Brings the dataset's table in line with its corpus; a rerun embeds nothing."""
+    """Brings the dataset's tables in line with its corpus; a rerun embeds nothing."""
     started = time.perf_counter()
     report = EmbedReport(model=embedder.name, dimension=getattr(embedder, "dimension", None))
     rows = corpus_rows(dataset, embedder.name)
@@ -173,11 +177,13 @@ def index_dataset(
     )
     report.provider_failure = outcome.failure
     sync_sentences(index, rows, embedder, batch_size, report, on_progress)
+    sync_token_vectors(index, rows, token_encoder, batch_size, report, on_progress)
     return IndexOutcome(
         len(dataset.corpus),
         outcome.embedded,
         time.perf_counter() - started,
         report.sentences_embedded,
+        report.token_vectors_embedded,
     )
 
 
@@ -201,6 +207,7 @@ class BeirReport:
     index_seconds: float
     documents_embedded: int
     sentence_windows_embedded: int = 0
+    token_vectors_embedded: int = 0
     results: list[RetrieverScores] = field(default_factory=list)
 
     def summary(self) -> dict:
@@ -213,6 +220,7 @@ class BeirReport:
             "index_seconds": round(self.index_seconds, 1),
             "documents_embedded": self.documents_embedded,
             "sentence_windows_embedded": self.sentence_windows_embedded,
+            "token_vectors_embedded": self.token_vectors_embedded,
             "results": [
                 {
                     "retriever": r.retriever,

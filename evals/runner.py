@@ -36,6 +36,7 @@ from lorehouse.components import (
     llm_client_for,
     open_chunk_index,
     retriever_for,
+    token_encoder_from,
 )
 from lorehouse.embed_stage import ProgressCallback
 from lorehouse.embedding_providers import Embedder
@@ -206,7 +207,14 @@ def run_beir_for_settings(
     store_dir = store_dir or settings.data_dir / "beir" / dataset.name
     index = ChunkIndex(str(store_dir / "lancedb"), ann_min_rows=settings.ann_index_min_rows)
     embedder = embedder_from(settings)
-    indexed = index_dataset(dataset, index, embedder, settings.embed_batch_size, on_embed_progress)
+    indexed = index_dataset(
+        dataset,
+        index,
+        embedder,
+        settings.embed_batch_size,
+        on_embed_progress,
+        token_encoder_from(settings),
+    )
     retriever = retriever_for(settings, index, embedder)
     rankers = [
         ("vector", search_ranker(retriever, "vector", "none")),
@@ -223,6 +231,7 @@ def run_beir_for_settings(
         index_seconds=indexed.seconds,
         documents_embedded=indexed.embedded,
         sentence_windows_embedded=indexed.sentence_windows_embedded,
+        token_vectors_embedded=indexed.token_vectors_embedded,
     )
     report.results = evaluate_rankers(dataset, rankers, on_query=on_query)
     return report

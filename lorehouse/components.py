@@ -10,10 +10,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from lorehouse.embedding import default_embedder
 from lorehouse.embedding_providers import Embedder, embedder_for
 from lorehouse.retrieval import Retriever
 from lorehouse.settings import Settings
 from lorehouse.stores.lance_index import ChunkIndex
+from lorehouse.token_vectors import TokenEncoder
 
 if TYPE_CHECKING:
     from lorehouse.agents.pipeline import AskOptions
@@ -47,6 +49,11 @@ def open_chunk_index(settings: Settings) -> ChunkIndex:
 
 def embedder_from(settings: Settings) -> Embedder:
     return embedder_for(settings.embed_model, settings.embed_api_base)
+
+
+def token_encoder_from(settings: Settings) -> TokenEncoder | None:
+    """The encoder whose token vectors the index stores for late interaction, if it does."""
+    return default_embedder() if settings.index_token_vectors else None
 
 
 def retriever_for(settings: Settings, index: ChunkIndex, embedder: Embedder) -> Retriever:

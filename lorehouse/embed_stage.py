@@ -28,7 +28,9 @@ from lorehouse.stores.lance_index import (
     chunk_schema,
     document_schema,
     sentence_schema,
+    token_vector_schema,
 )
+from lorehouse.token_vectors import PackedTokenEncoder, TokenEncoder
 
 ProgressCallback = Callable[[int, int], None]
 
@@ -55,6 +57,9 @@ class EmbedReport:
     documents_embedded: int = 0
     sentences: int = 0
     sentences_embedded: int = 0
+    #: Chunks with stored token vectors for late interaction, and how many were encoded now.
+    token_vectors: int = 0
+    token_vectors_embedded: int = 0
     #: Documents whose new rows could not be embedded this run (they keep their old rows).
     documents_not_embedded: list[str] = field(default_factory=list)
     provider_failure: str | None = None
@@ -181,8 +186,12 @@ def run_embedding(
     embedder: Embedder,
     batch_size: int = 64,
     on_progress: ProgressCallback | None = None,
+    token_encoder: TokenEncoder | None = None,
 ) -> EmbedReport:
-    """Brings the LanceDB chunk and document tables in line with DuckDB; returns what it did."""
+    """Brings the LanceDB chunk and document tables in line with DuckDB; returns what it did.
+
+    With a `token_encoder`, each chunk's token vectors are stored too, for late interaction.
+    """
     started = time.perf_counter()
     model = embedder.name
     report = EmbedReport(model=model, dimension=getattr(embedder, "dimension", None))
@@ -200,6 +209,7 @@ def run_embedding(
     report.documents_not_embedded = sorted(outcome.not_embedded)
     report.provider_failure = outcome.failure
     sync_sentences(index, chunks, embedder, batch_size, report, on_progress)
+    sync_token_vectors(index, chunks, token_encoder, batch_size, report, on_progress)
 
     documents = document_rows(store.documents_for_index(), model)
     report.documents = len(documents)
@@ -244,6 +254,39 @@ def sync_sentences(
     )
     report.sentences_embedded = outcome.embedded
     report.provider_failure = outcome.failure
+
+
+def sync_token_vectors(
+    index: ChunkIndex,
+    chunks: pd.DataFrame,
+    encoder: TokenEncoder | None,
+    batch_size: int,
+    report: EmbedReport,
+    on_progress: ProgressCallback | None = None,
+) -> None:
+    """Makes the `token_vectors` table hold the packed token vectors of `chunks` (index rows).
+
+    Keyed by the encoder and the chunk's embedded text, like every vector: a rerun encodes
+    nothing, an edited chunk is encoded again, and the reranker ignores a stored row whose
+    text is not the chunk's current one. Skipped without an encoder (the reranker then
+    encodes its candidates per query) and after a provider failure, as sentence windows are.
+    """
+    if encoder is None or report.provider_failure:
+        return
+    packed = PackedTokenEncoder(encoder)
+    rows = keyed_rows(chunks[["chunk_id", "doc_id", "text_embed"]], "text_embed", packed.name)
+    report.token_vectors = len(rows)
+    outcome = sync_table(
+        index.token_vectors(),
+        rows,
+        "text_embed",
+        lambda _width, model: token_vector_schema(packed.dimension, model),
+        packed,
+        batch_size,
+        report,
+        on_progress,
+    )
+    report.token_vectors_embedded = outcome.embedded
 
 
 @dataclass
@@ -396,20 +439,24 @@ def _dimension(
 
 
 def _arrow_rows(frame: pd.DataFrame, vectors: dict[str, np.ndarray], schema: pa.Schema) -> pa.Table:
-    dimension = schema.field("vector").type.list_size
-    matrix = (
-        np.vstack([vectors[key] for key in frame["embed_key"]]).astype(np.float32)
-        if len(frame)
-        else np.empty((0, dimension), dtype=np.float32)
-    )
-    if matrix.shape[1] != dimension:
-        raise ValueError(f"vectors have {matrix.shape[1]} dimensions; the table holds {dimension}")
     columns = {
         name: pa.array(frame[name].tolist(), type=schema.field(name).type)
         for name in schema.names
         if name != "vector"
     }
-    columns["vector"] = pa.FixedSizeListArray.from_arrays(
-        pa.array(matrix.reshape(-1), pa.float32()), dimension
-    )
+    columns["vector"] = _vector_column([vectors[key] for key in frame["embed_key"]], schema)
     return pa.table(columns, schema=schema)
+
+
+def _vector_column(values: list[np.ndarray], schema: pa.Schema) -> pa.Array:
+    """Float vectors as a fixed-size list (checked against the table's width), or bytes."""
+    vector_type = schema.field("vector").type
+    if pa.types.is_binary(vector_type):
+        return pa.array([np.asarray(v, dtype=np.uint8).tobytes() for v in values], vector_type)
+    dimension = vector_type.list_size
+    matrix = (
+        np.vstack(values).astype(np.float32) if values else np.empty((0, dimension), np.float32)
+    )
+    if matrix.shape[1] != dimension:
+        raise ValueError(f"vectors have {matrix.shape[1]} dimensions; the table holds {dimension}")
+    return pa.FixedSizeListArray.from_arrays(pa.array(matrix.reshape(-1), pa.float32()), dimension)

@@ -1,10 +1,10 @@
 """Second-stage rerankers behind one interface: none, late interaction, a litellm rerank model.
 
-No cross-encoder ships as an offline package. Offline, `maxsim` reorders the first stage's
-best candidates by late interaction over the bundled MiniLM's token vectors: it gained on
-every set measured, but encodes each candidate at query time (about 1.5 s a query on 2
-cores), so it is asked for, not the default; a hosted reranker (Cohere, Voyage, Together, a
-self-hosted Infinity server...) plugs in through litellm's rerank API when one is
+No cross-encoder ships as an offline package. Offline, `maxsim` (the default) reorders the
+first stage's best candidates by late interaction over the bundled MiniLM's token vectors,
+which the embedding stage stores per chunk, so a query reads them instead of encoding its
+candidates (which cost about 1.5 s a query on 2 cores). A hosted reranker (Cohere, Voyage,
+Together, a self-hosted Infinity server...) plugs in through litellm's rerank API when one is
 configured. A field-level rank fusion was offered offline and removed: it lowered recall on
 every set it was measured on (BENCHMARKS.md, "Retrieval quality").
 """
@@ -18,6 +18,8 @@ from typing import Protocol
 
 import numpy as np
 
+from lorehouse.token_vectors import PackedTokenEncoder, TokenEncoder, unpack
+
 log = logging.getLogger(__name__)
 
 #: The constant of reciprocal rank fusion (Cormack et al.): damps the weight of top ranks so
@@ -25,12 +27,14 @@ log = logging.getLogger(__name__)
 RRF_K = 60
 NONE = "none"
 MAXSIM = "maxsim"
-#: Candidates late interaction reorders: the first stage's best 30 (the rest keep their
-#: order behind them). Each costs one pass of the encoder over its text.
-MAXSIM_DEPTH = 30
+#: Candidates late interaction reorders: the first stage's best 20 (the rest keep their
+#: order behind them). With the weight below, the one setting of 12 measured (depth 10, 20,
+#: 30; weight 0.5-3) that gained on the handbook, the docs and SciFact alike (BENCHMARKS.md,
+#: "Retrieval quality"): deeper or heavier gains more on the dev sets and loses on SciFact.
+MAXSIM_DEPTH = 20
 #: Weight of the MaxSim ranking against the first stage's 1 when the two are fused by
-#: reciprocal rank: 2 was best on both dev sets (BENCHMARKS.md, "Retrieval quality").
-MAXSIM_WEIGHT = 2.0
+#: reciprocal rank.
+MAXSIM_WEIGHT = 1.0
 
 
 @dataclass
@@ -91,10 +95,10 @@ class NoReranker:
         return candidates
 
 
-class TokenEncoder(Protocol):
-    """What late interaction needs of an encoder: per text, its tokens' unit vectors."""
+class TokenVectorStore(Protocol):
+    """Where late interaction finds passages' token vectors computed at index time."""
 
-    def token_vectors(self, texts: Sequence[str], batch_size: int = 32) -> list[np.ndarray]: ...
+    def packed(self, chunk_ids: Sequence[str]) -> dict[str, tuple[str, np.ndarray]]: ...
 
 
 class LateInteractionReranker:
@@ -105,16 +109,26 @@ class LateInteractionReranker:
     averaged vector per passage blurs (a paraphrase that matches three words of ten). The
     MaxSim order of the first `depth` candidates is fused by reciprocal rank with their
     first-stage order, MaxSim weighing `weight`.
+
+    Passages' token vectors are read from `store` when it holds them for the passage's
+    current text; any other passage (an index built without them, a row the embedding stage
+    has not reached yet) is encoded here, as it would be without a store.
     """
 
     name = MAXSIM
 
     def __init__(
-        self, encoder: TokenEncoder, depth: int = MAXSIM_DEPTH, weight: float = MAXSIM_WEIGHT
+        self,
+        encoder: TokenEncoder,
+        store: TokenVectorStore | None = None,
+        depth: int = MAXSIM_DEPTH,
+        weight: float = MAXSIM_WEIGHT,
     ) -> None:
         self.encoder = encoder
+        self.store = store
         self.depth = depth
         self.weight = weight
+        self.packed_name = PackedTokenEncoder(encoder).name
 
     def rerank(
         self, query: str, query_vector: np.ndarray, candidates: list[Candidate]
@@ -122,12 +136,17 @@ class LateInteractionReranker:
         head, tail = candidates[: self.depth], candidates[self.depth :]
         if not head:
             return candidates
+        texts = {c.chunk_id: c.row.get("text_embed") or c.row["text_chat"] for c in head}
+        passages = self._stored(texts)
+        missing = [chunk_id for chunk_id in texts if chunk_id not in passages]
         # Small batches: passages differ in length, and padding them to the longest of 32
         # doubled the encoder's time.
-        query_tokens, *passages = self.encoder.token_vectors(
-            [query, *(c.row.get("text_embed") or c.row["text_chat"] for c in head)], batch_size=8
+        query_tokens, *encoded = self.encoder.token_vectors(
+            [query, *(texts[chunk_id] for chunk_id in missing)], batch_size=8
         )
-        for candidate, tokens in zip(head, passages, strict=True):
+        passages.update(zip(missing, encoded, strict=True))
+        for candidate in head:
+            tokens = passages[candidate.chunk_id]
             similarity = query_tokens @ tokens.T if len(tokens) else np.zeros((1, 1))
             candidate.scores["maxsim"] = float(similarity.max(axis=1).mean())
         by_maxsim = sorted(head, key=lambda c: (-c.scores["maxsim"], c.chunk_id))
@@ -138,6 +157,23 @@ class LateInteractionReranker:
         for candidate in head:
             candidate.scores["rerank"] = fused[candidate.chunk_id]
         return [*by_score(head, "rerank"), *tail]
+
+    def _stored(self, texts: dict[str, str]) -> dict[str, np.ndarray]:
+        """Stored token vectors of the passages whose stored text is their current text."""
+        if self.store is None:
+            return {}
+        from lorehouse.embed_stage import embed_key
+        from lorehouse.stores.lance_index import IndexNotBuilt
+
+        try:
+            stored = self.store.packed(list(texts))
+        except IndexNotBuilt:
+            return {}
+        return {
+            chunk_id: unpack(packed, self.encoder.dimension)
+            for chunk_id, (key, packed) in stored.items()
+            if key == embed_key(self.packed_name, texts[chunk_id])
+        }
 
 
 class LiteLLMReranker:
@@ -180,8 +216,8 @@ class LiteLLMReranker:
 def evaluated_rerankers(configured: str | None) -> list[str]:
     """Rerankers an eval scores: none, and the configured default when it is another.
 
-    Each costs a retriever's worth of queries, so the eval measures what is deployed;
-    `LOREHOUSE_RERANK=maxsim` measures late interaction.
+    Each costs a retriever's worth of queries, so the eval measures what is deployed and
+    what the first stage alone would give.
     """
     return [NONE] if not configured or configured == NONE else [NONE, configured]
 
@@ -195,15 +231,21 @@ def available_rerankers(configured: str | None) -> list[str]:
 
 
 def build_reranker(
-    name: str, api_base: str | None = None, timeout_seconds: float = 30.0
+    name: str,
+    api_base: str | None = None,
+    timeout_seconds: float = 30.0,
+    token_store: TokenVectorStore | None = None,
 ) -> Reranker:
-    """The reranker a name stands for; anything but none and maxsim is a litellm model."""
+    """The reranker a name stands for; anything but none and maxsim is a litellm model.
+
+    `token_store` holds the token vectors `maxsim` would otherwise compute per query.
+    """
     if name == NONE:
         return NoReranker()
     if name == MAXSIM:
         from lorehouse.embedding import default_embedder
 
-        return LateInteractionReranker(default_embedder())
+        return LateInteractionReranker(default_embedder(), token_store)
     if "/" not in name:
         raise ValueError(f"unknown reranker {name!r}: use none, maxsim or a litellm rerank model")
     return LiteLLMReranker(name, api_base=api_base, timeout_seconds=timeout_seconds)

@@ -177,7 +177,9 @@ class Retriever:
         """The top_k chunks for `query` the caller may see, best first."""
         mode = SearchMode(mode)
         rerank = rerank or self.default_rerank
-        reranker = build_reranker(rerank, api_base=self.rerank_api_base)
+        reranker = build_reranker(
+            rerank, api_base=self.rerank_api_base, token_store=self.index.token_vectors()
+        )
         if not query.strip():
             raise ValueError("the query is empty")
         timings: dict[str, float] = {}

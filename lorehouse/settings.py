@@ -154,6 +154,13 @@ class Settings(BaseSettings):
         default=None, description="Endpoint override for the embedding provider."
     )
     embed_batch_size: int = Field(default=64, ge=1, le=2048, description="Texts per embed call.")
+    index_token_vectors: bool = Field(
+        default=True,
+        description=(
+            "Store each chunk's token vectors (about 0.4 KB a token) so the maxsim reranker "
+            "reads them instead of encoding its 30 candidates per query."
+        ),
+    )
     lancedb_uri: str | None = Field(
         default=None,
         description="LanceDB location: a folder or s3:// URI; unset means data_dir/lancedb.",
@@ -191,11 +198,11 @@ class Settings(BaseSettings):
         ),
     )
     rerank: str = Field(
-        default="none",
+        default="maxsim",
         description=(
-            "Default reranker: none, maxsim (late interaction over the bundled model's token "
-            "vectors: higher recall, about 1.5 s a query on 2 cores), or a litellm rerank "
-            "model (cohere/rerank-...)."
+            "Default reranker: maxsim (late interaction over the bundled model's token "
+            "vectors, read from the index), none, or a litellm rerank model "
+            "(cohere/rerank-...)."
         ),
     )
     rerank_api_base: str | None = Field(

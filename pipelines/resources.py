@@ -13,7 +13,7 @@ from lorehouse.components import (
     lance_storage_options,
     optional_llm_client,
 )
-from lorehouse.embedding import default_token_counter
+from lorehouse.embedding import default_embedder, default_token_counter
 from lorehouse.embedding_providers import Embedder, embedder_for
 from lorehouse.enrichment import Enricher
 from lorehouse.llm import LLMClient
@@ -29,6 +29,7 @@ from lorehouse.settings import (
 from lorehouse.sources import DocumentSource, LocalFolderSource, S3PrefixSource
 from lorehouse.stores import DuckDBStore
 from lorehouse.stores.lance_index import ChunkIndex
+from lorehouse.token_vectors import TokenEncoder
 
 
 class DocumentSourceResource(dg.ConfigurableResource):
@@ -139,9 +140,14 @@ class VectorIndexResource(dg.ConfigurableResource):
     embed_model: str = Field(default="local", description="'local' MiniLM or a litellm model")
     embed_api_base: str | None = None
     batch_size: int = Field(default=64, ge=1)
+    token_vectors: bool = Field(default=True, description="Store token vectors for maxsim")
     ann_min_rows: int = Field(default=10_000, ge=1)
     s3_endpoint_url: str | None = None
     s3_region: str | None = None
+
+    def token_encoder(self) -> TokenEncoder | None:
+        """The bundled model whose token vectors late interaction reads, if they are stored."""
+        return default_embedder() if self.token_vectors else None
 
     def open(self) -> ChunkIndex:
         """The chunk index at the configured location."""
@@ -162,7 +168,7 @@ class EvalResource(dg.ConfigurableResource):
     search_candidates: int = Field(default=50, ge=1)
     search_bm25_weight: float = Field(default=DEFAULT_BM25_WEIGHT, ge=0.0)
     search_enriched_weight: float = Field(default=DEFAULT_ENRICHED_WEIGHT, ge=0.0)
-    rerank: str = "none"
+    rerank: str = "maxsim"
     rerank_api_base: str | None = None
     ask_context_chunks: int = Field(default=8, ge=1)
     ask_neighbours: int = Field(default=0, ge=0)
@@ -224,6 +230,7 @@ def build_resources(settings: Settings) -> dict[str, dg.ConfigurableResource]:
             embed_model=settings.embed_model,
             embed_api_base=settings.embed_api_base,
             batch_size=settings.embed_batch_size,
+            token_vectors=settings.index_token_vectors,
             ann_min_rows=settings.ann_index_min_rows,
             s3_endpoint_url=settings.s3_endpoint_url,
             s3_region=settings.s3_region,

@@ -22,6 +22,7 @@ from lorehouse.stores.bm25 import Analyzer, BM25Index
 TABLE_NAME = "chunks"
 DOCUMENTS_TABLE_NAME = "documents"
 SENTENCES_TABLE_NAME = "sentences"
+TOKEN_VECTORS_TABLE_NAME = "token_vectors"
 TEXT_COLUMNS = ("text_embed", "text_enriched")
 _MODEL_KEY = b"lorehouse.embedding_model"
 _DIMENSION_KEY = b"lorehouse.embedding_dimension"
@@ -127,6 +128,25 @@ def sentence_schema(dimension: int, model: str) -> pa.Schema:
     )
 
 
+def token_vector_schema(dimension: int, model: str) -> pa.Schema:
+    """One row per chunk: its tokens' vectors packed as bytes (see `lorehouse.token_vectors`).
+
+    What late interaction compares at query time, stored so a query reads 30 rows instead of
+    running the encoder over 30 passages. No filter columns: only chunks a search has
+    already returned (under its access predicate) are looked up, by id.
+    """
+    return pa.schema(
+        [
+            pa.field("chunk_id", pa.string(), nullable=False),
+            pa.field("doc_id", pa.string(), nullable=False),
+            pa.field("embed_key", pa.string()),
+            pa.field("row_hash", pa.string()),
+            pa.field("vector", pa.binary()),
+        ],
+        metadata=table_metadata(dimension, model),
+    )
+
+
 def table_metadata(dimension: int, model: str) -> dict[bytes, bytes]:
     """Schema metadata every vector table carries: model, dimension, layout version."""
     return {
@@ -162,6 +182,8 @@ class LanceTable:
     key_column: str = "chunk_id"
     text_columns: tuple[str, ...] = TEXT_COLUMNS
     scalar_indexes: tuple[tuple[str, str], ...] = (("doc_id", "BTREE"), ("acl", "LABEL_LIST"))
+    #: Whether `vector` is searched by nearness (and so gets an ANN index from ann_min_rows).
+    nearest_neighbour_search: bool = True
 
     def __init__(
         self,
@@ -251,9 +273,8 @@ class LanceTable:
                 .to_arrow()
             )
             keys = arrow["embed_key"].to_pylist()
-            vectors = arrow["vector"].to_numpy(zero_copy_only=False)
-            for key, vector in zip(keys, vectors, strict=True):
-                found[key] = np.asarray(vector, dtype=np.float32)
+            for key, vector in zip(keys, _vector_values(arrow["vector"]), strict=True):
+                found[key] = vector
         return found
 
     def upsert(self, rows: pa.Table, stale_keys: Sequence[str]) -> None:
@@ -303,7 +324,8 @@ class LanceTable:
             if (column,) not in present:
                 table.create_scalar_index(column, index_type=kind)
         rows = table.count_rows()
-        if ("vector",) not in present and rows >= self.ann_min_rows:
+        wants_ann = self.nearest_neighbour_search and rows >= self.ann_min_rows
+        if ("vector",) not in present and wants_ann:
             table.create_index(
                 metric="cosine", vector_column_name="vector", index_type="IVF_HNSW_SQ"
             )
@@ -430,10 +452,20 @@ class LanceTable:
         return self.table().search().where(where).select(list(columns)).limit(limit).to_list()
 
 
+def _vector_values(column: pa.ChunkedArray) -> list[np.ndarray]:
+    """A `vector` column as arrays: float32 rows, or the raw bytes of packed token vectors."""
+    if pa.types.is_binary(column.type):
+        return [np.frombuffer(value, dtype=np.uint8) for value in column.to_pylist()]
+    return [
+        np.asarray(vector, dtype=np.float32) for vector in column.to_numpy(zero_copy_only=False)
+    ]
+
+
 class ChunkIndex(LanceTable):
     """The `chunks` table: what search and citations read."""
 
     _sentences: SentenceIndex | None = None
+    _token_vectors: TokenVectorIndex | None = None
 
     def documents(self) -> DocumentIndex:
         """The `documents` table of the same database."""
@@ -444,6 +476,12 @@ class ChunkIndex(LanceTable):
         if self._sentences is None:
             self._sentences = self.sibling(SentenceIndex)
         return self._sentences
+
+    def token_vectors(self) -> TokenVectorIndex:
+        """The `token_vectors` table of the same database (one object, so its caches last)."""
+        if self._token_vectors is None:
+            self._token_vectors = self.sibling(TokenVectorIndex)
+        return self._token_vectors
 
     def sibling(self, table_type: type[T]) -> T:
         """Another table of the same database, sharing this connection."""
@@ -466,3 +504,33 @@ class SentenceIndex(LanceTable):
     key_column = "sentence_id"
     text_columns = ("text_embed",)
     scalar_indexes = (("doc_id", "BTREE"), ("acl", "LABEL_LIST"))
+
+
+class TokenVectorIndex(LanceTable):
+    """The `token_vectors` table: each chunk's packed token vectors, for late interaction."""
+
+    name = TOKEN_VECTORS_TABLE_NAME
+    key_column = "chunk_id"
+    text_columns = ()
+    scalar_indexes = (("chunk_id", "BTREE"),)
+    nearest_neighbour_search = False
+
+    def packed(self, chunk_ids: Sequence[str]) -> dict[str, tuple[str, np.ndarray]]:
+        """chunk id -> (embed key, packed bytes) for the ids that have a stored row."""
+        if not chunk_ids:
+            return {}
+        arrow = (
+            self.table()
+            .search()
+            .where(sql_in("chunk_id", chunk_ids))
+            .select(["chunk_id", "embed_key", "vector"])
+            .limit(len(chunk_ids))
+            .to_arrow()
+        )
+        return dict(
+            zip(
+                arrow["chunk_id"].to_pylist(),
+                zip(arrow["embed_key"].to_pylist(), _vector_values(arrow["vector"]), strict=True),
+                strict=True,
+            )
+        )

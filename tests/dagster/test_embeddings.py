@@ -36,6 +36,12 @@ def _sentence_owners(data_dir: Path) -> set[str]:
     return set(sentences["chunk_id"].to_pylist())
 
 
+def _token_vector_chunks(data_dir: Path) -> set[str]:
+    """The chunks with stored token vectors."""
+    stored = ChunkIndex(str(data_dir / "lancedb")).token_vectors().table().to_arrow()
+    return set(stored["chunk_id"].to_pylist())
+
+
 def test_rerun_changes_nothing_and_a_deleted_file_leaves_every_store(tmp_path: Path) -> None:
     source = tmp_path / "corpus"
     shutil.copytree(BUNDLED_SAMPLE_CORPUS, source)
@@ -54,12 +60,14 @@ def test_rerun_changes_nothing_and_a_deleted_file_leaves_every_store(tmp_path: P
     assert set(before) == chunk_ids
     assert 0 < embedded["sentence_windows_embedded"] <= embedded["sentence_windows"]
     assert _sentence_owners(data_dir) < chunk_ids
+    assert embedded["token_vectors_embedded"] == embedded["token_vectors"] == len(chunk_ids)
+    assert _token_vector_chunks(data_dir) == chunk_ids
 
     second = materialize_everything(source, data_dir, with_evals=False)
     assert second.success
     again = metadata_of(second, "chunk_embeddings")
     assert (again["embedded"], again["rows_written"], again["rows_deleted"]) == (0, 0, 0)
-    assert again["sentence_windows_embedded"] == 0
+    assert again["sentence_windows_embedded"] == again["token_vectors_embedded"] == 0
     after = _lance_rows(data_dir)
     assert set(after) == set(before)
     assert all(np.array_equal(after[c][1], before[c][1]) for c in before)
@@ -81,6 +89,7 @@ def test_rerun_changes_nothing_and_a_deleted_file_leaves_every_store(tmp_path: P
     assert (enriched["computed"], enriched["llm_calls"]) == (2, 0)
     reembedded = metadata_of(edited, "chunk_embeddings")
     assert (reembedded["embedded"], reembedded["rows_deleted"]) == (1, 1)
+    assert reembedded["token_vectors_embedded"] == 1
     now = _lance_rows(data_dir)
     (old_id,) = set(before) - set(now)
     (new_id,) = set(now) - set(before)
@@ -99,6 +108,7 @@ def test_rerun_changes_nothing_and_a_deleted_file_leaves_every_store(tmp_path: P
     assert not removed & set(_lance_rows(data_dir))
     assert removed & owners_before and not removed & _sentence_owners(data_dir)
     assert _sentence_owners(data_dir) < set(store.table("chunks")["chunk_id"])
+    assert _token_vector_chunks(data_dir) == set(store.table("chunks")["chunk_id"])
     for table in ("chunks", "enriched_chunks", "chunk_keywords"):
         assert not removed & set(store.table(table)["chunk_id"]), table
     assert "hr/parental-leave-faq.md" not in set(store.table("documents")["rel_path"])

@@ -44,7 +44,16 @@ def test_the_gate_fires_when_the_retriever_is_degraded_on_purpose(
     assert "data:image/png;base64," in meta["recall_chart"]
     assert Path(meta["chart_file"]).read_bytes().startswith(b"\x89PNG")
     rows = DuckDBStore(data_dir / "lorehouse.duckdb").table("eval_retrieval")
-    assert set(rows["retriever"]) == {"vector", "bm25", "hybrid", "agentic", "naive"}
+    # hybrid is scored alone and with the default reranker, which is what /v1/search serves
+    assert meta["default_retriever"] == "hybrid+maxsim"
+    assert set(rows["retriever"]) == {
+        "vector",
+        "bm25",
+        "hybrid",
+        "hybrid+maxsim",
+        "agentic",
+        "naive",
+    }
     assert set(rows["k"]) == set(range(1, 21))
 
     monkeypatch.setenv("COHERE_API_KEY", "local-test")

@@ -93,16 +93,19 @@ def test_eval_beir_scores_every_retriever_and_reuses_its_index(tmp_path: Path) -
     report = json.loads(first.stdout)
     assert report["n_queries"] == 18 and report["documents_embedded"] == report["n_documents"]
     assert report["sentence_windows_embedded"] > report["n_documents"]
+    assert report["token_vectors_embedded"] == report["n_documents"]
     scores = {r["retriever"]: r for r in report["results"]}
-    assert list(scores) == ["vector", "bm25", "hybrid"]
+    # hybrid alone, and with the default reranker (late interaction over the stored tokens)
+    assert list(scores) == ["vector", "bm25", "hybrid", "hybrid+maxsim"]
     # about fifty documents: every retriever finds the judged abstracts near the top
-    for name in ("vector", "bm25", "hybrid"):
+    for name in scores:
         assert scores[name]["ndcg@10"] > 0.8, scores[name]
         assert scores[name]["recall@100"] >= scores[name]["recall@10"]
     assert (tmp_path / "data" / "beir" / "scifact-slice" / "lancedb").is_dir()
 
     again = json.loads(_run(command, tmp_path / "data").stdout)
     assert again["documents_embedded"] == again["sentence_windows_embedded"] == 0
+    assert again["token_vectors_embedded"] == 0
     assert again["results"] == [
         {**r, "query_ms_median": again["results"][i]["query_ms_median"]}
         for i, r in enumerate(report["results"])

@@ -1,0 +1,119 @@
+"""Stored token vectors: late interaction reads them instead of encoding its candidates."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from lorehouse.embed_stage import EmbedReport, sync_table, sync_token_vectors
+from lorehouse.embedding import OnnxMiniLMEmbedder, default_embedder
+from lorehouse.rerankers import Candidate, LateInteractionReranker
+from lorehouse.stores.lance_index import ChunkIndex, chunk_schema
+from lorehouse.token_vectors import pack, unpack
+from tests.unit.test_sentence_vectors import _rows
+
+QUESTION = "What is the hotel limit per night?"
+
+
+class CountingEncoder:
+    """The bundled encoder, counting the texts it is asked to encode."""
+
+    def __init__(self, encoder: OnnxMiniLMEmbedder) -> None:
+        self.encoder = encoder
+        self.name = encoder.name
+        self.dimension = encoder.dimension
+        self.encoded: list[str] = []
+
+    def token_vectors(self, texts: Sequence[str], batch_size: int = 32) -> list[np.ndarray]:
+        self.encoded.extend(texts)
+        return self.encoder.token_vectors(texts, batch_size)
+
+
+@pytest.fixture(scope="module")
+def embedder() -> OnnxMiniLMEmbedder:
+    return default_embedder()
+
+
+def _index(tmp_path: Path, embedder: OnnxMiniLMEmbedder) -> tuple[ChunkIndex, EmbedReport]:
+    index = ChunkIndex(str(tmp_path / "lance"))
+    rows = _rows(embedder.name, acl_office=[])
+    report = EmbedReport(model=embedder.name, dimension=embedder.dimension)
+    sync_table(index, rows, "text_embed", chunk_schema, embedder, 8, report)
+    sync_token_vectors(index, rows, embedder, 8, report)
+    return index, report
+
+
+def _candidates(index: ChunkIndex) -> list[Candidate]:
+    rows = index.rows("true", ["chunk_id", "text_embed", "text_chat"], 10)
+    return [Candidate(row=row) for row in sorted(rows, key=lambda row: row["chunk_id"])]
+
+
+def _best_match(ranked: list[Candidate]) -> str:
+    """The passage late interaction scores highest (the fused order also weighs the first
+    stage's, which these hand-made candidate lists do not have)."""
+    return max(ranked, key=lambda candidate: candidate.scores["maxsim"]).chunk_id
+
+
+def test_packing_keeps_every_token_within_rounding_of_the_original() -> None:
+    rng = np.random.default_rng(7)
+    tokens = rng.normal(size=(40, 384)).astype(np.float32)
+    tokens /= np.linalg.norm(tokens, axis=1, keepdims=True)
+    packed = pack(tokens)
+    assert packed.nbytes == 40 * (384 + 4)  # a quarter of float32
+    restored = unpack(packed, 384)
+    assert np.min(np.sum(restored * tokens, axis=1) / np.linalg.norm(restored, axis=1)) > 0.999
+    assert unpack(pack(np.zeros((0, 384), np.float32)), 384).shape == (0, 384)
+    with pytest.raises(ValueError, match="not whole tokens"):
+        unpack(packed[:-1], 384)
+
+
+def test_stored_tokens_rank_as_encoding_would_without_encoding_a_passage(
+    tmp_path: Path, embedder: OnnxMiniLMEmbedder
+) -> None:
+    index, report = _index(tmp_path, embedder)
+    assert report.token_vectors == report.token_vectors_embedded == 3
+    counting = CountingEncoder(embedder)
+    stored = LateInteractionReranker(counting, index.token_vectors())
+    ranked = stored.rerank(QUESTION, np.zeros(0), _candidates(index))
+    assert counting.encoded == [QUESTION]  # the passages were read, not encoded
+    fresh = LateInteractionReranker(embedder).rerank(QUESTION, np.zeros(0), _candidates(index))
+    assert [c.chunk_id for c in ranked] == [c.chunk_id for c in fresh]
+    assert _best_match(ranked) == "office"
+    for mine, theirs in zip(ranked, fresh, strict=True):
+        assert mine.scores["maxsim"] == pytest.approx(theirs.scores["maxsim"], abs=0.01)
+
+    again = EmbedReport(model=embedder.name, dimension=embedder.dimension)
+    sync_token_vectors(index, _rows(embedder.name, acl_office=[]), embedder, 8, again)
+    assert again.token_vectors_embedded == 0
+
+
+def test_a_passage_whose_text_changed_since_its_tokens_were_stored_is_encoded_again(
+    tmp_path: Path, embedder: OnnxMiniLMEmbedder
+) -> None:
+    index, _ = _index(tmp_path, embedder)
+    candidates = _candidates(index)
+    edited = next(c for c in candidates if c.chunk_id == "hotels")
+    edited.row["text_embed"] = "Hotels\nThe hotel limit is 250 dollars per night."
+    counting = CountingEncoder(embedder)
+    ranked = LateInteractionReranker(counting, index.token_vectors()).rerank(
+        QUESTION, np.zeros(0), candidates
+    )
+    assert counting.encoded == [QUESTION, edited.row["text_embed"]]
+    assert _best_match(ranked) == "hotels"
+
+
+def test_an_index_without_a_token_table_falls_back_to_encoding(
+    tmp_path: Path, embedder: OnnxMiniLMEmbedder
+) -> None:
+    index = ChunkIndex(str(tmp_path / "lance"))
+    report = EmbedReport(model=embedder.name, dimension=embedder.dimension)
+    sync_table(index, _rows(embedder.name, []), "text_embed", chunk_schema, embedder, 8, report)
+    assert not index.token_vectors().exists()
+    counting = CountingEncoder(embedder)
+    ranked = LateInteractionReranker(counting, index.token_vectors()).rerank(
+        QUESTION, np.zeros(0), _candidates(index)
+    )
+    assert len(counting.encoded) == 4 and _best_match(ranked) == "office"
