@@ -24,6 +24,7 @@ from ir_measures import RR, R, nDCG
 from lorehouse.embed_stage import (
     EmbedReport,
     ProgressCallback,
+    joint_pass,
     keyed_rows,
     sync_sentences,
     sync_table,
@@ -172,12 +173,14 @@ def index_dataset(
     started = time.perf_counter()
     report = EmbedReport(model=embedder.name, dimension=getattr(embedder, "dimension", None))
     rows = corpus_rows(dataset, embedder.name)
+    document_embedder = joint_pass(embedder, token_encoder)
     outcome = sync_table(
-        index, rows, "text_embed", chunk_schema, embedder, batch_size, report, on_progress
+        index, rows, "text_embed", chunk_schema, document_embedder, batch_size, report, on_progress
     )
     report.provider_failure = outcome.failure
     sync_sentences(index, rows, embedder, batch_size, report, on_progress)
-    sync_token_vectors(index, rows, token_encoder, batch_size, report, on_progress)
+    captured = getattr(document_embedder, "captured", None)
+    sync_token_vectors(index, rows, token_encoder, batch_size, report, on_progress, captured)
     return IndexOutcome(
         len(dataset.corpus),
         outcome.embedded,

@@ -30,7 +30,7 @@ from lorehouse.stores.lance_index import (
     sentence_schema,
     token_vector_schema,
 )
-from lorehouse.token_vectors import PackedTokenEncoder, TokenEncoder
+from lorehouse.token_vectors import CapturingEmbedder, PackedTokenEncoder, TokenEncoder
 
 ProgressCallback = Callable[[int, int], None]
 
@@ -197,8 +197,9 @@ def run_embedding(
     report = EmbedReport(model=model, dimension=getattr(embedder, "dimension", None))
     chunks = index_rows(store.chunks_for_index(), model)
     report.chunks = len(chunks)
+    chunk_embedder = joint_pass(embedder, token_encoder)
     outcome = sync_table(
-        index, chunks, "text_embed", chunk_schema, embedder, batch_size, report, on_progress
+        index, chunks, "text_embed", chunk_schema, chunk_embedder, batch_size, report, on_progress
     )
     report.embedded = outcome.embedded
     report.reused_vectors = outcome.reused
@@ -209,7 +210,8 @@ def run_embedding(
     report.documents_not_embedded = sorted(outcome.not_embedded)
     report.provider_failure = outcome.failure
     sync_sentences(index, chunks, embedder, batch_size, report, on_progress)
-    sync_token_vectors(index, chunks, token_encoder, batch_size, report, on_progress)
+    captured = getattr(chunk_embedder, "captured", None)
+    sync_token_vectors(index, chunks, token_encoder, batch_size, report, on_progress, captured)
 
     documents = document_rows(store.documents_for_index(), model)
     report.documents = len(documents)
@@ -256,6 +258,14 @@ def sync_sentences(
     report.provider_failure = outcome.failure
 
 
+def joint_pass(embedder: Embedder, token_encoder: TokenEncoder | None) -> Embedder:
+    """The chunk embedder, capturing token vectors on the way when both are the same model
+    (its `captured` then goes to `sync_token_vectors`)."""
+    if token_encoder is embedder and hasattr(embedder, "embed_with_token_vectors"):
+        return CapturingEmbedder(embedder)  # type: ignore[arg-type]
+    return embedder
+
+
 def sync_token_vectors(
     index: ChunkIndex,
     chunks: pd.DataFrame,
@@ -263,6 +273,7 @@ def sync_token_vectors(
     batch_size: int,
     report: EmbedReport,
     on_progress: ProgressCallback | None = None,
+    captured: dict[str, np.ndarray] | None = None,
 ) -> None:
     """Makes the `token_vectors` table hold the packed token vectors of `chunks` (index rows).
 
@@ -270,10 +281,11 @@ def sync_token_vectors(
     nothing, an edited chunk is encoded again, and the reranker ignores a stored row whose
     text is not the chunk's current one. Skipped without an encoder (the reranker then
     encodes its candidates per query) and after a provider failure, as sentence windows are.
+    `captured` holds packed tokens of texts the chunk pass has just encoded.
     """
     if encoder is None or report.provider_failure:
         return
-    packed = PackedTokenEncoder(encoder)
+    packed = PackedTokenEncoder(encoder, captured)
     rows = keyed_rows(chunks[["chunk_id", "doc_id", "text_embed"]], "text_embed", packed.name)
     report.token_vectors = len(rows)
     outcome = sync_table(

@@ -184,6 +184,22 @@ class OnnxMiniLMEmbedder:
                 result[index] = _unit_tokens(hidden[row], attention_mask[row])
         return result
 
+    def embed_with_token_vectors(
+        self, texts: Sequence[str], batch_size: int = 32
+    ) -> tuple[np.ndarray, list[np.ndarray]]:
+        """`embed` and `token_vectors` of the same texts from one pass of the model.
+
+        The embedding stage stores both for each chunk; a second pass would double its time.
+        """
+        _is_single_query(texts, batch_size)  # validates the arguments
+        vectors = np.empty((len(texts), self.dimension), dtype=np.float32)
+        tokens: list[np.ndarray] = [np.empty((0, self.dimension), np.float32)] * len(texts)
+        for indices, hidden, attention_mask in self._hidden_states(texts, batch_size):
+            vectors[indices] = _mean_pool_normalize(hidden, attention_mask)
+            for row, index in enumerate(indices):
+                tokens[index] = _unit_tokens(hidden[row], attention_mask[row])
+        return vectors, tokens
+
     def _query(self, text: str) -> tuple[np.ndarray, np.ndarray]:
         """(sentence vector, token vectors) of one short text, from one pass of the model.
 

@@ -18,6 +18,9 @@ import numpy as np
 #: Suffix of the stored model name: a change of packing rebuilds the table, like a new model.
 PACKING = "tokens-int8"
 _SCALE_BYTES = 4
+#: Packed tokens kept from the chunk-embedding pass for the token table (about 2,700 chunks
+#: of 230 tokens); beyond it the rest are encoded again rather than held in memory.
+CAPTURE_LIMIT_BYTES = 256 * 1024 * 1024
 
 
 class TokenEncoder(Protocol):
@@ -58,13 +61,50 @@ class PackedTokenEncoder:
 
     Each "vector" is one text's packed tokens, so the token table gets what the chunk tables
     get: only new text is encoded, a run killed halfway keeps what it wrote, and a new model
-    (or packing) rebuilds the table in one commit.
+    (or packing) rebuilds the table in one commit. Texts found in `captured` (packed by the
+    chunk-embedding pass, see `CapturingEmbedder`) are not encoded again.
     """
 
-    def __init__(self, encoder: TokenEncoder) -> None:
+    def __init__(
+        self, encoder: TokenEncoder, captured: dict[str, np.ndarray] | None = None
+    ) -> None:
         self.encoder = encoder
         self.name = f"{encoder.name}/{PACKING}"
         self.dimension = encoder.dimension
+        self.captured = captured or {}
 
     def embed(self, texts: Sequence[str], batch_size: int = 32) -> list[np.ndarray]:
-        return [pack(tokens) for tokens in self.encoder.token_vectors(texts, batch_size)]
+        missing = [text for text in dict.fromkeys(texts) if text not in self.captured]
+        encoded = self.encoder.token_vectors(missing, batch_size) if missing else []
+        fresh = dict(zip(missing, (pack(tokens) for tokens in encoded), strict=True))
+        return [fresh[text] if text in fresh else self.captured[text] for text in texts]
+
+
+class JointEncoder(TokenEncoder, Protocol):
+    """An encoder that gives a text's sentence vector and token vectors from one pass."""
+
+    def embed_with_token_vectors(
+        self, texts: Sequence[str], batch_size: int = 32
+    ) -> tuple[np.ndarray, list[np.ndarray]]: ...
+
+
+class CapturingEmbedder:
+    """The bundled embedder for chunk vectors, keeping each text's packed token vectors from
+    the same pass (up to CAPTURE_LIMIT_BYTES) for the token table."""
+
+    def __init__(self, embedder: JointEncoder, limit_bytes: int = CAPTURE_LIMIT_BYTES) -> None:
+        self.embedder = embedder
+        self.name = embedder.name
+        self.dimension = embedder.dimension
+        self.limit_bytes = limit_bytes
+        self.captured: dict[str, np.ndarray] = {}
+        self._captured_bytes = 0
+
+    def embed(self, texts: Sequence[str], batch_size: int = 32) -> np.ndarray:
+        vectors, tokens = self.embedder.embed_with_token_vectors(texts, batch_size)
+        for text, matrix in zip(texts, tokens, strict=True):
+            if self._captured_bytes >= self.limit_bytes:
+                break
+            self.captured[text] = packed = pack(matrix)
+            self._captured_bytes += packed.nbytes
+        return vectors

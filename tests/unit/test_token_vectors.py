@@ -12,7 +12,7 @@ from lorehouse.embed_stage import EmbedReport, sync_table, sync_token_vectors
 from lorehouse.embedding import OnnxMiniLMEmbedder, default_embedder
 from lorehouse.rerankers import Candidate, LateInteractionReranker
 from lorehouse.stores.lance_index import ChunkIndex, chunk_schema
-from lorehouse.token_vectors import pack, unpack
+from lorehouse.token_vectors import CapturingEmbedder, PackedTokenEncoder, pack, unpack
 from tests.unit.test_sentence_vectors import _rows
 
 QUESTION = "What is the hotel limit per night?"
@@ -117,3 +117,20 @@ def test_an_index_without_a_token_table_falls_back_to_encoding(
         QUESTION, np.zeros(0), _candidates(index)
     )
     assert len(counting.encoded) == 4 and _best_match(ranked) == "office"
+
+
+def test_the_chunk_pass_hands_its_token_vectors_to_the_token_table(
+    embedder: OnnxMiniLMEmbedder,
+) -> None:
+    texts = ["Hotels\nThe hotel limit is 250 dollars per night.", "Holidays follow the calendar."]
+    capturing = CapturingEmbedder(embedder)
+    assert np.allclose(capturing.embed(texts, 8), embedder.embed(texts, 8), atol=1e-6)
+    counting = CountingEncoder(embedder)
+    packed = PackedTokenEncoder(counting, capturing.captured).embed([*texts, "A new text."], 8)
+    assert counting.encoded == ["A new text."]  # the captured ones are not encoded again
+    for text, stored in zip(texts, packed, strict=False):
+        assert np.allclose(unpack(stored, 384), embedder.token_vectors([text])[0], atol=0.01)
+    # Past its memory limit the pass keeps nothing more; those texts are encoded later.
+    limited = CapturingEmbedder(embedder, limit_bytes=0)
+    limited.embed(texts, 8)
+    assert limited.captured == {}
