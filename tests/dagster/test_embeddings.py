@@ -118,11 +118,12 @@ def test_rerun_changes_nothing_and_a_deleted_file_leaves_every_store(tmp_path: P
 
 
 def test_a_new_embedding_model_re_embeds_every_chunk(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, materialized_sample: Path
 ) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-local-test")
     data_dir = tmp_path / "data"
-    assert materialize_everything(BUNDLED_SAMPLE_CORPUS, data_dir, with_evals=False).success
+    # A copy of the session's stores, built with the bundled model.
+    shutil.copytree(materialized_sample, data_dir)
     chunk_count = len(_lance_rows(data_dir))
 
     with provider_server(dimension=16) as server:
