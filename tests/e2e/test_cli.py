@@ -188,9 +188,10 @@ def test_lorehouse_eval_retrieval_prints_one_json_object(materialized_sample: Pa
     assert run.returncode == 0, run.stderr[-2000:]
     result = json.loads(run.stdout)
     assert result["n_questions"] == 12
-    assert result["default_retriever"] == "hybrid"
+    # what /v1/search serves by default: hybrid reranked by late interaction
+    assert result["default_retriever"] == "hybrid+maxsim"
     names = [r["retriever"] for r in result["results"]]
-    assert names == ["vector", "bm25", "hybrid", "agentic", "naive"]
+    assert names == ["vector", "bm25", "hybrid", "hybrid+maxsim", "agentic", "naive"]
     for entry in result["results"]:
         assert list(entry["recall_at"]) == [str(k) for k in range(1, 21)]
         recalls = list(entry["recall_at"].values())
