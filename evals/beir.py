@@ -173,13 +173,12 @@ def index_dataset(
     started = time.perf_counter()
     report = EmbedReport(model=embedder.name, dimension=getattr(embedder, "dimension", None))
     rows = corpus_rows(dataset, embedder.name)
-    document_embedder = joint_pass(embedder, token_encoder)
+    document_embedder, captured = joint_pass(embedder, token_encoder)
     outcome = sync_table(
         index, rows, "text_embed", chunk_schema, document_embedder, batch_size, report, on_progress
     )
     report.provider_failure = outcome.failure
     sync_sentences(index, rows, embedder, batch_size, report, on_progress)
-    captured = getattr(document_embedder, "captured", None)
     sync_token_vectors(index, rows, token_encoder, batch_size, report, on_progress, captured)
     return IndexOutcome(
         len(dataset.corpus),

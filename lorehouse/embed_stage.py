@@ -197,7 +197,7 @@ def run_embedding(
     report = EmbedReport(model=model, dimension=getattr(embedder, "dimension", None))
     chunks = index_rows(store.chunks_for_index(), model)
     report.chunks = len(chunks)
-    chunk_embedder = joint_pass(embedder, token_encoder)
+    chunk_embedder, captured = joint_pass(embedder, token_encoder)
     outcome = sync_table(
         index, chunks, "text_embed", chunk_schema, chunk_embedder, batch_size, report, on_progress
     )
@@ -210,7 +210,6 @@ def run_embedding(
     report.documents_not_embedded = sorted(outcome.not_embedded)
     report.provider_failure = outcome.failure
     sync_sentences(index, chunks, embedder, batch_size, report, on_progress)
-    captured = getattr(chunk_embedder, "captured", None)
     sync_token_vectors(index, chunks, token_encoder, batch_size, report, on_progress, captured)
 
     documents = document_rows(store.documents_for_index(), model)
@@ -258,12 +257,18 @@ def sync_sentences(
     report.provider_failure = outcome.failure
 
 
-def joint_pass(embedder: Embedder, token_encoder: TokenEncoder | None) -> Embedder:
-    """The chunk embedder, capturing token vectors on the way when both are the same model
-    (its `captured` then goes to `sync_token_vectors`)."""
+def joint_pass(
+    embedder: Embedder, token_encoder: TokenEncoder | None
+) -> tuple[Embedder, dict[str, np.ndarray] | None]:
+    """(the embedder for chunk vectors, the packed token vectors it captures on the way).
+
+    When both are the same model the chunk pass keeps each text's token vectors, and the
+    dict (filled as the chunk table is synced) goes to `sync_token_vectors`; otherwise None.
+    """
     if token_encoder is embedder and hasattr(embedder, "embed_with_token_vectors"):
-        return CapturingEmbedder(embedder)  # type: ignore[arg-type]
-    return embedder
+        capturing = CapturingEmbedder(embedder)  # type: ignore[arg-type]
+        return capturing, capturing.captured
+    return embedder, None
 
 
 def sync_token_vectors(

@@ -191,7 +191,7 @@ class OnnxMiniLMEmbedder:
 
         The embedding stage stores both for each chunk; a second pass would double its time.
         """
-        _is_single_query(texts, batch_size)  # validates the arguments
+        _check_arguments(texts, batch_size)
         vectors = np.empty((len(texts), self.dimension), dtype=np.float32)
         tokens: list[np.ndarray] = [np.empty((0, self.dimension), np.float32)] * len(texts)
         for indices, hidden, attention_mask in self._hidden_states(texts, batch_size):
@@ -247,11 +247,15 @@ class OnnxMiniLMEmbedder:
             yield indices, hidden, attention_mask
 
 
-def _is_single_query(texts: Sequence[str], batch_size: int) -> bool:
-    """One text short enough to be a query: worth caching, unlike a batch of passages."""
+def _check_arguments(texts: Sequence[str], batch_size: int) -> None:
     _reject_bare_string(texts)
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+
+
+def _is_single_query(texts: Sequence[str], batch_size: int) -> bool:
+    """One text short enough to be a query: worth caching, unlike a batch of passages."""
+    _check_arguments(texts, batch_size)
     return len(texts) == 1 and len(texts[0]) <= QUERY_CACHE_MAX_CHARS
 
 

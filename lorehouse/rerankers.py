@@ -18,7 +18,9 @@ from typing import Protocol
 
 import numpy as np
 
-from lorehouse.token_vectors import PackedTokenEncoder, TokenEncoder, unpack
+from lorehouse.embed_stage import embed_key
+from lorehouse.stores.lance_index import IndexNotBuilt
+from lorehouse.token_vectors import TokenEncoder, packed_model_name, unpack
 
 log = logging.getLogger(__name__)
 
@@ -128,7 +130,7 @@ class LateInteractionReranker:
         self.store = store
         self.depth = depth
         self.weight = weight
-        self.packed_name = PackedTokenEncoder(encoder).name
+        self.packed_name = packed_model_name(encoder.name)
 
     def rerank(
         self, query: str, query_vector: np.ndarray, candidates: list[Candidate]
@@ -162,9 +164,6 @@ class LateInteractionReranker:
         """Stored token vectors of the passages whose stored text is their current text."""
         if self.store is None:
             return {}
-        from lorehouse.embed_stage import embed_key
-        from lorehouse.stores.lance_index import IndexNotBuilt
-
         try:
             stored = self.store.packed(list(texts))
         except IndexNotBuilt:

@@ -158,7 +158,7 @@ class Settings(BaseSettings):
         default=True,
         description=(
             "Store each chunk's token vectors (about 0.4 KB a token) so the maxsim reranker "
-            "reads them instead of encoding its 30 candidates per query."
+            "reads them instead of encoding its candidates per query."
         ),
     )
     lancedb_uri: str | None = Field(

@@ -2,10 +2,10 @@
 
 Late interaction (MaxSim) compares every query token with every token of a passage, so it
 needs each passage's token vectors. Encoding 30 passages at query time cost about 1.5 s on 2
-cores; storing them at index time makes the rerank a read of 30 rows and a few matrix
-products. Stored as float32 they would take 1.5 KB a token; quantized to int8 with a per-token
-scale they take 388 bytes and change no MaxSim ranking measured (BENCHMARKS.md, "Retrieval
-quality").
+cores; storing them at index time makes the rerank a read of its candidates' rows and a few
+matrix products. Stored as float32 they would take 1.5 KB a token; quantized to int8 with a
+per-token scale they take 388 bytes and change no MaxSim ranking measured (BENCHMARKS.md,
+"Retrieval quality").
 """
 
 from __future__ import annotations
@@ -21,6 +21,11 @@ _SCALE_BYTES = 4
 #: Packed tokens kept from the chunk-embedding pass for the token table (about 2,700 chunks
 #: of 230 tokens); beyond it the rest are encoded again rather than held in memory.
 CAPTURE_LIMIT_BYTES = 256 * 1024 * 1024
+
+
+def packed_model_name(encoder_name: str) -> str:
+    """The model name the token table is stored under: the encoder's, with its packing."""
+    return f"{encoder_name}/{PACKING}"
 
 
 class TokenEncoder(Protocol):
@@ -69,7 +74,7 @@ class PackedTokenEncoder:
         self, encoder: TokenEncoder, captured: dict[str, np.ndarray] | None = None
     ) -> None:
         self.encoder = encoder
-        self.name = f"{encoder.name}/{PACKING}"
+        self.name = packed_model_name(encoder.name)
         self.dimension = encoder.dimension
         self.captured = captured or {}
 

@@ -131,8 +131,8 @@ def sentence_schema(dimension: int, model: str) -> pa.Schema:
 def token_vector_schema(dimension: int, model: str) -> pa.Schema:
     """One row per chunk: its tokens' vectors packed as bytes (see `lorehouse.token_vectors`).
 
-    What late interaction compares at query time, stored so a query reads 30 rows instead of
-    running the encoder over 30 passages. No filter columns: only chunks a search has
+    What late interaction compares at query time, stored so a query reads its candidates'
+    rows instead of running the encoder over them. No filter columns: only chunks a search has
     already returned (under its access predicate) are looked up, by id.
     """
     return pa.schema(
