@@ -40,10 +40,15 @@ demo: install $(DAGSTER_HOME)/dagster.yaml
 	$(BIN)/lorehouse search "How many weeks of parental leave do primary caregivers get?" --top-k 3
 	$(BIN)/lorehouse ask "How many weeks of parental leave do primary caregivers get?" --trace
 
+# Tests run in TEST_WORKERS processes, one test file per process at a time (so a module's
+# fixtures are built once); the tests marked `serial` measure latency and run alone afterwards.
+TEST_WORKERS ?= 2
+
 test: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile -m "not benchmark and not serial"
+	$(BIN)/pytest -m serial
 
 dev: install $(DAGSTER_HOME)/dagster.yaml
 	$(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import fcntl
+import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -17,10 +20,16 @@ DOCS_CORPUS = SHARED_CORPUS / "docs"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Tests that read the public corpus say so, and skip loudly where it is absent."""
+    """Tests that read the public corpus say so, and skip loudly where it is absent.
+
+    Slow test files run first: parallel workers take files in this order, so the long ones
+    start at once and the short ones fill the gaps, instead of one long file running alone
+    at the end.
+    """
     for item in items:
         if "corpus" in item.keywords and not DOCS_CORPUS.is_dir():
             item.add_marker(pytest.mark.skip(reason=f"public corpus not found at {DOCS_CORPUS}"))
+    items.sort(key=lambda item: "slow" not in item.keywords)
 
 
 @pytest.fixture(scope="session")
@@ -73,10 +82,29 @@ def materialize_everything(
     )
 
 
-@pytest.fixture(scope="session")
-def materialized_sample(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A data directory holding every store built from the bundled sample corpus (read-only)."""
-    data_dir = tmp_path_factory.mktemp("materialized") / "data"
+def _materialize_sample(data_dir: Path) -> None:
     result = materialize_everything(BUNDLED_SAMPLE_CORPUS, data_dir)
     assert result.success  # type: ignore[attr-defined]
-    return data_dir
+
+
+@pytest.fixture(scope="session")
+def materialized_sample(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A data directory holding every store built from the bundled sample corpus (read-only).
+
+    Under pytest-xdist the workers of one run build it once, taking turns on a lock in the
+    run's shared temporary folder, and each reads its own copy: opening one DuckDB file from
+    two processes would make them wait on each other's write lock.
+    """
+    own_copy = tmp_path_factory.mktemp("materialized") / "data"
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        _materialize_sample(own_copy)
+        return own_copy
+    shared = tmp_path_factory.getbasetemp().parent / "materialized-sample"
+    shared.mkdir(exist_ok=True)
+    with (shared / "lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (shared / "built").exists():
+            _materialize_sample(shared / "data")
+            (shared / "built").touch()
+    shutil.copytree(shared / "data", own_copy)
+    return own_copy

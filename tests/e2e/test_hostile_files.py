@@ -27,6 +27,9 @@ from lorehouse.stores.duckdb_store import DuckDBStore
 sys.path.insert(0, str(REPO_ROOT / "bench"))
 import hostile  # bench/hostile.py, which builds the folder
 
+# The folder's elapsed time is asserted: nothing else may share the machine.
+pytestmark = pytest.mark.serial
+
 MAX_FILE_BYTES = 2 * 1024 * 1024
 MEMORY_MB = 512
 TIMEOUT_SECONDS = 20.0

@@ -27,6 +27,8 @@ from tests.dagster.conftest import metadata_of
 from tests.e2e.test_cli import BIN
 from tests.provider_server import ProviderServer, provider_server
 
+pytestmark = pytest.mark.slow  # a whole build of the sample corpus, more than once
+
 BEFORE = ["hr/parental-leave-faq.md", "engineering/oncall-runbook.md", "finance/budget-2026.xlsx"]
 ADDED = ["it/acceptable-use-policy.html", "security/incident-response-plan.docx"]
 

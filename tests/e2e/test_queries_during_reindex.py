@@ -26,6 +26,8 @@ from tests.conftest import materialize_everything
 sys.path.insert(0, str(REPO_ROOT / "bench"))
 import load  # bench/load.py: starts and stops `lorehouse serve`
 
+pytestmark = pytest.mark.slow  # a whole build of the sample corpus, more than once
+
 QUESTION = "How many weeks of parental leave do primary caregivers get?"
 FAQ = "hr/parental-leave-faq.md"
 REMOVED = "engineering/oncall-runbook.md"

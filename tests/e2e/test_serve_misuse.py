@@ -36,6 +36,9 @@ from load import (  # bench/load.py: starts and stops `lorehouse serve`
     wait_until_healthy,
 )
 
+# The server's latency under a burst is asserted: nothing else may share the machine.
+pytestmark = pytest.mark.serial
+
 QUESTION = "How many weeks of parental leave do primary caregivers get?"
 
 
