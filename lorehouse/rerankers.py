@@ -56,9 +56,15 @@ class RerankFailure(RuntimeError):
 
 
 class Reranker(Protocol):
-    """Reorders candidates for a query and records its own score on each."""
+    """Reorders candidates for a query and records its own score on each.
+
+    `reads` is how many of the first stage's best candidates it needs with their text (None:
+    all of them); retrieval reads the stored rows of only those, so a search without a
+    reranker reads only the rows it returns.
+    """
 
     name: str
+    reads: int | None
 
     def rerank(
         self, query: str, query_vector: np.ndarray, candidates: list[Candidate]
@@ -90,6 +96,7 @@ class NoReranker:
     """Keeps the first stage's order."""
 
     name = NONE
+    reads = 0
 
     def rerank(
         self, query: str, query_vector: np.ndarray, candidates: list[Candidate]
@@ -129,6 +136,7 @@ class LateInteractionReranker:
         self.encoder = encoder
         self.store = store
         self.depth = depth
+        self.reads = depth
         self.weight = weight
         self.packed_name = packed_model_name(encoder.name)
 
@@ -177,6 +185,8 @@ class LateInteractionReranker:
 
 class LiteLLMReranker:
     """A hosted cross-encoder through litellm.rerank (cohere/rerank-..., voyage/..., ...)."""
+
+    reads = None  # every candidate's text goes to the provider
 
     def __init__(
         self, model: str, api_base: str | None = None, timeout_seconds: float = 30.0

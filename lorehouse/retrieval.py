@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from enum import StrEnum
 
 import numpy as np
@@ -46,6 +47,9 @@ HIT_COLUMNS = [
     "is_table",
     "text_chat",
 ]
+#: Threads a Retriever runs BM25 legs on while the calling threads search vectors: more
+#: searches at once than this wait for a free one, which bounds what the legs hold in memory.
+LEG_THREADS = 8
 _GROUP_NAME = re.compile(r"^[A-Za-z0-9_.:@-]{1,128}$")
 
 
@@ -155,6 +159,9 @@ class Retriever:
         self.text_fields = {"text_embed": 1.0, "text_enriched": enriched_weight}
         self.default_rerank = default_rerank
         self.rerank_api_base = rerank_api_base
+        # Runs the BM25 leg of searches beside their vector leg; its threads start on first
+        # use and end with the Retriever.
+        self._legs = ThreadPoolExecutor(max_workers=LEG_THREADS, thread_name_prefix="bm25-leg")
 
     def check_model(self) -> None:
         """Raises IndexModelMismatch when query vectors would land in another vector space."""
@@ -186,46 +193,58 @@ class Retriever:
         warnings: list[str] = []
         where = where_clause(filters, caller_groups)
         depth = max(self.candidates, top_k)
+
+        # BM25 needs no query vector: it runs beside the embedding and the vector search
+        # (LanceDB, ONNX and numpy release the GIL), so a hybrid search costs the slower leg.
+        keyword_leg = None
+        if mode in (SearchMode.BM25, SearchMode.HYBRID):
+            # Terms are weighted by what the caller may see, whatever the filters narrow to.
+            scope = access_clause(caller_groups)
+            keyword_leg = self._legs.submit(
+                _timed,
+                timings,
+                "bm25",
+                lambda: self.index.text_ranking(
+                    query, where, depth, fields=self.text_fields, scope=scope
+                ),
+            )
+        query_vector = np.zeros(0, dtype=np.float32)
+        rankings: list[list[tuple[str, float]]] = []
         # Late interaction reads the text as it was embedded (title and headings included).
         columns = [*HIT_COLUMNS, "text_embed"] if rerank == MAXSIM else HIT_COLUMNS
-
-        query_vector = np.zeros(0, dtype=np.float32)
+        rows: dict[str, dict] = {}
         if mode is not SearchMode.BM25:
-            self.check_model()
             try:
+                self.check_model()
                 query_vector = _timed(timings, "embed", lambda: self.embedder.embed([query])[0])
             except EmbeddingFailure as error:
                 # Keyword search needs no vector: a hybrid search degrades to it, visibly.
                 # A vector-only search has nothing to fall back on and reports the failure.
                 if mode is SearchMode.VECTOR:
                     raise
-                mode, rerank = SearchMode.BM25, NONE
+                mode, rerank, reranker = SearchMode.BM25, NONE, build_reranker(NONE)
                 warnings.append(f"query embedding failed, keyword (BM25) results only: {error}")
-
-        candidates: dict[str, Candidate] = {}
-        rankings: list[list[str]] = []
+            except BaseException:
+                if keyword_leg is not None:
+                    keyword_leg.cancel()
+                raise
         if mode in (SearchMode.VECTOR, SearchMode.HYBRID):
-            rows = _timed(
-                timings, "vector", lambda: self._vector_leg(query_vector, where, depth, columns)
+            rankings.append(
+                _timed(
+                    timings,
+                    "vector",
+                    lambda: self._vector_leg(query_vector, where, depth, columns, rows),
+                )
             )
-            for row in rows:
-                _candidate(candidates, row).scores["vector"] = row["_cosine"]
-            rankings.append([row["chunk_id"] for row in rows])
-        if mode in (SearchMode.BM25, SearchMode.HYBRID):
-            # Terms are weighted by what the caller may see, whatever the filters narrow to.
-            scope = access_clause(caller_groups)
-            rows = _timed(
-                timings,
-                "bm25",
-                lambda: self.index.text_search(
-                    query, where, depth, columns, fields=self.text_fields, scope=scope
-                ),
-            )
-            for row in rows:
-                _candidate(candidates, row).scores["bm25"] = float(row["_score"])
-            rankings.append([row["chunk_id"] for row in rows])
+        if keyword_leg is not None:
+            rankings.append(keyword_leg.result())
 
-        ordered = self._first_stage_order(mode, list(candidates.values()), rankings)
+        ordered = self._first_stage_order(mode, rankings, rows)
+        # The rows shown, and those the reranker reads, that the vector search did not return
+        # (BM25's, and chunks found through a sentence) are read under the same predicate
+        # again, so a row deleted or restricted since its leg ran is left out.
+        reads = len(ordered) if reranker.reads is None else max(top_k, reranker.reads)
+        ordered = _timed(timings, "read", lambda: self._read(ordered, reads, where, columns))
         if rerank != NONE:
             started = time.perf_counter()
             try:
@@ -248,17 +267,24 @@ class Retriever:
         )
 
     def _vector_leg(
-        self, query_vector: np.ndarray, where: str, depth: int, columns: Sequence[str]
-    ) -> list[dict]:
-        """The `depth` chunks closest to the query, each by its own vector or its closest
-        sentence window, whichever is closer (as `_cosine`), best first.
+        self,
+        query_vector: np.ndarray,
+        where: str,
+        depth: int,
+        columns: Sequence[str],
+        rows_found: dict[str, dict],
+    ) -> list[tuple[str, float]]:
+        """The `depth` chunks closest to the query as (chunk id, cosine), best first, each by
+        its own vector or its closest sentence window, whichever is closer; the rows the
+        chunk search returned go into `rows_found` (the search reads them at no extra cost).
 
         A question about one sentence of a long chunk matches that sentence far better than
-        the chunk's average. Chunks found through a sentence are read from the chunks table
-        with the same predicate, so access is decided there as for every other hit; an index
-        built before sentence vectors existed is searched by chunk vectors alone.
+        the chunk's average. The windows table copies the chunks' access and filter columns,
+        so both searches apply the same predicate; an index built before sentence vectors
+        existed is searched by chunk vectors alone.
         """
         rows = self.index.vector_search(query_vector, where, depth, columns)
+        rows_found.update((row["chunk_id"], row) for row in rows)
         cosine = {row["chunk_id"]: 1.0 - float(row["_distance"]) for row in rows}
         limit = depth * SENTENCES_PER_CANDIDATE
         try:
@@ -270,25 +296,59 @@ class Retriever:
             chunk_id, value = hit["chunk_id"], 1.0 - float(hit["_distance"])
             cosine[chunk_id] = max(cosine.get(chunk_id, -1.0), value)
         best = sorted(cosine, key=lambda chunk_id: (-cosine[chunk_id], chunk_id))[:depth]
-        found = {row["chunk_id"]: row for row in rows}
-        unread = [chunk_id for chunk_id in best if chunk_id not in found]
-        if unread:
-            condition = f"{sql_in('chunk_id', unread)} AND ({where})"
-            found.update(
-                (row["chunk_id"], row) for row in self.index.rows(condition, columns, len(unread))
-            )
-        return [{**found[c], "_cosine": cosine[c]} for c in best if c in found]
+        return [(chunk_id, cosine[chunk_id]) for chunk_id in best]
+
+    def _read(
+        self, ordered: list[Candidate], reads: int, where: str, columns: Sequence[str]
+    ) -> list[Candidate]:
+        """`ordered` with the stored rows of its first `reads` candidates filled in; the rest
+        keep only their id and scores.
+
+        Candidates the vector search returned already hold their row. A candidate with no
+        row under `where` (deleted or restricted since its leg ran) is dropped, and the next
+        one is read in its place.
+        """
+        read: list[Candidate] = []
+        tail = ordered
+        while len(read) < reads and tail:
+            head, tail = tail[: reads - len(read)], tail[reads - len(read) :]
+            unread = [c.chunk_id for c in head if len(c.row) == 1]
+            found: dict[str, dict] = {}
+            if unread:
+                condition = f"{sql_in('chunk_id', unread)} AND ({where})"
+                found = {r["chunk_id"]: r for r in self.index.rows(condition, columns, len(unread))}
+            for candidate in head:
+                if len(candidate.row) > 1 or candidate.chunk_id in found:
+                    candidate.row = found.get(candidate.chunk_id, candidate.row)
+                    read.append(candidate)
+        return [*read, *tail]
 
     def _first_stage_order(
-        self, mode: SearchMode, candidates: list[Candidate], rankings: list[list[str]]
+        self, mode: SearchMode, rankings: list[list[tuple[str, float]]], rows: dict[str, dict]
     ) -> list[Candidate]:
+        """Candidates in the order the first stage decides, with their row where it was read
+        (else only their id)."""
+        stages = {
+            SearchMode.VECTOR: ["vector"],
+            SearchMode.BM25: ["bm25"],
+            SearchMode.HYBRID: ["vector", "bm25"],
+        }[mode]
+        candidates: dict[str, Candidate] = {}
+        for stage, ranking in zip(stages, rankings, strict=True):
+            for chunk_id, score in ranking:
+                row = rows.get(chunk_id, {"chunk_id": chunk_id})
+                candidate = candidates.setdefault(chunk_id, Candidate(row=row))
+                candidate.scores[stage] = float(score)
         if mode is SearchMode.HYBRID:
             # The rankings are the vector one, then the BM25 one.
-            fused = reciprocal_rank_fusion(rankings, weights=[1.0, self.bm25_weight])
-            for candidate in candidates:
+            fused = reciprocal_rank_fusion(
+                [[chunk_id for chunk_id, _ in ranking] for ranking in rankings],
+                weights=[1.0, self.bm25_weight],
+            )
+            for candidate in candidates.values():
                 candidate.scores["rrf"] = fused.get(candidate.chunk_id, 0.0)
-            return by_score(candidates, "rrf")
-        return by_score(candidates, "vector" if mode is SearchMode.VECTOR else "bm25")
+            return by_score(list(candidates.values()), "rrf")
+        return by_score(list(candidates.values()), stages[0])
 
     def chunk_preview(
         self, chunk_id: str, caller_groups: Sequence[str], window: int = 1
@@ -318,14 +378,6 @@ def _timed(timings: dict[str, float], stage: str, action: object) -> object:
     value = action()  # type: ignore[operator]
     timings[stage] = 1000 * (time.perf_counter() - started)
     return value
-
-
-def _candidate(candidates: dict[str, Candidate], row: dict) -> Candidate:
-    existing = candidates.get(row["chunk_id"])
-    if existing is None:
-        existing = Candidate(row={k: row[k] for k in (*HIT_COLUMNS, "text_embed") if k in row})
-        candidates[row["chunk_id"]] = existing
-    return existing
 
 
 def _decisive_stage(mode: SearchMode, rerank: str, warnings: list[str]) -> str:

@@ -392,6 +392,29 @@ class LanceTable:
         filter narrows the results without changing how terms are weighted, and rows outside
         the caller's access change neither. Each row carries its score as `_score`.
         """
+        ranked = self.text_ranking(text, where, limit, fields, scope)
+        if not ranked:
+            return []
+        keys = [key for key, _ in ranked]
+        # Read at the table's latest version with the predicate applied again: a row that was
+        # deleted or restricted since the postings were built is left out, not shown.
+        condition = sql_in(self.key_column, keys) + (f" AND ({where})" if where else "")
+        found = {row[self.key_column]: row for row in self.rows(condition, columns, len(keys))}
+        return [{**found[key], "_score": score} for key, score in ranked if key in found]
+
+    def text_ranking(
+        self,
+        text: str,
+        where: str | None,
+        limit: int,
+        fields: Sequence[str] | Mapping[str, float] | None = None,
+        scope: str | None = None,
+    ) -> list[tuple[str, float]]:
+        """`text_search`'s (key, BM25 score) pairs, best first, without reading the rows.
+
+        The postings and masks are those of the table's current version; a caller that shows
+        the rows reads them with `where` again, as `text_search` does.
+        """
         table = self.table()
         bm25 = self._bm25_index(table)
         allowed = self._matching(table, bm25, where)
@@ -401,15 +424,7 @@ class LanceTable:
             if isinstance(fields, Mapping)
             else dict.fromkeys(fields or self.text_columns, 1.0)
         )
-        ranked = bm25.search(text, weights, visible, allowed, limit)
-        if not ranked:
-            return []
-        keys = [key for key, _ in ranked]
-        # Read at the table's latest version with the predicate applied again: a row that was
-        # deleted or restricted since the postings were built is left out, not shown.
-        condition = sql_in(self.key_column, keys) + (f" AND ({where})" if where else "")
-        found = {row[self.key_column]: row for row in self.rows(condition, columns, len(keys))}
-        return [{**found[key], "_score": score} for key, score in ranked if key in found]
+        return bm25.search(text, weights, visible, allowed, limit)
 
     def _bm25_index(self, table: lancedb.table.Table) -> BM25Index:
         """The postings of the text columns at the table's current version, built once."""
@@ -464,6 +479,9 @@ def _vector_values(column: pa.ChunkedArray) -> list[np.ndarray]:
 class ChunkIndex(LanceTable):
     """The `chunks` table: what search and citations read."""
 
+    # Search reads the rows it shows by chunk id, after ranking ids alone: without an index on
+    # chunk_id each of those reads scans the table.
+    scalar_indexes = (("doc_id", "BTREE"), ("chunk_id", "BTREE"), ("acl", "LABEL_LIST"))
     _sentences: SentenceIndex | None = None
     _token_vectors: TokenVectorIndex | None = None
 

@@ -1,0 +1,128 @@
+"""The search reads only the rows it shows and runs BM25 beside the vector search, and returns
+exactly what reading every candidate's row, one leg after the other, returned."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from lorehouse.embedding import default_embedder
+from lorehouse.rerankers import (
+    MAXSIM,
+    NONE,
+    Candidate,
+    LateInteractionReranker,
+    by_score,
+    reciprocal_rank_fusion,
+)
+from lorehouse.retrieval import HIT_COLUMNS, Retriever, SearchMode, access_clause, where_clause
+from lorehouse.settings import REPO_ROOT, SENTENCES_PER_CANDIDATE
+from lorehouse.stores import DuckDBStore
+from lorehouse.stores.lance_index import ChunkIndex, sql_in
+
+COLUMNS = [*HIT_COLUMNS, "text_embed"]
+TOP_K = 8
+
+
+def _eager_search(
+    retriever: Retriever, query: str, mode: SearchMode, rerank: str, groups: list[str]
+) -> list[tuple[str, dict[str, float]]]:
+    """The search as it ran before: every candidate read whole, vector leg then BM25 leg."""
+    index, where, depth = retriever.index, where_clause(None, groups), retriever.candidates
+    query_vector = retriever.embedder.embed([query])[0]
+    candidates: dict[str, Candidate] = {}
+    rankings = []
+    if mode is not SearchMode.BM25:
+        rows = index.vector_search(query_vector, where, depth, COLUMNS)
+        cosine = {row["chunk_id"]: 1.0 - float(row["_distance"]) for row in rows}
+        windows = index.sentences().vector_search(
+            query_vector, where, depth * SENTENCES_PER_CANDIDATE, ["chunk_id"]
+        )
+        for hit in windows:
+            cosine[hit["chunk_id"]] = max(cosine.get(hit["chunk_id"], -1.0), 1 - hit["_distance"])
+        best = sorted(cosine, key=lambda chunk_id: (-cosine[chunk_id], chunk_id))[:depth]
+        found = {row["chunk_id"]: row for row in rows}
+        unread = [c for c in best if c not in found]
+        if unread:
+            found.update(
+                (row["chunk_id"], row)
+                for row in index.rows(f"{sql_in('chunk_id', unread)} AND ({where})", COLUMNS, 99)
+            )
+        for chunk_id in best:
+            candidates.setdefault(chunk_id, Candidate(found[chunk_id])).scores["vector"] = float(
+                cosine[chunk_id]
+            )
+        rankings.append(best)
+    if mode is not SearchMode.VECTOR:
+        rows = index.text_search(
+            query, where, depth, COLUMNS, fields=retriever.text_fields, scope=access_clause(groups)
+        )
+        for row in rows:
+            candidates.setdefault(row["chunk_id"], Candidate(row)).scores["bm25"] = row["_score"]
+        rankings.append([row["chunk_id"] for row in rows])
+    if mode is SearchMode.HYBRID:
+        fused = reciprocal_rank_fusion(rankings, weights=[1.0, retriever.bm25_weight])
+        for candidate in candidates.values():
+            candidate.scores["rrf"] = fused[candidate.chunk_id]
+    stage = {SearchMode.VECTOR: "vector", SearchMode.BM25: "bm25"}.get(mode, "rrf")
+    ordered = by_score(list(candidates.values()), stage)
+    if rerank == MAXSIM:
+        reranker = LateInteractionReranker(default_embedder(), index.token_vectors())
+        ordered = reranker.rerank(query, query_vector, ordered)
+    return [(c.chunk_id, c.scores) for c in ordered[:TOP_K]]
+
+
+@pytest.fixture(scope="module")
+def retriever(materialized_sample: Path) -> Retriever:
+    index = ChunkIndex(str(materialized_sample / "lancedb"))
+    return Retriever(index, default_embedder())
+
+
+@pytest.mark.parametrize("rerank", [NONE, MAXSIM])
+@pytest.mark.parametrize("mode", list(SearchMode))
+def test_every_query_and_caller_gets_the_hits_and_scores_of_the_eager_search(
+    retriever: Retriever, materialized_sample: Path, mode: SearchMode, rerank: str
+) -> None:
+    golden = REPO_ROOT / "evals" / "golden" / "sample_corpus.jsonl"
+    questions = [json.loads(line)["question"] for line in golden.read_text().splitlines()]
+    everyone = DuckDBStore(materialized_sample / "lorehouse.duckdb").access_groups()
+    assert everyone, "the sample corpus must hold restricted documents for this test to mean much"
+    compared = 0
+    for groups in ([], everyone):
+        for question in questions:
+            result = retriever.search(question, TOP_K, mode, caller_groups=groups, rerank=rerank)
+            expected = _eager_search(retriever, question, mode, rerank, groups)
+            assert [h.chunk_id for h in result.hits] == [c for c, _ in expected], question
+            for hit, (_, scores) in zip(result.hits, expected, strict=True):
+                assert hit.scores == pytest.approx({k: round(v, 6) for k, v in scores.items()})
+            compared += len(result.hits)
+    assert compared >= 2 * len(questions) * 5
+
+
+def test_rows_are_read_for_the_hits_shown_and_what_the_reranker_reads(
+    retriever: Retriever, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    read: list[int] = []
+    original = retriever.index.rows
+
+    def counting_rows(where: str, columns: list[str], limit: int) -> list[dict]:
+        read.append(limit)
+        return original(where, columns, limit)
+
+    monkeypatch.setattr(retriever.index, "rows", counting_rows)
+    question = "How many weeks of parental leave do primary caregivers get?"
+    keyword = retriever.search(question, top_k=3, mode="bm25", rerank=NONE)
+    # BM25 ranks ids alone: the three rows shown are read, not its 50 candidates.
+    assert len(keyword.hits) == 3 and read == [3]
+    read.clear()
+    plain = retriever.search(question, top_k=3, mode="hybrid", rerank=NONE)
+    # The vector search returns its rows; only hits shown that it did not return are read.
+    assert len(plain.hits) == 3 and all(limit <= 3 for limit in read)
+    assert {"embed", "vector", "bm25", "read"} <= set(plain.timings_ms)
+    read.clear()
+    reranked = retriever.search(question, top_k=3, mode="hybrid", rerank=MAXSIM)
+    assert len(reranked.hits) == 3 and all(limit <= 20 for limit in read)
+    assert np.isfinite(reranked.hits[0].scores["maxsim"])
