@@ -193,6 +193,8 @@ class Retriever:
         warnings: list[str] = []
         where = where_clause(filters, caller_groups)
         depth = max(self.candidates, top_k)
+        if mode is not SearchMode.BM25:
+            self.check_model()
 
         # BM25 needs no query vector: it runs beside the embedding and the vector search
         # (LanceDB, ONNX and numpy release the GIL), so a hybrid search costs the slower leg.
@@ -215,7 +217,6 @@ class Retriever:
         rows: dict[str, dict] = {}
         if mode is not SearchMode.BM25:
             try:
-                self.check_model()
                 query_vector = _timed(timings, "embed", lambda: self.embedder.embed([query])[0])
             except EmbeddingFailure as error:
                 # Keyword search needs no vector: a hybrid search degrades to it, visibly.
@@ -224,10 +225,6 @@ class Retriever:
                     raise
                 mode, rerank, reranker = SearchMode.BM25, NONE, build_reranker(NONE)
                 warnings.append(f"query embedding failed, keyword (BM25) results only: {error}")
-            except BaseException:
-                if keyword_leg is not None:
-                    keyword_leg.cancel()
-                raise
         if mode in (SearchMode.VECTOR, SearchMode.HYBRID):
             rankings.append(
                 _timed(
@@ -239,12 +236,12 @@ class Retriever:
         if keyword_leg is not None:
             rankings.append(keyword_leg.result())
 
-        ordered = self._first_stage_order(mode, rankings, rows)
+        ordered = self._first_stage_order(mode, rankings)
         # The rows shown, and those the reranker reads, that the vector search did not return
         # (BM25's, and chunks found through a sentence) are read under the same predicate
         # again, so a row deleted or restricted since its leg ran is left out.
         reads = len(ordered) if reranker.reads is None else max(top_k, reranker.reads)
-        ordered = _timed(timings, "read", lambda: self._read(ordered, reads, where, columns))
+        ordered = _timed(timings, "read", lambda: self._read(ordered, reads, where, columns, rows))
         if rerank != NONE:
             started = time.perf_counter()
             try:
@@ -299,35 +296,41 @@ class Retriever:
         return [(chunk_id, cosine[chunk_id]) for chunk_id in best]
 
     def _read(
-        self, ordered: list[Candidate], reads: int, where: str, columns: Sequence[str]
+        self,
+        ordered: list[Candidate],
+        reads: int,
+        where: str,
+        columns: Sequence[str],
+        rows: dict[str, dict],
     ) -> list[Candidate]:
-        """`ordered` with the stored rows of its first `reads` candidates filled in; the rest
-        keep only their id and scores.
+        """`ordered` with the rows of its first `reads` candidates filled in; the rest keep
+        only their id and scores.
 
-        Candidates the vector search returned already hold their row. A candidate with no
-        row under `where` (deleted or restricted since its leg ran) is dropped, and the next
-        one is read in its place.
+        `rows` holds what the vector search already returned; the others are read. A
+        candidate with no row under `where` (deleted or restricted since its leg ran) is
+        dropped, and the next one is read in its place.
         """
         read: list[Candidate] = []
         tail = ordered
         while len(read) < reads and tail:
             head, tail = tail[: reads - len(read)], tail[reads - len(read) :]
-            unread = [c.chunk_id for c in head if len(c.row) == 1]
-            found: dict[str, dict] = {}
+            unread = [c.chunk_id for c in head if c.chunk_id not in rows]
             if unread:
                 condition = f"{sql_in('chunk_id', unread)} AND ({where})"
-                found = {r["chunk_id"]: r for r in self.index.rows(condition, columns, len(unread))}
+                rows.update(
+                    (row["chunk_id"], row)
+                    for row in self.index.rows(condition, columns, len(unread))
+                )
             for candidate in head:
-                if len(candidate.row) > 1 or candidate.chunk_id in found:
-                    candidate.row = found.get(candidate.chunk_id, candidate.row)
+                if candidate.chunk_id in rows:
+                    candidate.row = rows[candidate.chunk_id]
                     read.append(candidate)
         return [*read, *tail]
 
     def _first_stage_order(
-        self, mode: SearchMode, rankings: list[list[tuple[str, float]]], rows: dict[str, dict]
+        self, mode: SearchMode, rankings: list[list[tuple[str, float]]]
     ) -> list[Candidate]:
-        """Candidates in the order the first stage decides, with their row where it was read
-        (else only their id)."""
+        """Candidates (ids and scores; rows come later) in the order the first stage decides."""
         stages = {
             SearchMode.VECTOR: ["vector"],
             SearchMode.BM25: ["bm25"],
@@ -336,8 +339,7 @@ class Retriever:
         candidates: dict[str, Candidate] = {}
         for stage, ranking in zip(stages, rankings, strict=True):
             for chunk_id, score in ranking:
-                row = rows.get(chunk_id, {"chunk_id": chunk_id})
-                candidate = candidates.setdefault(chunk_id, Candidate(row=row))
+                candidate = candidates.setdefault(chunk_id, Candidate(row={"chunk_id": chunk_id}))
                 candidate.scores[stage] = float(score)
         if mode is SearchMode.HYBRID:
             # The rankings are the vector one, then the BM25 one.
