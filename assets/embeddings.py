@@ -50,7 +50,7 @@ def chunk_embeddings(
             "reused_vectors": report.reused_vectors,
             "rows_written": report.rows_written,
             "rows_deleted": report.rows_deleted,
-            "rebuilt_for_new_model": report.rebuilt,
+            "table_rebuilt": report.rebuilt,
             "documents": report.documents,
             "documents_embedded": report.documents_embedded,
             "sentence_windows": report.sentences,

@@ -53,7 +53,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import numpy as np
 import pyarrow as pa
 
-from lorehouse.retrieval import Retriever, SearchMode
+from lorehouse.retrieval import Retriever, SearchMode, access_clause
 from lorehouse.stores.lance_index import ChunkIndex, chunk_schema
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -72,7 +72,7 @@ CHUNKS_PER_DOCUMENT = 20
 ROW_SPREAD = 1.0
 QUERY_SPREAD = 0.8
 TIE_TOLERANCE = 1e-6
-ACCESS_FILTER = "cardinality(acl) = 0"  # what the Retriever adds for a caller with no groups
+ACCESS_FILTER = access_clause([])  # what the Retriever adds for a caller with no groups
 LIBRARIES = ["lancedb", "pyarrow", "numpy"]
 _WORD = re.compile(r"[a-z]{3,15}")
 
@@ -316,7 +316,8 @@ def measure_size(
     print(f" ({result.index_seconds:.1f} s), searching", end="", flush=True)
 
     embedder = PrecomputedEmbedder(index.embedding_model()[0])
-    retriever = Retriever(index, embedder, candidates=args.candidates)
+    # No query-vector cache: the same queries run on every path, and each must be searched.
+    retriever = Retriever(index, embedder, candidates=args.candidates, query_cache_size=0)
     vectors, hidden = corpus.vectors, corpus.restricted
 
     def run(path: str, query: Query) -> list[str]:

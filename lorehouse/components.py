@@ -62,6 +62,7 @@ def retriever_for(settings: Settings, index: ChunkIndex, embedder: Embedder) -> 
         index,
         embedder,
         candidates=settings.search_candidates,
+        query_cache_size=settings.search_query_cache_size,
         default_rerank=settings.rerank,
         rerank_api_base=settings.rerank_api_base,
         bm25_weight=settings.search_bm25_weight,

@@ -341,16 +341,25 @@ def sync_table(
     outcome names those documents so the run can report them and the next run retries them.
     """
     if table.exists() and not table.is_current(embedder.name):
-        # A new model: every vector is recomputed, then the table is replaced in one commit
-        # so search never mixes two vector spaces (a run killed here starts this again).
+        # A new model or a new column layout: the table is replaced in one commit, so search
+        # never mixes two vector spaces or two layouts (a run killed here starts this again).
+        # Under the same model only the layout changed, and the stored vectors are kept.
         unique = dict(zip(rows["embed_key"], rows[text_column], strict=True))
-        fresh = _embed(embedder, list(unique.values()), batch_size, report, on_progress)
-        vectors = dict(zip(unique, fresh, strict=True))
+        same_model = table.embedding_model()[0] == embedder.name
+        vectors = table.vectors_for(list(unique)) if same_model else {}
+        missing = [key for key in unique if key not in vectors]
+        fresh = _embed(embedder, [unique[key] for key in missing], batch_size, report, on_progress)
+        vectors.update(zip(missing, fresh, strict=True))
         dimension = _dimension(vectors, report.dimension, table)
         report.dimension = report.dimension or dimension
         table.replace_all(_arrow_rows(rows, vectors, schema_for(dimension, embedder.name)))
         table.refresh_indexes()
-        return SyncOutcome(embedded=len(unique), written=len(rows), rebuilt=True)
+        return SyncOutcome(
+            embedded=len(missing),
+            reused=len(unique) - len(missing),
+            written=len(rows),
+            rebuilt=True,
+        )
     outcome = SyncOutcome()
     stored = table.stored_keys()
     key = table.key_column

@@ -14,7 +14,7 @@ from pathlib import PurePosixPath
 from typing import ClassVar
 
 from lorehouse.errors import SourceError
-from lorehouse.models import RawDocument
+from lorehouse.models import PUBLIC_GROUP, RawDocument
 from lorehouse.sniffing import detect_file_type, extension_type
 from lorehouse.sources.base import (
     FOLDER_ACL_FILE,
@@ -151,6 +151,8 @@ class _AccessRules:
             groups = payload["groups"]
             if not isinstance(groups, list) or not all(isinstance(g, str) for g in groups):
                 raise TypeError("'groups' must be a list of strings")
+            if PUBLIC_GROUP in groups:
+                raise ValueError(f"'{PUBLIC_GROUP}' is reserved for public documents")
             return sorted({g.strip() for g in groups if g.strip()})
         except (SourceError, ValueError, KeyError, TypeError) as error:
             self._inventory.warnings.append(

@@ -12,11 +12,13 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from enum import StrEnum
+from functools import lru_cache
 
 import numpy as np
 from pydantic import BaseModel, Field
 
 from lorehouse.embedding_providers import Embedder, EmbeddingFailure
+from lorehouse.models import PUBLIC_GROUP
 from lorehouse.rerankers import (
     MAXSIM,
     NONE,
@@ -31,7 +33,13 @@ from lorehouse.settings import (
     DEFAULT_ENRICHED_WEIGHT,
     SENTENCES_PER_CANDIDATE,
 )
-from lorehouse.stores.lance_index import ChunkIndex, IndexNotBuilt, sql_in, sql_string
+from lorehouse.stores.lance_index import (
+    ChunkIndex,
+    IndexNotBuilt,
+    TableSnapshot,
+    sql_in,
+    sql_string,
+)
 
 HIT_COLUMNS = [
     "chunk_id",
@@ -91,12 +99,14 @@ class SearchFilters(BaseModel):
 
 
 def access_clause(caller_groups: Sequence[str]) -> str:
-    """Public chunks (empty ACL), plus restricted ones sharing a group with the caller."""
-    groups = [g for g in caller_groups if _GROUP_NAME.match(g)]
-    if not groups:
-        return "cardinality(acl) = 0"
+    """Public chunks, plus restricted ones sharing a group with the caller.
+
+    Every caller holds PUBLIC_GROUP, the group of public rows, so the clause is one
+    `array_has_any` the `acl` LABEL_LIST index answers.
+    """
+    groups = dict.fromkeys([PUBLIC_GROUP, *(g for g in caller_groups if _GROUP_NAME.match(g))])
     listed = ", ".join(sql_string(g) for g in groups)
-    return f"(cardinality(acl) = 0 OR array_has_any(acl, [{listed}]))"
+    return f"array_has_any(acl, [{listed}])"
 
 
 def where_clause(filters: SearchFilters | None, caller_groups: Sequence[str]) -> str:
@@ -145,6 +155,7 @@ class Retriever:
         index: ChunkIndex,
         embedder: Embedder,
         candidates: int = 50,
+        query_cache_size: int = 1024,
         default_rerank: str = NONE,
         rerank_api_base: str | None = None,
         bm25_weight: float = DEFAULT_BM25_WEIGHT,
@@ -162,10 +173,19 @@ class Retriever:
         # Runs the BM25 leg of searches beside their vector leg; its threads start on first
         # use and end with the Retriever.
         self._legs = ThreadPoolExecutor(max_workers=LEG_THREADS, thread_name_prefix="bm25-leg")
+        # Query vectors by (model, text); a failed embedding raises and is not kept.
+        self._query_vector = lru_cache(maxsize=query_cache_size)(self._embed_query)
 
-    def check_model(self) -> None:
+    def _embed_query(self, model: str, query: str) -> np.ndarray:
+        """The query's vector, read-only because the cache hands the same array to every
+        search of that text."""
+        vector = np.asarray(self.embedder.embed([query])[0], dtype=np.float32)
+        vector.setflags(write=False)
+        return vector
+
+    def check_model(self, chunks: TableSnapshot | None = None) -> None:
         """Raises IndexModelMismatch when query vectors would land in another vector space."""
-        stored, _ = self.index.embedding_model()
+        stored, _ = (chunks or self.index.snapshot()).embedding_model()
         if stored != self.embedder.name:
             raise IndexModelMismatch(
                 f"the index was built with {stored!r} but the configured embedding model is "
@@ -193,8 +213,10 @@ class Retriever:
         warnings: list[str] = []
         where = where_clause(filters, caller_groups)
         depth = max(self.candidates, top_k)
+        # Every leg reads this one version of the table, whatever commits meanwhile.
+        chunks = self.index.snapshot()
         if mode is not SearchMode.BM25:
-            self.check_model()
+            self.check_model(chunks)
 
         # BM25 needs no query vector: it runs beside the embedding and the vector search
         # (LanceDB, ONNX and numpy release the GIL), so a hybrid search costs the slower leg.
@@ -206,7 +228,7 @@ class Retriever:
                 _timed,
                 timings,
                 "bm25",
-                lambda: self.index.text_ranking(
+                lambda: chunks.text_ranking(
                     query, where, depth, fields=self.text_fields, scope=scope
                 ),
             )
@@ -217,7 +239,9 @@ class Retriever:
         rows: dict[str, dict] = {}
         if mode is not SearchMode.BM25:
             try:
-                query_vector = _timed(timings, "embed", lambda: self.embedder.embed([query])[0])
+                query_vector = _timed(
+                    timings, "embed", lambda: self._query_vector(self.embedder.name, query)
+                )
             except EmbeddingFailure as error:
                 # Keyword search needs no vector: a hybrid search degrades to it, visibly.
                 # A vector-only search has nothing to fall back on and reports the failure.
@@ -230,7 +254,7 @@ class Retriever:
                 _timed(
                     timings,
                     "vector",
-                    lambda: self._vector_leg(query_vector, where, depth, columns, rows),
+                    lambda: self._vector_leg(chunks, query_vector, where, depth, columns, rows),
                 )
             )
         if keyword_leg is not None:
@@ -238,10 +262,11 @@ class Retriever:
 
         ordered = self._first_stage_order(mode, rankings)
         # The rows shown, and those the reranker reads, that the vector search did not return
-        # (BM25's, and chunks found through a sentence) are read under the same predicate
-        # again, so a row deleted or restricted since its leg ran is left out.
+        # (BM25's, and chunks found through a sentence) are read under the same predicate.
         reads = len(ordered) if reranker.reads is None else max(top_k, reranker.reads)
-        ordered = _timed(timings, "read", lambda: self._read(ordered, reads, where, columns, rows))
+        ordered = _timed(
+            timings, "read", lambda: self._read(chunks, ordered, reads, where, columns, rows)
+        )
         if rerank != NONE:
             started = time.perf_counter()
             try:
@@ -265,6 +290,7 @@ class Retriever:
 
     def _vector_leg(
         self,
+        chunks: TableSnapshot,
         query_vector: np.ndarray,
         where: str,
         depth: int,
@@ -272,31 +298,45 @@ class Retriever:
         rows_found: dict[str, dict],
     ) -> list[tuple[str, float]]:
         """The `depth` chunks closest to the query as (chunk id, cosine), best first, each by
-        its own vector or its closest sentence window, whichever is closer; the rows the
-        chunk search returned go into `rows_found` (the search reads them at no extra cost).
+        its own vector or its closest sentence window, whichever is closer; the rows an ANN
+        search returned go into `rows_found`.
 
         A question about one sentence of a long chunk matches that sentence far better than
         the chunk's average. The windows table copies the chunks' access and filter columns,
         so both searches apply the same predicate; an index built before sentence vectors
         existed is searched by chunk vectors alone.
         """
-        rows = self.index.vector_search(query_vector, where, depth, columns)
-        rows_found.update((row["chunk_id"], row) for row in rows)
+        # The sentence windows are searched on a leg thread meanwhile (numpy and LanceDB
+        # release the GIL): that table holds a few rows per chunk, so it is the larger search.
+        window_leg = self._legs.submit(
+            self._sentence_windows, query_vector, where, depth * SENTENCES_PER_CANDIDATE
+        )
+        # LanceDB's ANN query returns the rows at no extra cost; from memory (below the ANN
+        # threshold) taking the few rows shown later is cheaper than taking all `depth` now.
+        wanted = ["chunk_id"] if chunks.exact else columns
+        rows = chunks.vector_search(query_vector, where, depth, wanted)
+        if not chunks.exact:
+            rows_found.update((row["chunk_id"], row) for row in rows)
         cosine = {row["chunk_id"]: 1.0 - float(row["_distance"]) for row in rows}
-        limit = depth * SENTENCES_PER_CANDIDATE
-        try:
-            # Asked of the table itself: an exists() check would list the tables every query.
-            windows = self.index.sentences().vector_search(query_vector, where, limit, ["chunk_id"])
-        except IndexNotBuilt:
-            windows = []
+        windows = window_leg.result()
         for hit in windows:
             chunk_id, value = hit["chunk_id"], 1.0 - float(hit["_distance"])
             cosine[chunk_id] = max(cosine.get(chunk_id, -1.0), value)
         best = sorted(cosine, key=lambda chunk_id: (-cosine[chunk_id], chunk_id))[:depth]
         return [(chunk_id, cosine[chunk_id]) for chunk_id in best]
 
+    def _sentence_windows(self, query_vector: np.ndarray, where: str, limit: int) -> list[dict]:
+        """The sentence windows closest to the query, each with its chunk id and distance."""
+        try:
+            # Asked of the table itself: an exists() check would list the tables every query.
+            sentences = self.index.sentences().snapshot()
+        except IndexNotBuilt:
+            return []
+        return sentences.vector_search(query_vector, where, limit, ["chunk_id"])
+
     def _read(
         self,
+        chunks: TableSnapshot,
         ordered: list[Candidate],
         reads: int,
         where: str,
@@ -307,8 +347,8 @@ class Retriever:
         only their id and scores.
 
         `rows` holds what the vector search already returned; the others are read. A
-        candidate with no row under `where` (deleted or restricted since its leg ran) is
-        dropped, and the next one is read in its place.
+        candidate with no row under `where` (a chunk of a sentence window whose chunk is gone
+        from this version) is dropped, and the next one is read in its place.
         """
         read: list[Candidate] = []
         tail = ordered
@@ -316,11 +356,7 @@ class Retriever:
             head, tail = tail[: reads - len(read)], tail[reads - len(read) :]
             unread = [c.chunk_id for c in head if c.chunk_id not in rows]
             if unread:
-                condition = f"{sql_in('chunk_id', unread)} AND ({where})"
-                rows.update(
-                    (row["chunk_id"], row)
-                    for row in self.index.rows(condition, columns, len(unread))
-                )
+                rows.update(chunks.rows_by_key(unread, where, columns))
             for candidate in head:
                 if candidate.chunk_id in rows:
                     candidate.row = rows[candidate.chunk_id]

@@ -20,6 +20,7 @@ from lorehouse.llm import LLMClient
 from lorehouse.parsing.registry import ParseOptions
 from lorehouse.parsing.runner import ParseLimits
 from lorehouse.settings import (
+    DEFAULT_ANN_INDEX_MIN_ROWS,
     DEFAULT_ANSWER_MAX_WORDS,
     DEFAULT_ANSWER_MIN_SIMILARITY,
     DEFAULT_BM25_WEIGHT,
@@ -141,7 +142,7 @@ class VectorIndexResource(dg.ConfigurableResource):
     embed_api_base: str | None = None
     batch_size: int = Field(default=64, ge=1)
     token_vectors: bool = Field(default=True, description="Store token vectors for maxsim")
-    ann_min_rows: int = Field(default=10_000, ge=1)
+    ann_min_rows: int = Field(default=DEFAULT_ANN_INDEX_MIN_ROWS, ge=1)
     s3_endpoint_url: str | None = None
     s3_region: str | None = None
 

@@ -17,6 +17,8 @@ import lancedb
 import numpy as np
 import pyarrow as pa
 
+from lorehouse.models import PUBLIC_GROUP
+from lorehouse.settings import DEFAULT_ANN_INDEX_MIN_ROWS
 from lorehouse.stores.bm25 import Analyzer, BM25Index
 
 TABLE_NAME = "chunks"
@@ -28,7 +30,9 @@ _MODEL_KEY = b"lorehouse.embedding_model"
 _DIMENSION_KEY = b"lorehouse.embedding_dimension"
 _LAYOUT_KEY = b"lorehouse.layout"
 #: Bumped whenever a table's columns change; a table of another layout is rebuilt.
-TABLE_LAYOUT = "2"
+#: 3: public rows carry PUBLIC_GROUP in `acl` instead of an empty list.
+TABLE_LAYOUT = "3"
+
 # Long `IN (...)` lists are split so a large deletion stays a handful of modest statements.
 _IDS_PER_STATEMENT = 2000
 # Old table versions are kept this long so a reader that opened one mid-write can finish.
@@ -167,6 +171,16 @@ def sql_in(column: str, values: Iterable[str]) -> str:
     return f"{column} IN ({', '.join(literals)})" if literals else "false"
 
 
+def with_public_group(rows: pa.Table) -> pa.Table:
+    """`rows` with PUBLIC_GROUP as the `acl` of every row that names no group."""
+    if "acl" not in rows.column_names:
+        return rows
+    column = rows.schema.get_field_index("acl")
+    groups = [value or [PUBLIC_GROUP] for value in rows["acl"].to_pylist()]
+    field = rows.schema.field(column)
+    return rows.set_column(column, field, pa.array(groups, type=field.type))
+
+
 class StoredRow(NamedTuple):
     """What the embedding stage compares a stored row by: its vector's key and its content."""
 
@@ -188,7 +202,7 @@ class LanceTable:
     def __init__(
         self,
         uri: str,
-        ann_min_rows: int = 10_000,
+        ann_min_rows: int = DEFAULT_ANN_INDEX_MIN_ROWS,
         storage_options: dict[str, str] | None = None,
         db: lancedb.DBConnection | None = None,
     ) -> None:
@@ -197,12 +211,9 @@ class LanceTable:
         self._storage_options = storage_options
         self._db = db or lancedb.connect(uri, storage_options=storage_options)
         self._table: lancedb.table.Table | None = None
-        # (table version, has a vector index): list_indices() is too slow to ask per query.
-        self._vector_index_seen: tuple[int, bool] | None = None
-        # (table version, postings) and the row masks of predicates at that version.
-        self._bm25: tuple[int, BM25Index] | None = None
-        self._row_masks: dict[str, np.ndarray] = {}
-        self._bm25_lock = threading.Lock()
+        # What searches of the latest version seen share (see TableSnapshot).
+        self._snapshot: TableSnapshot | None = None
+        self._snapshot_lock = threading.Lock()
 
     # -- opening ---------------------------------------------------------------------------------
 
@@ -283,6 +294,7 @@ class LanceTable:
         In that order: a document being replaced shows its old or its new chunks, never
         neither. The table is created on the first write.
         """
+        rows = with_public_group(rows)
         if not self.exists():
             self._table = self._db.create_table(self.name, data=rows, schema=rows.schema)
             return
@@ -306,6 +318,7 @@ class LanceTable:
 
     def replace_all(self, rows: pa.Table) -> None:
         """Overwrites the table in one commit: readers see the old model's rows or the new."""
+        rows = with_public_group(rows)
         self._table = self._db.create_table(
             self.name, data=rows, schema=rows.schema, mode="overwrite"
         )
@@ -351,29 +364,28 @@ class LanceTable:
     def has_vector_index(self) -> bool:
         return any(state.columns == ["vector"] for state in self.index_state())
 
-    def _vector_indexed(self, table: lancedb.table.Table) -> bool:
-        """has_vector_index, asked again only when the table has a new version."""
-        version = table.version
-        if self._vector_index_seen is None or self._vector_index_seen[0] != version:
-            present = any(list(i.columns) == ["vector"] for i in table.list_indices())
-            self._vector_index_seen = (version, present)
-        return self._vector_index_seen[1]
-
     # -- reading ---------------------------------------------------------------------------------
+
+    def snapshot(self) -> TableSnapshot:
+        """The table's latest version, as searches read it (built once per version).
+
+        A search takes one snapshot and asks it everything (ranking, predicate masks, rows),
+        so what it shows is one version of the table even while a materialization commits.
+        """
+        table = self.table()
+        version = table.version
+        with self._snapshot_lock:
+            if self._snapshot is None or self._snapshot.version != version:
+                pinned = self._db.open_table(self.name)
+                pinned.checkout(version)
+                self._snapshot = TableSnapshot(self, pinned, version)
+            return self._snapshot
 
     def vector_search(
         self, vector: np.ndarray, where: str | None, limit: int, columns: Sequence[str]
     ) -> list[dict]:
-        """Nearest chunks by cosine distance, filtered inside the query."""
-        table = self.table()
-        query = table.search(vector, vector_column_name="vector").distance_type("cosine")
-        if self._vector_indexed(table):
-            # Re-score a few times more candidates with full vectors: SQ quantization alone
-            # costs a few points of recall.
-            query = query.refine_factor(4)
-        if where:
-            query = query.where(where, prefilter=True)
-        return query.select([*columns, "_distance"]).limit(limit).to_list()
+        """Nearest rows by cosine distance among those matching `where` (see TableSnapshot)."""
+        return self.snapshot().vector_search(vector, where, limit, columns)
 
     def text_search(
         self,
@@ -384,23 +396,8 @@ class LanceTable:
         fields: Sequence[str] | Mapping[str, float] | None = None,
         scope: str | None = None,
     ) -> list[dict]:
-        """BM25 over the text columns (or `fields`, each weighing 1 unless a mapping gives its
-        weight) of the rows matching `where`, best first.
-
-        The BM25 statistics are those of the rows matching `scope` (default: `where`), so
-        pass the caller's access clause as `scope` and access plus filters as `where`: a
-        filter narrows the results without changing how terms are weighted, and rows outside
-        the caller's access change neither. Each row carries its score as `_score`.
-        """
-        ranked = self.text_ranking(text, where, limit, fields, scope)
-        if not ranked:
-            return []
-        keys = [key for key, _ in ranked]
-        # Read at the table's latest version with the predicate applied again: a row that was
-        # deleted or restricted since the postings were built is left out, not shown.
-        condition = sql_in(self.key_column, keys) + (f" AND ({where})" if where else "")
-        found = {row[self.key_column]: row for row in self.rows(condition, columns, len(keys))}
-        return [{**found[key], "_score": score} for key, score in ranked if key in found]
+        """BM25 over the text columns of the rows matching `where` (see TableSnapshot)."""
+        return self.snapshot().text_search(text, where, limit, columns, fields, scope)
 
     def text_ranking(
         self,
@@ -410,61 +407,213 @@ class LanceTable:
         fields: Sequence[str] | Mapping[str, float] | None = None,
         scope: str | None = None,
     ) -> list[tuple[str, float]]:
-        """`text_search`'s (key, BM25 score) pairs, best first, without reading the rows.
+        """`text_search`'s (key, BM25 score) pairs, best first, without reading the rows."""
+        return self.snapshot().text_ranking(text, where, limit, fields, scope)
 
-        The postings and masks are those of the table's current version; a caller that shows
-        the rows reads them with `where` again, as `text_search` does.
+    def rows(self, where: str, columns: Sequence[str], limit: int) -> list[dict]:
+        """Rows matching a predicate (a chunk by id, a document's neighbours)."""
+        return self.table().search().where(where).select(list(columns)).limit(limit).to_list()
+
+
+class TableSnapshot:
+    """One version of a table, held for searching it: every query of a search asks one.
+
+    What a query needs beyond LanceDB itself is built on first use and kept for the version:
+
+    * **Predicate masks.** The rows matching an access or filter predicate, asked of LanceDB
+      (the one evaluator of predicates) once per predicate; most callers share a handful.
+    * **BM25 postings** of the text columns (see `lorehouse.stores.bm25`).
+    * **Below the ANN threshold** (no vector index), the rows themselves: every column but the
+      vector, and the vectors as one normalised float32 matrix. A vector search is then one
+      matrix-vector product with the mask applied, exact like LanceDB's flat scan and without
+      its per-query cost (about 2 ms per 1,000 rows with an access filter); the rows a search
+      shows are taken from memory. From the threshold on, vectors are searched by the ANN
+      index and rows read from LanceDB, so memory stays bounded at any table size.
+    """
+
+    def __init__(self, owner: LanceTable, pinned: lancedb.table.Table, version: int) -> None:
+        self.version = version
+        self.key_column = owner.key_column
+        self.text_columns = owner.text_columns
+        self._table = pinned
+        self.metadata: dict[bytes, bytes] = pinned.schema.metadata or {}
+        self.vector_indexed = any(list(i.columns) == ["vector"] for i in pinned.list_indices())
+        #: Whether vectors are searched in memory (and rows read from it).
+        self.exact = owner.nearest_neighbour_search and not self.vector_indexed
+        self._lock = threading.Lock()
+        self._keys: list[str] | None = None
+        self._position: dict[str, int] = {}
+        self._rows: pa.Table | None = None
+        self._columns: dict[str, list] = {}
+        self._unit_vectors: np.ndarray | None = None
+        self._bm25: BM25Index | None = None
+        self._masks: dict[str, np.ndarray] = {}
+
+    # -- what is held in memory ------------------------------------------------------------------
+
+    def _load(self) -> None:
+        """Reads the keys (and below the ANN threshold the rows and vectors) once."""
+        with self._lock:
+            if self._keys is not None:
+                return
+            limit = max(1, self._table.count_rows())
+            if self.exact:
+                arrow = self._table.search().limit(limit).to_arrow()
+                names = [n for n in arrow.column_names if n not in ("vector", "_distance")]
+                self._rows = arrow.select(names)
+                self._unit_vectors = _unit_rows(arrow["vector"])
+            else:
+                columns = [self.key_column, *self.text_columns]
+                arrow = self._table.search().select(columns).limit(limit).to_arrow()
+            keys = arrow[self.key_column].to_pylist()
+            if self.text_columns:
+                texts = {name: arrow[name].to_pylist() for name in self.text_columns}
+                self._bm25 = BM25Index.build(keys, texts, _ANALYZER)
+            self._position = {key: row for row, key in enumerate(keys)}
+            self._keys = keys
+
+    def mask(self, where: str | None) -> np.ndarray:
+        """The rows matching `where` as a boolean mask over this version's rows."""
+        self._load()
+        assert self._keys is not None
+        if not where:
+            return np.ones(len(self._keys), dtype=bool)
+        with self._lock:
+            cached = self._masks.get(where)
+        if cached is not None:
+            return cached
+        limit = max(1, len(self._keys))
+        arrow = self._table.search().where(where).select([self.key_column]).limit(limit).to_arrow()
+        mask = np.zeros(len(self._keys), dtype=bool)
+        position = self._position
+        matching = arrow[self.key_column].to_pylist()
+        mask[[position[key] for key in matching if key in position]] = True
+        with self._lock:
+            if len(self._masks) >= _CACHED_MASKS:
+                self._masks.pop(next(iter(self._masks)))
+            self._masks[where] = mask
+        return mask
+
+    # -- queries ---------------------------------------------------------------------------------
+
+    def embedding_model(self) -> tuple[str, int]:
+        """(model name, dimension) the stored vectors were made with."""
+        return self.metadata[_MODEL_KEY].decode(), int(self.metadata[_DIMENSION_KEY])
+
+    def vector_search(
+        self, vector: np.ndarray, where: str | None, limit: int, columns: Sequence[str]
+    ) -> list[dict]:
+        """Nearest rows by cosine distance (as `_distance`, 1 - cosine), filtered first."""
+        if not self.exact:
+            query = self._table.search(vector, vector_column_name="vector").distance_type("cosine")
+            if self.vector_indexed:
+                # Re-score a few times more candidates with full vectors: SQ quantization
+                # alone costs a few points of recall.
+                query = query.refine_factor(4)
+            if where:
+                query = query.where(where, prefilter=True)
+            return query.select([*columns, "_distance"]).limit(limit).to_list()
+        allowed = self.mask(where)
+        assert self._unit_vectors is not None
+        norm = float(np.linalg.norm(vector))
+        if not len(self._unit_vectors) or norm == 0.0 or limit <= 0:
+            return []
+        scores = self._unit_vectors @ (np.asarray(vector, dtype=np.float32) / norm)
+        scores[~allowed] = -np.inf
+        count = min(limit, int(allowed.sum()))
+        if count == 0:
+            return []
+        best = np.argpartition(-scores, count - 1)[:count] if count < len(scores) else None
+        best = np.arange(len(scores)) if best is None else best
+        best = best[np.lexsort((best, -scores[best]))]
+        found = self._take(best.tolist(), columns)
+        for row, score in zip(found, scores[best].tolist(), strict=True):
+            row["_distance"] = 1.0 - score
+        return found
+
+    def text_ranking(
+        self,
+        text: str,
+        where: str | None,
+        limit: int,
+        fields: Sequence[str] | Mapping[str, float] | None = None,
+        scope: str | None = None,
+    ) -> list[tuple[str, float]]:
+        """(key, BM25 score) of the best rows matching `where`, without reading the rows.
+
+        The BM25 statistics are those of the rows matching `scope` (default: `where`), so
+        pass the caller's access clause as `scope` and access plus filters as `where`: a
+        filter narrows the results without changing how terms are weighted, and rows outside
+        the caller's access change neither. Each field weighs 1 unless a mapping says.
         """
-        table = self.table()
-        bm25 = self._bm25_index(table)
-        allowed = self._matching(table, bm25, where)
-        visible = allowed if scope is None or scope == where else self._matching(table, bm25, scope)
+        allowed = self.mask(where)
+        visible = allowed if scope is None or scope == where else self.mask(scope)
         weights = (
             fields
             if isinstance(fields, Mapping)
             else dict.fromkeys(fields or self.text_columns, 1.0)
         )
-        return bm25.search(text, weights, visible, allowed, limit)
+        assert self._bm25 is not None, "a table without text columns has no BM25"
+        return self._bm25.search(text, weights, visible, allowed, limit)
 
-    def _bm25_index(self, table: lancedb.table.Table) -> BM25Index:
-        """The postings of the text columns at the table's current version, built once."""
-        version = table.version
-        with self._bm25_lock:
-            if self._bm25 is None or self._bm25[0] != version:
-                columns = [self.key_column, *self.text_columns]
-                arrow = table.search().select(columns).limit(max(1, table.count_rows())).to_arrow()
-                texts = {name: arrow[name].to_pylist() for name in self.text_columns}
-                built = BM25Index.build(arrow[self.key_column].to_pylist(), texts, _ANALYZER)
-                self._bm25 = (version, built)
-                self._row_masks.clear()
-            return self._bm25[1]
+    def text_search(
+        self,
+        text: str,
+        where: str | None,
+        limit: int,
+        columns: Sequence[str],
+        fields: Sequence[str] | Mapping[str, float] | None = None,
+        scope: str | None = None,
+    ) -> list[dict]:
+        """`text_ranking` with the rows read; each row carries its score as `_score`."""
+        ranked = self.text_ranking(text, where, limit, fields, scope)
+        found = self.rows_by_key([key for key, _ in ranked], where, columns)
+        return [{**found[key], "_score": score} for key, score in ranked if key in found]
 
-    def _matching(
-        self, table: lancedb.table.Table, bm25: BM25Index, where: str | None
-    ) -> np.ndarray:
-        """The rows matching `where` as a mask over `bm25`'s rows, asked of LanceDB itself.
+    def rows_by_key(
+        self, keys: Sequence[str], where: str | None, columns: Sequence[str]
+    ) -> dict[str, dict]:
+        """key -> row for the `keys` whose rows match `where` (others are left out)."""
+        if not keys:
+            return {}
+        if self.exact:
+            allowed = self.mask(where)
+            position = self._position
+            rows = [position[k] for k in keys if k in position and allowed[position[k]]]
+            found = self._take(rows, columns)
+        else:
+            condition = sql_in(self.key_column, keys) + (f" AND ({where})" if where else "")
+            query = self._table.search().where(condition).select(list(columns))
+            found = query.limit(len(keys)).to_list()
+        return {row[self.key_column]: row for row in found}
 
-        The one evaluator of access and filter predicates is LanceDB; masks are cached per
-        table version because most callers share a handful of predicates.
-        """
-        if not where:
-            return np.ones(len(bm25.keys), dtype=bool)
-        with self._bm25_lock:
-            cached = self._row_masks.get(where)
-        if cached is not None:
-            return cached
-        limit = max(1, table.count_rows())
-        arrow = table.search().where(where).select([self.key_column]).limit(limit).to_arrow()
-        mask = bm25.mask(arrow[self.key_column].to_pylist())
-        with self._bm25_lock:
-            if len(self._row_masks) >= _CACHED_MASKS:
-                self._row_masks.pop(next(iter(self._row_masks)))
-            self._row_masks[where] = mask
-        return mask
+    def _take(self, rows: Sequence[int], columns: Sequence[str]) -> list[dict]:
+        """Rows of the in-memory table by position, as dicts of `columns`."""
+        names = list(dict.fromkeys([self.key_column, *columns]))
+        values = [self._column(name) for name in names]
+        return [
+            {name: column[row] for name, column in zip(names, values, strict=True)} for row in rows
+        ]
 
-    def rows(self, where: str, columns: Sequence[str], limit: int) -> list[dict]:
-        """Rows matching a predicate (a chunk by id, a document's neighbours)."""
-        return self.table().search().where(where).select(list(columns)).limit(limit).to_list()
+    def _column(self, name: str) -> list:
+        """One column of the in-memory rows as Python values, converted on first use: a search
+        then picks its hits' values by position instead of converting Arrow rows each time."""
+        column = self._columns.get(name)
+        if column is None:
+            assert self._rows is not None
+            column = self._rows[name].to_pylist()
+            with self._lock:
+                self._columns[name] = column
+        return column
+
+
+def _unit_rows(column: pa.ChunkedArray) -> np.ndarray:
+    """A fixed-size-list vector column as float32 rows of length 1 (zero rows stay zero)."""
+    width = column.type.list_size
+    flat = column.combine_chunks().flatten().to_numpy(zero_copy_only=False)
+    matrix = np.asarray(flat, dtype=np.float32).reshape(-1, width)
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    return np.divide(matrix, norms, out=np.zeros_like(matrix), where=norms > 0)
 
 
 def _vector_values(column: pa.ChunkedArray) -> list[np.ndarray]:

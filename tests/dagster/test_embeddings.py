@@ -5,11 +5,14 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import lancedb
 import numpy as np
+import pyarrow as pa
 import pytest
 
 from lorehouse.embedding import default_embedder
 from lorehouse.embedding_providers import LiteLLMEmbedder
+from lorehouse.models import PUBLIC_GROUP
 from lorehouse.retrieval import Retriever
 from lorehouse.settings import BUNDLED_SAMPLE_CORPUS
 from lorehouse.stores.duckdb_store import DuckDBStore
@@ -138,7 +141,7 @@ def test_a_new_embedding_model_re_embeds_every_chunk(
         assert result.success
         meta = metadata_of(result, "chunk_embeddings")
         index = ChunkIndex(str(data_dir / "lancedb"))
-        assert meta["rebuilt_for_new_model"] is True
+        assert meta["table_rebuilt"] is True
         assert meta["embedded"] == chunk_count
         # Every chunk text went to the provider (the eval's queries and baseline follow it).
         chunk_texts = {text for text, _ in _lance_rows(data_dir).values()}
@@ -156,3 +159,49 @@ def test_a_new_embedding_model_re_embeds_every_chunk(
         # The bundled model cannot query vectors another model made.
         with pytest.raises(RuntimeError, match="re-embed"):
             Retriever(index, default_embedder()).search("parental leave", mode="vector")
+
+
+def _downgrade_to_layout_2(data_dir: Path) -> None:
+    """Rewrites the searched tables as layout 2 wrote them: public rows with an empty `acl`."""
+    db = lancedb.connect(str(data_dir / "lancedb"))
+    for name in ("chunks", "sentences", "documents"):
+        arrow = db.open_table(name).to_arrow()
+        column = arrow.schema.get_field_index("acl")
+        field = arrow.schema.field(column)
+        groups = [[g for g in acl if g != PUBLIC_GROUP] for acl in arrow["acl"].to_pylist()]
+        arrow = arrow.set_column(column, field, pa.array(groups, field.type))
+        arrow = arrow.replace_schema_metadata(
+            {**(arrow.schema.metadata or {}), b"lorehouse.layout": b"2"}
+        )
+        db.create_table(name, data=arrow, schema=arrow.schema, mode="overwrite")
+
+
+def test_a_table_of_an_older_layout_is_rebuilt_with_its_vectors_kept(
+    tmp_path: Path, materialized_sample: Path
+) -> None:
+    data_dir = tmp_path / "data"
+    shutil.copytree(materialized_sample, data_dir)
+    before = _lance_rows(data_dir)
+    _downgrade_to_layout_2(data_dir)
+    assert not ChunkIndex(str(data_dir / "lancedb")).is_current("all-MiniLM-L6-v2-int8")
+
+    result = materialize_everything(BUNDLED_SAMPLE_CORPUS, data_dir, with_evals=False)
+    assert result.success
+    meta = metadata_of(result, "chunk_embeddings")
+    assert meta["table_rebuilt"] is True
+    # Nothing is embedded again: the model is the same, only the layout changed.
+    assert meta["embedded"] == 0 and meta["reused_vectors"] == len(before)
+    assert meta["documents_embedded"] == 0 and meta["sentence_windows_embedded"] == 0
+    after = _lance_rows(data_dir)
+    assert set(after) == set(before)
+    assert all(np.array_equal(after[c][1], before[c][1]) for c in before)
+    index = ChunkIndex(str(data_dir / "lancedb"))
+    for table in (index, index.sentences(), index.documents()):
+        acl = table.table().to_arrow()["acl"].to_pylist()
+        assert all(groups for groups in acl), table.name
+        assert any(groups == [PUBLIC_GROUP] for groups in acl), table.name
+    # An outsider finds public chunks again, and still nothing restricted.
+    hits = Retriever(index, default_embedder()).search("parental leave", top_k=20).hits
+    restricted = index.rows(f"NOT array_has_any(acl, ['{PUBLIC_GROUP}'])", ["chunk_id"], 1000)
+    assert restricted, "the sample corpus holds restricted chunks"
+    assert hits and not {h.chunk_id for h in hits} & {r["chunk_id"] for r in restricted}

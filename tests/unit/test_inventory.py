@@ -10,7 +10,7 @@ import pytest
 
 from lorehouse.errors import SourceError
 from lorehouse.inventory import document_id, take_inventory
-from lorehouse.models import FileType
+from lorehouse.models import PUBLIC_GROUP, FileType
 from lorehouse.sources import LocalFolderSource
 
 
@@ -40,6 +40,16 @@ def test_a_malformed_acl_file_hides_its_documents_and_says_why(tmp_path: Path) -
     (document,) = inventory.documents
     assert document.acl_groups and "security" not in document.acl_groups
     assert any("unreadable access file" in w for w in inventory.warnings)
+
+
+def test_an_acl_file_naming_the_public_group_hides_its_documents(tmp_path: Path) -> None:
+    # Every caller holds the public group, so a document "restricted" to it would be public.
+    _write(tmp_path, "hr/_access.json", json.dumps({"groups": ["hr", PUBLIC_GROUP]}))
+    _write(tmp_path, "hr/salaries.md", "# Salaries")
+    inventory = take_inventory(LocalFolderSource(tmp_path))
+    (document,) = inventory.documents
+    assert document.acl_groups and PUBLIC_GROUP not in document.acl_groups
+    assert any("reserved" in w and "hr/_access.json" in w for w in inventory.warnings)
 
 
 def test_ids_are_stable_and_hashes_follow_content(tmp_path: Path) -> None:

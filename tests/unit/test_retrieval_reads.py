@@ -1,5 +1,6 @@
-"""The search reads only the rows it shows and runs BM25 beside the vector search, and returns
-exactly what reading every candidate's row, one leg after the other, returned."""
+"""The search reads only the rows it shows, runs BM25 beside the vector search and searches
+vectors in memory below the ANN threshold, and returns exactly what LanceDB's own flat search,
+every candidate's row read whole, one leg after the other, returned."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import numpy as np
 import pytest
 
 from lorehouse.embedding import default_embedder
+from lorehouse.embedding_providers import EmbeddingFailure
 from lorehouse.rerankers import (
     MAXSIM,
     NONE,
@@ -21,25 +23,34 @@ from lorehouse.rerankers import (
 from lorehouse.retrieval import HIT_COLUMNS, Retriever, SearchMode, access_clause, where_clause
 from lorehouse.settings import REPO_ROOT, SENTENCES_PER_CANDIDATE
 from lorehouse.stores import DuckDBStore
-from lorehouse.stores.lance_index import ChunkIndex, sql_in
+from lorehouse.stores.lance_index import ChunkIndex, LanceTable, TableSnapshot, sql_in
 
 COLUMNS = [*HIT_COLUMNS, "text_embed"]
 TOP_K = 8
 
 
+def _flat_search(
+    index: LanceTable, vector: np.ndarray, where: str, limit: int, columns: list[str]
+) -> list[dict]:
+    """LanceDB's exact scan, filtered inside the query, as vector search ran before."""
+    query = index.table().search(vector, vector_column_name="vector").distance_type("cosine")
+    return query.where(where, prefilter=True).select([*columns, "_distance"]).limit(limit).to_list()
+
+
 def _eager_search(
     retriever: Retriever, query: str, mode: SearchMode, rerank: str, groups: list[str]
 ) -> list[tuple[str, dict[str, float]]]:
-    """The search as it ran before: every candidate read whole, vector leg then BM25 leg."""
+    """The search as it ran before: LanceDB's flat vector scan, every candidate read whole,
+    vector leg then BM25 leg."""
     index, where, depth = retriever.index, where_clause(None, groups), retriever.candidates
     query_vector = retriever.embedder.embed([query])[0]
     candidates: dict[str, Candidate] = {}
     rankings = []
     if mode is not SearchMode.BM25:
-        rows = index.vector_search(query_vector, where, depth, COLUMNS)
+        rows = _flat_search(index, query_vector, where, depth, COLUMNS)
         cosine = {row["chunk_id"]: 1.0 - float(row["_distance"]) for row in rows}
-        windows = index.sentences().vector_search(
-            query_vector, where, depth * SENTENCES_PER_CANDIDATE, ["chunk_id"]
+        windows = _flat_search(
+            index.sentences(), query_vector, where, depth * SENTENCES_PER_CANDIDATE, ["chunk_id"]
         )
         for hit in windows:
             cosine[hit["chunk_id"]] = max(cosine.get(hit["chunk_id"], -1.0), 1 - hit["_distance"])
@@ -97,7 +108,10 @@ def test_every_query_and_caller_gets_the_hits_and_scores_of_the_eager_search(
             expected = _eager_search(retriever, question, mode, rerank, groups)
             assert [h.chunk_id for h in result.hits] == [c for c, _ in expected], question
             for hit, (_, scores) in zip(result.hits, expected, strict=True):
-                assert hit.scores == pytest.approx({k: round(v, 6) for k, v in scores.items()})
+                # Scores are shown to 6 decimals; numpy and LanceDB sum float32 products in
+                # different orders, which can move the 6th decimal of a cosine by one.
+                expected_scores = {k: round(v, 6) for k, v in scores.items()}
+                assert hit.scores == pytest.approx(expected_scores, abs=2e-6)
             compared += len(result.hits)
     assert compared >= 2 * len(questions) * 5
 
@@ -106,13 +120,15 @@ def test_rows_are_read_for_the_hits_shown_and_what_the_reranker_reads(
     retriever: Retriever, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     read: list[int] = []
-    original = retriever.index.rows
+    original = TableSnapshot.rows_by_key
 
-    def counting_rows(where: str, columns: list[str], limit: int) -> list[dict]:
-        read.append(limit)
-        return original(where, columns, limit)
+    def counting_rows(
+        snapshot: TableSnapshot, keys: list[str], where: str, columns: list[str]
+    ) -> dict[str, dict]:
+        read.append(len(keys))
+        return original(snapshot, keys, where, columns)
 
-    monkeypatch.setattr(retriever.index, "rows", counting_rows)
+    monkeypatch.setattr(TableSnapshot, "rows_by_key", counting_rows)
     question = "How many weeks of parental leave do primary caregivers get?"
     keyword = retriever.search(question, top_k=3, mode="bm25", rerank=NONE)
     # BM25 ranks ids alone: the three rows shown are read, not its 50 candidates.
@@ -126,3 +142,39 @@ def test_rows_are_read_for_the_hits_shown_and_what_the_reranker_reads(
     reranked = retriever.search(question, top_k=3, mode="hybrid", rerank=MAXSIM)
     assert len(reranked.hits) == 3 and all(limit <= 20 for limit in read)
     assert np.isfinite(reranked.hits[0].scores["maxsim"])
+
+
+class _CountingEmbedder:
+    """The bundled embedder, recording every text it is asked for; fails while `failing`."""
+
+    def __init__(self) -> None:
+        self.bundled = default_embedder()
+        self.name = self.bundled.name
+        self.texts: list[str] = []
+        self.failing = False
+
+    def embed(self, texts: list[str], batch_size: int = 32) -> np.ndarray:
+        self.texts.extend(texts)
+        if self.failing:
+            raise EmbeddingFailure("the embedding provider is down")
+        return self.bundled.embed(texts, batch_size)
+
+
+def test_a_question_asked_again_is_not_embedded_again(retriever: Retriever) -> None:
+    embedder = _CountingEmbedder()
+    cached = Retriever(retriever.index, embedder, query_cache_size=8)
+    question, other = "How many weeks of parental leave?", "Who approves travel?"
+    embedder.failing = True
+    degraded = cached.search(question)
+    assert degraded.mode == SearchMode.BM25 and degraded.warnings
+    embedder.failing = False
+    # The failure was not kept: the same question is embedded again, once.
+    first = cached.search(question)
+    again = cached.search(question)
+    cached.search(other)
+    assert embedder.texts == [question, question, other]
+    assert first.mode == again.mode == SearchMode.HYBRID
+    assert [(h.chunk_id, h.scores) for h in again.hits] == [
+        (h.chunk_id, h.scores) for h in first.hits
+    ]
+    assert again.timings_ms["embed"] < first.timings_ms["embed"]
