@@ -40,8 +40,8 @@ run in a scratch folder, so no `.env` is read either.
 
 Run from the repository root:
 
-    .venv/bin/python bench/load.py [--data-dir DIR] [--search-clients 50] [--search-seconds 60]
-        [--ask-clients 10] [--ask-seconds 60] [--log-dir DIR] [--json OUT]
+    .venv/bin/python bench/load.py [--data-dir DIR] [--workers 1] [--search-clients 50]
+        [--search-seconds 60] [--ask-clients 10] [--ask-seconds 60] [--log-dir DIR] [--json OUT]
 
 Without --data-dir the bundled sample corpus is first materialized into a temporary folder
 with `lorehouse materialize`. Exit status: 0 when every request succeeded, 1 when any failed
@@ -205,10 +205,13 @@ class Server:
     stderr_path: Path
 
 
-def start_server(data_dir: Path, workdir: Path, log_dir: Path, **settings: str) -> Server:
+def start_server(
+    data_dir: Path, workdir: Path, log_dir: Path, workers: int = 1, **settings: str
+) -> Server:
     """`lorehouse serve` on 127.0.0.1 and a free port, run in `workdir`, logging to `log_dir`.
 
-    `settings` are extra environment variables (LOREHOUSE_API_KEYS_FILE=..., say).
+    `workers` server processes share the port (uvicorn's supervisor spawns them); `settings`
+    are extra environment variables (LOREHOUSE_API_KEYS_FILE=..., say).
 
     Files, not pipes: under load uvicorn logs a line per request, and a pipe nobody reads
     would fill up and stall the server.
@@ -217,7 +220,10 @@ def start_server(data_dir: Path, workdir: Path, log_dir: Path, **settings: str) 
     stdout_path, stderr_path = log_dir / "server.stdout.log", log_dir / "server.stderr.log"
     with stdout_path.open("wb") as stdout, stderr_path.open("wb") as stderr:
         process = subprocess.Popen(
-            [str(BIN / "lorehouse"), "serve", "--host", "127.0.0.1", "--port", str(port)],
+            [
+                *(str(BIN / "lorehouse"), "serve", "--host", "127.0.0.1", "--port", str(port)),
+                *("--workers", str(workers)),
+            ],
             cwd=workdir,
             env=subprocess_env(data_dir, **settings),
             stdin=subprocess.DEVNULL,
@@ -586,8 +592,8 @@ def report_markdown(
         f"Machine: {info['cpu_count']} cores (os.cpu_count), Python {info['python']}, "
         f"{info['platform']}",
         f"Libraries: {libs}",
-        f"Server: lorehouse serve, 1 uvicorn worker, default settings (offline, no API keys, "
-        f"extractive answers); {context['chunks']} chunks in {context['data_dir']}",
+        f"Server: lorehouse serve --workers {args.workers}, default settings (offline, no API "
+        f"keys, extractive answers); {context['chunks']} chunks in {context['data_dir']}",
         f"Load: closed-loop httpx.AsyncClient clients in one process on the same machine, "
         f"{len(context['questions'])} golden-set questions, search top_k={SEARCH_TOP_K}, "
         f"request timeout {args.request_timeout:g} s, drain {args.drain_seconds:g} s",
@@ -661,6 +667,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="an already materialized Lorehouse data directory; default: materialize the "
         "bundled sample corpus into a temporary one",
     )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="server processes (`lorehouse serve --workers`); each loads the embedder and "
+        "opens the stores itself",
+    )
     parser.add_argument("--search-clients", type=int, default=50)
     parser.add_argument("--search-seconds", type=float, default=60.0)
     parser.add_argument(
@@ -703,6 +716,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--json", type=Path, default=None, help="also write raw numbers here")
     args = parser.parse_args(argv)
+    if args.workers < 1:
+        parser.error("--workers must be >= 1")
     for name in ("search_clients", "ask_clients"):
         if getattr(args, name) < 0:
             parser.error(f"--{name.replace('_', '-')} must be >= 0")
@@ -770,7 +785,7 @@ def benchmark(args: argparse.Namespace, data_dir: Path, workdir: Path, log_dir: 
     watchdog.daemon = True
     previous_usr1 = signal.signal(signal.SIGUSR1, _raise_hard_deadline)
     wall_started = time.perf_counter()
-    server = start_server(data_dir, workdir, log_dir)
+    server = start_server(data_dir, workdir, log_dir, workers=args.workers)
     monitor: ResourceMonitor | None = None
     results: list[PhaseResult] = []
     try:

@@ -165,12 +165,16 @@ def test_a_run_with_failing_providers_finishes_and_a_rerun_completes_it(
         query = "how many weeks of parental leave"
         assert api.post("/v1/search", json={"query": query}).json()["mode"] == "hybrid"
         _failing(server, "embedding", "500")
-        degraded = api.post("/v1/search", json={"query": query})
+        # A question asked before keeps its query vector: the outage does not touch it.
+        again = api.post("/v1/search", json={"query": query, "mode": "vector"})
+        assert again.status_code == 200 and again.json()["hits"]
+        new_query = "how long is parental leave for primary caregivers"
+        degraded = api.post("/v1/search", json={"query": new_query})
         assert degraded.status_code == 200
         body = degraded.json()
         assert body["mode"] == "bm25" and body["hits"]
         assert "keyword (BM25) results only" in body["warnings"][0]
-        vector_only = api.post("/v1/search", json={"query": query, "mode": "vector"})
+        vector_only = api.post("/v1/search", json={"query": new_query, "mode": "vector"})
         assert vector_only.status_code == 503
         assert "embedding provider failed" in vector_only.json()["detail"]
         assert vector_only.headers["Retry-After"]
