@@ -236,7 +236,6 @@ class Retriever:
         rankings: list[list[tuple[str, float]]] = []
         # Late interaction reads the text as it was embedded (title and headings included).
         columns = [*HIT_COLUMNS, "text_embed"] if rerank == MAXSIM else HIT_COLUMNS
-        rows: dict[str, dict] = {}
         if mode is not SearchMode.BM25:
             try:
                 query_vector = _timed(
@@ -254,7 +253,7 @@ class Retriever:
                 _timed(
                     timings,
                     "vector",
-                    lambda: self._vector_leg(chunks, query_vector, where, depth, columns, rows),
+                    lambda: self._vector_leg(chunks, query_vector, where, depth),
                 )
             )
         if keyword_leg is not None:
@@ -265,7 +264,7 @@ class Retriever:
         # (BM25's, and chunks found through a sentence) are read under the same predicate.
         reads = len(ordered) if reranker.reads is None else max(top_k, reranker.reads)
         ordered = _timed(
-            timings, "read", lambda: self._read(chunks, ordered, reads, where, columns, rows)
+            timings, "read", lambda: self._read(chunks, ordered, reads, where, columns)
         )
         if rerank != NONE:
             started = time.perf_counter()
@@ -294,12 +293,10 @@ class Retriever:
         query_vector: np.ndarray,
         where: str,
         depth: int,
-        columns: Sequence[str],
-        rows_found: dict[str, dict],
     ) -> list[tuple[str, float]]:
         """The `depth` chunks closest to the query as (chunk id, cosine), best first, each by
-        its own vector or its closest sentence window, whichever is closer; the rows an ANN
-        search returned go into `rows_found`.
+        its own vector or its closest sentence window, whichever is closer. Rows are read
+        later, for the hits shown only.
 
         A question about one sentence of a long chunk matches that sentence far better than
         the chunk's average. The windows table copies the chunks' access and filter columns,
@@ -311,12 +308,7 @@ class Retriever:
         window_leg = self._legs.submit(
             self._sentence_windows, query_vector, where, depth * SENTENCES_PER_CANDIDATE
         )
-        # LanceDB's ANN query returns the rows at no extra cost; from memory (below the ANN
-        # threshold) taking the few rows shown later is cheaper than taking all `depth` now.
-        wanted = ["chunk_id"] if chunks.exact else columns
-        rows = chunks.vector_search(query_vector, where, depth, wanted)
-        if not chunks.exact:
-            rows_found.update((row["chunk_id"], row) for row in rows)
+        rows = chunks.vector_search(query_vector, where, depth, ["chunk_id"])
         cosine = {row["chunk_id"]: 1.0 - float(row["_distance"]) for row in rows}
         windows = window_leg.result()
         for hit in windows:
@@ -341,22 +333,18 @@ class Retriever:
         reads: int,
         where: str,
         columns: Sequence[str],
-        rows: dict[str, dict],
     ) -> list[Candidate]:
         """`ordered` with the rows of its first `reads` candidates filled in; the rest keep
         only their id and scores.
 
-        `rows` holds what the vector search already returned; the others are read. A
-        candidate with no row under `where` (a chunk of a sentence window whose chunk is gone
-        from this version) is dropped, and the next one is read in its place.
+        A candidate with no row under `where` (a chunk of a sentence window whose chunk is
+        gone from this version) is dropped, and the next one is read in its place.
         """
         read: list[Candidate] = []
         tail = ordered
         while len(read) < reads and tail:
             head, tail = tail[: reads - len(read)], tail[reads - len(read) :]
-            unread = [c.chunk_id for c in head if c.chunk_id not in rows]
-            if unread:
-                rows.update(chunks.rows_by_key(unread, where, columns))
+            rows = chunks.rows_by_key([c.chunk_id for c in head], where, columns)
             for candidate in head:
                 if candidate.chunk_id in rows:
                     candidate.row = rows[candidate.chunk_id]

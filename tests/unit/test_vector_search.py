@@ -1,0 +1,100 @@
+"""Vector search past the ANN threshold: the IVF_HNSW_SQ index proposes candidates, the vectors
+held in memory rescore them. It must find what an exact search finds, for an outsider, for a
+member of the restricted group and under a narrow filter, and never show a row the caller may
+not see."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from lorehouse.retrieval import access_clause
+from lorehouse.stores.lance_index import ChunkIndex, chunk_schema, sql_string
+
+DIMENSION = 32
+ROWS = 3000
+CHUNKS_PER_DOCUMENT = 20
+RESTRICTED_DOCUMENT_SHARE = 0.1
+TOP_K = 10
+
+
+def _table_rows(vectors: np.ndarray, restricted: np.ndarray) -> pa.Table:
+    schema = chunk_schema(DIMENSION, "clusters-32")
+    ids = [f"c{i:05d}" for i in range(len(vectors))]
+    columns = {
+        "chunk_id": ids,
+        "doc_id": [f"d{i // CHUNKS_PER_DOCUMENT:04d}" for i in range(len(vectors))],
+        "acl": [["security"] if flag else [] for flag in restricted.tolist()],
+        "text_embed": ids,
+        "embed_key": ids,
+        "row_hash": ids,
+    }
+    arrays = [
+        pa.FixedSizeListArray.from_arrays(pa.array(vectors.reshape(-1), pa.float32()), DIMENSION)
+        if field.name == "vector"
+        else pa.array(columns.get(field.name, [None] * len(vectors)), type=field.type)
+        for field in schema
+    ]
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+@pytest.fixture(scope="module")
+def indexed(tmp_path_factory: pytest.TempPathFactory) -> tuple[ChunkIndex, np.ndarray, np.ndarray]:
+    """A 3,000-row table with an ANN index, its unit vectors and its restricted rows."""
+    rng = np.random.default_rng(11)
+    centres = rng.standard_normal((30, DIMENSION))
+    vectors = centres[rng.integers(0, 30, ROWS)] + 0.6 * rng.standard_normal((ROWS, DIMENSION))
+    vectors = (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
+    documents = ROWS // CHUNKS_PER_DOCUMENT
+    restricted_documents = rng.random(documents) < RESTRICTED_DOCUMENT_SHARE
+    restricted = np.repeat(restricted_documents, CHUNKS_PER_DOCUMENT)
+    path: Path = tmp_path_factory.mktemp("ann") / "lancedb"
+    index = ChunkIndex(str(path), ann_min_rows=256)
+    index.upsert(_table_rows(vectors, restricted), [])
+    index.refresh_indexes()
+    assert index.has_vector_index()
+    return index, vectors, restricted
+
+
+def _exact(vectors: np.ndarray, query: np.ndarray, allowed: np.ndarray, k: int) -> list[str]:
+    scores = np.where(allowed, vectors @ query, -np.inf)
+    best = np.argsort(-scores, kind="stable")[: min(k, int(allowed.sum()))]
+    return [f"c{i:05d}" for i in best]
+
+
+@pytest.mark.parametrize("caller", ["outsider", "member", "one document"])
+def test_the_ann_path_finds_the_exact_neighbours_and_only_what_the_caller_may_see(
+    indexed: tuple[ChunkIndex, np.ndarray, np.ndarray], caller: str
+) -> None:
+    index, vectors, restricted = indexed
+    snapshot = index.snapshot()
+    assert not snapshot.exact
+    allowed = {
+        "outsider": ~restricted,
+        "member": np.ones(ROWS, dtype=bool),
+        "one document": np.arange(ROWS) // CHUNKS_PER_DOCUMENT == 7,
+    }[caller]
+    where = {
+        "outsider": access_clause([]),
+        "member": access_clause(["security"]),
+        "one document": f"doc_id = {sql_string('d0007')} AND {access_clause(['security'])}",
+    }[caller]
+    queries = np.random.default_rng(5).standard_normal((40, DIMENSION)).astype(np.float32)
+    found_exact = 0
+    for query in queries:
+        unit = query / np.linalg.norm(query)
+        hits = snapshot.vector_search(query, where, TOP_K, ["chunk_id", "acl"])
+        positions = [int(hit["chunk_id"][1:]) for hit in hits]
+        assert all(allowed[p] for p in positions), "a row outside the caller's access was shown"
+        assert len(hits) == min(TOP_K, int(allowed.sum()))
+        # Distances are exact cosines of the full vectors, best first.
+        cosines = [1.0 - hit["_distance"] for hit in hits]
+        assert cosines == pytest.approx([float(vectors[p] @ unit) for p in positions], abs=1e-5)
+        assert cosines == sorted(cosines, reverse=True)
+        found_exact += len(
+            set(hit["chunk_id"] for hit in hits) & set(_exact(vectors, unit, allowed, TOP_K))
+        )
+    assert found_exact / (len(queries) * min(TOP_K, int(allowed.sum()))) >= 0.99
