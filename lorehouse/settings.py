@@ -56,9 +56,10 @@ DEFAULT_ANSWER_MIN_SIMILARITY = 0.40
 #: several facts and stays a paragraph.
 DEFAULT_ANSWER_MAX_WORDS = 100
 #: Rows from which a vector table gets an ANN index. Below it a search is a product with the
-#: vectors held in memory (exact): at 50,000 rows that took 10.4 ms against 13.4 ms for the
-#: IVF_HNSW_SQ index, top 50 with the access filter (BENCHMARKS.md, "Search at the speed of
-#: the store"); the matrix is 77 MB at 384 dimensions.
+#: vectors held in memory (exact). Retriever p50 on synthetic tables, exact against the
+#: IVF_HNSW_SQ index: 20,000 rows, vector 1.9 / 3.4 ms, hybrid 1.8 / 4.0 ms; 50,000 rows,
+#: vector 3.5 / 3.0 ms, hybrid 3.3 / 3.8 ms (BENCHMARKS.md, "Search at the speed of the
+#: store"). Past it the index wins as the product grows with the rows.
 DEFAULT_ANN_INDEX_MIN_ROWS = 50_000
 
 
