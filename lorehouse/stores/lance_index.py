@@ -48,8 +48,9 @@ _ANN_CANDIDATES_PER_RESULT = 2
 _ANN_MIN_CANDIDATES = 100
 # From this share of rows allowed, the ANN index is searched unfiltered and the mask applied.
 _POSTFILTER_MIN_SHARE = 0.5
-# Columns of a search result a snapshot does not keep with its rows.
-_NOT_HELD = ("vector", "_distance", "_rowid")
+# Columns of a search result a snapshot does not keep with its rows (the vectors are kept
+# apart, normalised).
+_NOT_HELD = ("vector", "_distance")
 _ANALYZER = Analyzer()
 
 
@@ -480,10 +481,8 @@ class TableSnapshot:
                 return
             limit = max(1, self._table.count_rows())
             if self.searches_vectors:
-                arrow = self._table.search().with_row_id(True).limit(limit).to_arrow()
-                names = [n for n in arrow.column_names if n not in _NOT_HELD]
-                self._rows = arrow.select(names)
-                self._unit_vectors = _unit_rows(arrow["vector"])
+                arrow, self._unit_vectors = self._read_rows_and_vectors(limit)
+                self._rows = arrow
             else:
                 columns = [self.key_column, *self.text_columns]
                 query = self._table.search().select(columns).with_row_id(True)
@@ -498,6 +497,33 @@ class TableSnapshot:
                 self._bm25 = BM25Index.build(keys, texts, _ANALYZER)
             self._position = {key: row for row, key in enumerate(keys)}
             self._keys = keys
+
+    def _read_rows_and_vectors(self, limit: int) -> tuple[pa.Table, np.ndarray]:
+        """Every row with its row id, without the vector, and the unit vectors in row order.
+
+        Batch by batch, each batch's vectors copied into one preallocated matrix and then
+        dropped: reading the whole table first held it twice (730 MB at 100,000 rows for
+        300 MB kept).
+        """
+        width = self._table.schema.field("vector").type.list_size
+        unit_vectors = np.zeros((limit, width), dtype=np.float32)
+        kept: list[pa.RecordBatch] = []
+        filled = 0
+        reader = self._table.search().with_row_id(True).limit(limit).to_batches()
+        for batch in reader:
+            vectors = batch.column("vector").flatten().to_numpy(zero_copy_only=False)
+            unit_vectors[filled : filled + batch.num_rows] = vectors.reshape(-1, width)
+            filled += batch.num_rows
+            kept.append(batch.select([n for n in batch.schema.names if n not in _NOT_HELD]))
+        unit_vectors = unit_vectors[:filled]
+        norms = np.linalg.norm(unit_vectors, axis=1, keepdims=True)
+        np.divide(unit_vectors, norms, out=unit_vectors, where=norms > 0)
+        if not kept:  # an empty table
+            schema = self._table.schema
+            fields = [schema.field(n) for n in schema.names if n not in _NOT_HELD]
+            empty = pa.schema([*fields, pa.field("_rowid", pa.uint64())])
+            return empty.empty_table(), unit_vectors
+        return pa.Table.from_batches(kept), unit_vectors
 
     def mask(self, where: str | None) -> np.ndarray:
         """The rows matching `where` as a boolean mask over this version's rows."""
@@ -514,7 +540,10 @@ class TableSnapshot:
         mask = np.ones(len(self._keys), dtype=bool)
         if where:
             limit = max(1, len(self._keys))
-            query = self._table.search().where(where).select([]).with_row_id(True)
+            # The key column rides along: with no column selected LanceDB reads them all
+            # (320 MB at 100,000 rows against 30 MB).
+            query = self._table.search().where(where).select([self.key_column])
+            query = query.with_row_id(True)
             matching = query.limit(limit).to_arrow()["_rowid"].to_numpy()
             mask[:] = False
             mask[self._positions_of(matching)] = True
@@ -670,15 +699,6 @@ class TableSnapshot:
             with self._lock:
                 self._columns[name] = column
         return column
-
-
-def _unit_rows(column: pa.ChunkedArray) -> np.ndarray:
-    """A fixed-size-list vector column as float32 rows of length 1 (zero rows stay zero)."""
-    width = column.type.list_size
-    flat = column.combine_chunks().flatten().to_numpy(zero_copy_only=False)
-    matrix = np.asarray(flat, dtype=np.float32).reshape(-1, width)
-    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-    return np.divide(matrix, norms, out=np.zeros_like(matrix), where=norms > 0)
 
 
 def _vector_values(column: pa.ChunkedArray) -> list[np.ndarray]:
