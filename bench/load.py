@@ -18,8 +18,8 @@ Two phases, one after the other, on the same server:
 
 Each client sends a request, waits for the response, records its latency and outcome, and sends
 the next one until the phase ends: a closed loop, so throughput is what the server sustains
-with that many callers, not an offered rate. Questions cycle through the golden set
-(evals/golden/sample_corpus.jsonl), each client starting at a different one. Before the first
+with that many callers, not an offered rate. Questions cycle through the golden set (`--golden`,
+default evals/golden/sample_corpus.jsonl), each client starting at a different one. Before the first
 phase a few untimed requests warm the server up and prove that both endpoints answer.
 
 An error is a non-200 status, a transport error, a request taking longer than
@@ -40,8 +40,9 @@ run in a scratch folder, so no `.env` is read either.
 
 Run from the repository root:
 
-    .venv/bin/python bench/load.py [--data-dir DIR] [--workers 1] [--search-clients 50]
-        [--search-seconds 60] [--ask-clients 10] [--ask-seconds 60] [--log-dir DIR] [--json OUT]
+    .venv/bin/python bench/load.py [--data-dir DIR] [--copies 1] [--golden FILE] [--workers 1]
+        [--server-env NAME=VALUE] [--search-clients 50] [--search-seconds 60] [--ask-clients 10]
+        [--ask-seconds 60] [--log-dir DIR] [--json OUT]
 
 Without --data-dir the bundled sample corpus is first materialized into a temporary folder
 with `lorehouse materialize`. Exit status: 0 when every request succeeded, 1 when any failed
@@ -75,6 +76,7 @@ from typing import Any
 
 import httpx
 import psutil
+import pyarrow as pa
 from machine import machine_info, write_raw_numbers  # bench/machine.py, beside this script
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -189,6 +191,52 @@ def materialize_sample(
     if code != 0:
         raise BenchError(f"lorehouse materialize failed (exit {code}):\n{tail(log_path)}")
     return time.perf_counter() - started
+
+
+# Columns that identify a row; a copy gets them suffixed so every copy is a row of its own.
+_IDENTITY_COLUMNS = ("chunk_id", "doc_id", "sentence_id")
+
+
+def replicate_store(source: Path, target: Path, copies: int) -> int:
+    """`target` becomes a store holding `copies` copies of every row of `source`'s LanceDB
+    tables (chunks, sentence windows, token vectors, documents), the first under its own ids
+    and each other under ids suffixed `~k`; the DuckDB file is copied as it is. Returns the
+    chunk count.
+
+    A store of 10,000 chunks then costs a minute instead of embedding 10,000 chunks, with the
+    vectors, texts and access lists of real documents. Search over it costs what search over
+    that many distinct chunks costs; each hit has `copies - 1` twins, which changes nothing
+    a load test measures.
+    """
+    from lorehouse.stores.lance_index import (
+        ChunkIndex,
+        DocumentIndex,
+        SentenceIndex,
+        TokenVectorIndex,
+    )
+
+    target.mkdir(parents=True, exist_ok=True)
+    shutil.copy(source / "lorehouse.duckdb", target / "lorehouse.duckdb")
+    chunks = ChunkIndex(str(source / "lancedb"))
+    copied = ChunkIndex(str(target / "lancedb"))
+    for table_type in (ChunkIndex, DocumentIndex, SentenceIndex, TokenVectorIndex):
+        original = chunks.sibling(table_type)
+        if not original.exists():
+            continue
+        rows = original.table().to_arrow()
+        parts = [rows]
+        for k in range(1, copies):
+            part = rows
+            for name in _IDENTITY_COLUMNS:
+                if name in part.column_names:
+                    index = part.schema.get_field_index(name)
+                    suffixed = [f"{value}~{k}" for value in part[name].to_pylist()]
+                    part = part.set_column(index, part.schema.field(index), pa.array(suffixed))
+            parts.append(part)
+        replica = copied.sibling(table_type)
+        replica.replace_all(pa.concat_tables(parts))
+        replica.refresh_indexes()
+    return copied.count()
 
 
 def free_port() -> int:
@@ -559,6 +607,10 @@ async def run_load(
 # --------------------------------------------------------------------------------------------
 
 
+def _server_env_text(settings: dict[str, str]) -> str:
+    return "".join(f", {name}={value}" for name, value in settings.items())
+
+
 def golden_questions(path: Path) -> list[str]:
     questions = []
     for line in path.read_text(encoding="utf-8").splitlines():
@@ -593,9 +645,12 @@ def report_markdown(
         f"{info['platform']}",
         f"Libraries: {libs}",
         f"Server: lorehouse serve --workers {args.workers}, default settings (offline, no API "
-        f"keys, extractive answers); {context['chunks']} chunks in {context['data_dir']}",
+        f"keys, extractive answers){_server_env_text(args.server_env)}; {context['chunks']} "
+        f"chunks in {context['data_dir']}"
+        + (f" ({args.copies} copies of each row)" if args.copies > 1 else ""),
         f"Load: closed-loop httpx.AsyncClient clients in one process on the same machine, "
-        f"{len(context['questions'])} golden-set questions, search top_k={SEARCH_TOP_K}, "
+        f"{len(context['questions'])} questions of {args.golden.name}, search "
+        f"top_k={SEARCH_TOP_K}, "
         f"request timeout {args.request_timeout:g} s, drain {args.drain_seconds:g} s",
         f"Load average at start: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; server RSS after "
         f"start-up {context['rss_after_startup_mib']:.0f} MiB",
@@ -674,6 +729,26 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="server processes (`lorehouse serve --workers`); each loads the embedder and "
         "opens the stores itself",
     )
+    parser.add_argument(
+        "--copies",
+        type=int,
+        default=1,
+        help="serve a store with every indexed row copied this many times under new ids "
+        "(a larger store without embedding again); default 1",
+    )
+    parser.add_argument(
+        "--golden",
+        type=Path,
+        default=GOLDEN_SET,
+        help="JSONL golden set whose questions the clients ask (default: the sample corpus's)",
+    )
+    parser.add_argument(
+        "--server-env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a setting for the server, e.g. LOREHOUSE_SEARCH_QUERY_CACHE_SIZE=0 (repeatable)",
+    )
     parser.add_argument("--search-clients", type=int, default=50)
     parser.add_argument("--search-seconds", type=float, default=60.0)
     parser.add_argument(
@@ -716,8 +791,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--json", type=Path, default=None, help="also write raw numbers here")
     args = parser.parse_args(argv)
-    if args.workers < 1:
-        parser.error("--workers must be >= 1")
+    if args.workers < 1 or args.copies < 1:
+        parser.error("--workers and --copies must be >= 1")
+    if any("=" not in item for item in args.server_env):
+        parser.error("--server-env takes NAME=VALUE")
+    args.server_env = dict(item.split("=", 1) for item in args.server_env)
     for name in ("search_clients", "ask_clients"):
         if getattr(args, name) < 0:
             parser.error(f"--{name.replace('_', '-')} must be >= 0")
@@ -772,7 +850,7 @@ def _raise_system_exit(signum: int, frame: FrameType | None) -> None:
 
 
 def benchmark(args: argparse.Namespace, data_dir: Path, workdir: Path, log_dir: Path) -> int:
-    questions = golden_questions(GOLDEN_SET)
+    questions = golden_questions(args.golden)
     phases = phase_specs(args, questions)
     context: dict[str, Any] = {
         "data_dir": str(data_dir),
@@ -785,7 +863,7 @@ def benchmark(args: argparse.Namespace, data_dir: Path, workdir: Path, log_dir: 
     watchdog.daemon = True
     previous_usr1 = signal.signal(signal.SIGUSR1, _raise_hard_deadline)
     wall_started = time.perf_counter()
-    server = start_server(data_dir, workdir, log_dir, workers=args.workers)
+    server = start_server(data_dir, workdir, log_dir, workers=args.workers, **args.server_env)
     monitor: ResourceMonitor | None = None
     results: list[PhaseResult] = []
     try:
@@ -864,6 +942,12 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"materialized in {seconds:.0f} s", file=sys.stderr, flush=True)
             elif not (data_dir / "lorehouse.duckdb").exists():
                 raise BenchError(f"no materialized store in {data_dir} (lorehouse.duckdb missing)")
+            if args.copies > 1:
+                print(f"copying every row {args.copies} times...", file=sys.stderr, flush=True)
+                copied = workdir / "copies"
+                chunks = replicate_store(data_dir, copied, args.copies)
+                print(f"{chunks:,} chunks in {copied}", file=sys.stderr, flush=True)
+                data_dir = copied
             return benchmark(args, data_dir.resolve(), workdir, log_dir.resolve())
         except BenchError as error:
             print(f"error: {error}", file=sys.stderr)
