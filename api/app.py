@@ -24,6 +24,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.types import Receive, Scope, Send
+from threadpoolctl import threadpool_limits
 
 from api.auth import ANONYMOUS, Caller, KeyRing
 from api.models import (
@@ -186,6 +187,9 @@ def open_service(settings: Settings, llm_client: LLMClient | None = None) -> Ser
     options); without either, answers are extractive.
     """
     keys = KeyRing.load(settings.api_keys_file) if settings.api_keys_file else None
+    # For the whole process: every request thread calling a multi-threaded BLAS at once makes
+    # their threads spin against each other on the two cores.
+    threadpool_limits(limits=settings.api_blas_threads, user_api="blas")
     index = open_chunk_index(settings)
     embedder = embedder_from(settings)
     embedder.embed(["warm up"])  # load the model now, not during the first request
