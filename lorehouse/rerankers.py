@@ -20,7 +20,7 @@ import numpy as np
 
 from lorehouse.embed_stage import embed_key
 from lorehouse.stores.lance_index import IndexNotBuilt
-from lorehouse.token_vectors import TokenEncoder, packed_model_name, unpack
+from lorehouse.token_vectors import TokenEncoder, maxsim_of_packed, packed_model_name
 
 log = logging.getLogger(__name__)
 
@@ -147,18 +147,25 @@ class LateInteractionReranker:
         if not head:
             return candidates
         texts = {c.chunk_id: c.row.get("text_embed") or c.row["text_chat"] for c in head}
-        passages = self._stored(texts)
-        missing = [chunk_id for chunk_id in texts if chunk_id not in passages]
+        stored = self._stored(texts)
+        missing = [chunk_id for chunk_id in texts if chunk_id not in stored]
         # Small batches: passages differ in length, and padding them to the longest of 32
         # doubled the encoder's time.
         query_tokens, *encoded = self.encoder.token_vectors(
             [query, *(texts[chunk_id] for chunk_id in missing)], batch_size=8
         )
-        passages.update(zip(missing, encoded, strict=True))
-        for candidate in head:
-            tokens = passages[candidate.chunk_id]
+        maxsim = dict(
+            zip(
+                stored,
+                maxsim_of_packed(query_tokens, list(stored.values()), self.encoder.dimension),
+                strict=True,
+            )
+        )
+        for chunk_id, tokens in zip(missing, encoded, strict=True):
             similarity = query_tokens @ tokens.T if len(tokens) else np.zeros((1, 1))
-            candidate.scores["maxsim"] = float(similarity.max(axis=1).mean())
+            maxsim[chunk_id] = float(similarity.max(axis=1).mean())
+        for candidate in head:
+            candidate.scores["maxsim"] = maxsim[candidate.chunk_id]
         by_maxsim = sorted(head, key=lambda c: (-c.scores["maxsim"], c.chunk_id))
         fused = reciprocal_rank_fusion(
             [[c.chunk_id for c in head], [c.chunk_id for c in by_maxsim]],
@@ -169,7 +176,8 @@ class LateInteractionReranker:
         return [*by_score(head, "rerank"), *tail]
 
     def _stored(self, texts: dict[str, str]) -> dict[str, np.ndarray]:
-        """Stored token vectors of the passages whose stored text is their current text."""
+        """Stored (packed) token vectors of the passages whose stored text is their current
+        text."""
         if self.store is None:
             return {}
         try:
@@ -177,7 +185,7 @@ class LateInteractionReranker:
         except IndexNotBuilt:
             return {}
         return {
-            chunk_id: unpack(packed, self.encoder.dimension)
+            chunk_id: packed
             for chunk_id, (key, packed) in stored.items()
             if key == embed_key(self.packed_name, texts[chunk_id])
         }

@@ -12,7 +12,13 @@ from lorehouse.embed_stage import EmbedReport, sync_table, sync_token_vectors
 from lorehouse.embedding import OnnxMiniLMEmbedder, default_embedder
 from lorehouse.rerankers import Candidate, LateInteractionReranker
 from lorehouse.stores.lance_index import ChunkIndex, chunk_schema
-from lorehouse.token_vectors import CapturingEmbedder, PackedTokenEncoder, pack, unpack
+from lorehouse.token_vectors import (
+    CapturingEmbedder,
+    PackedTokenEncoder,
+    maxsim_of_packed,
+    pack,
+    unpack,
+)
 from tests.unit.test_sentence_vectors import _rows
 
 QUESTION = "What is the hotel limit per night?"
@@ -68,6 +74,24 @@ def test_packing_keeps_every_token_within_rounding_of_the_original() -> None:
     assert unpack(pack(np.zeros((0, 384), np.float32)), 384).shape == (0, 384)
     with pytest.raises(ValueError, match="not whole tokens"):
         unpack(packed[:-1], 384)
+
+
+def test_maxsim_of_packed_passages_scores_each_passage_as_its_own_tokens_would() -> None:
+    rng = np.random.default_rng(3)
+
+    def unit(rows: int) -> np.ndarray:
+        tokens = rng.normal(size=(rows, 384)).astype(np.float32)
+        return tokens / np.linalg.norm(tokens, axis=1, keepdims=True)
+
+    query = unit(9)
+    passages = [pack(unit(rows)) for rows in (30, 0, 1, 120, 0)]
+    scores = maxsim_of_packed(query, passages, 384)
+    for packed, score in zip(passages, scores, strict=True):
+        tokens = unpack(packed, 384)
+        expected = float((query @ tokens.T).max(axis=1).mean()) if len(tokens) else 0.0
+        assert score == pytest.approx(expected, abs=1e-6)
+    assert scores[1] == scores[4] == 0.0
+    assert maxsim_of_packed(query, [passages[1]], 384) == [0.0]
 
 
 def test_stored_tokens_rank_as_encoding_would_without_encoding_a_passage(
