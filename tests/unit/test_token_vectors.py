@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lorehouse.embed_stage import EmbedReport, sync_table, sync_token_vectors
+from lorehouse.embed_stage import EmbedReport, keyed_rows, sync_table, sync_token_vectors
 from lorehouse.embedding import OnnxMiniLMEmbedder, default_embedder
 from lorehouse.rerankers import Candidate, LateInteractionReranker
 from lorehouse.stores.lance_index import ChunkIndex, chunk_schema
@@ -127,6 +127,28 @@ def test_a_passage_whose_text_changed_since_its_tokens_were_stored_is_encoded_ag
     )
     assert counting.encoded == [QUESTION, edited.row["text_embed"]]
     assert _best_match(ranked) == "hotels"
+
+
+def test_token_rows_kept_from_a_read_are_not_served_once_the_table_has_changed(
+    tmp_path: Path, embedder: OnnxMiniLMEmbedder
+) -> None:
+    index, _ = _index(tmp_path, embedder)
+    store = index.token_vectors()
+    first = store.packed(["hotels", "holidays", "gone"])
+    assert set(first) == {"hotels", "holidays"}
+    assert store.packed(["hotels"])["hotels"][0] == first["hotels"][0]  # kept, same row
+    # The embedding stage re-embeds an edited passage: the next read sees the new row.
+    rows = _rows(embedder.name, acl_office=[])
+    rows.loc[rows["chunk_id"] == "hotels", "text_embed"] = "Hotels\nThe limit is 250 dollars."
+    rows = keyed_rows(rows.drop(columns=["embed_key", "row_hash"]), "text_embed", embedder.name)
+    report = EmbedReport(model=embedder.name, dimension=embedder.dimension)
+    sync_token_vectors(index, rows, embedder, 8, report)
+    assert report.token_vectors_embedded == 1
+    edited = next(c for c in _candidates(index) if c.chunk_id == "hotels")
+    edited.row["text_embed"] = rows.loc[rows["chunk_id"] == "hotels", "text_embed"].item()
+    counting = CountingEncoder(embedder)
+    LateInteractionReranker(counting, store).rerank(QUESTION, np.zeros(0), [edited])
+    assert counting.encoded == [QUESTION]  # the new stored row, not the kept one or encoding
 
 
 def test_an_index_without_a_token_table_falls_back_to_encoding(
