@@ -272,10 +272,10 @@ PATHS = [
     ("vector", "Retriever.search vector"),
     ("bm25", "Retriever.search bm25"),
     ("hybrid", "Retriever.search hybrid"),
-    ("index_vector", "ChunkIndex.vector_search, no filter"),
-    ("index_vector_acl", "ChunkIndex.vector_search, access filter"),
-    ("index_text", "ChunkIndex.text_search, no filter"),
-    ("index_text_acl", "ChunkIndex.text_search, access filter"),
+    ("index_vector", "snapshot vector_search, no filter"),
+    ("index_vector_acl", "snapshot vector_search, access filter"),
+    ("index_text", "snapshot text_search, no filter"),
+    ("index_text_acl", "snapshot text_search, access filter"),
 ]
 # The ChunkIndex rows ask for what a caller needs to rank: limit 10, chunk_id only.
 _INDEX_PATHS = {
@@ -337,9 +337,9 @@ def measure_size(
         if path in _INDEX_PATHS:
             kind, where = _INDEX_PATHS[path]
             if kind == "vector":
-                found = index.vector_search(query.vector, where, TOP_K, ["chunk_id"])
+                found = index.snapshot().vector_search(query.vector, where, TOP_K, ["chunk_id"])
             else:
-                found = index.text_search(query.text, where, TOP_K, ["chunk_id"])
+                found = index.snapshot().text_search(query.text, where, TOP_K, ["chunk_id"])
             return [row["chunk_id"] for row in found]
         found = retriever.search(query.text, top_k=TOP_K, mode=SearchMode(path))
         return [hit.chunk_id for hit in found.hits]
@@ -382,7 +382,7 @@ def measure_size(
     }
     if result.ann_index:
         # What the ANN index alone finds, by its quantized distances, without the rescoring
-        # with full vectors that ChunkIndex.vector_search adds: the same query, straight
+        # with full vectors that TableSnapshot.vector_search adds: the same query, straight
         # through LanceDB.
         table_handle = index.table()
         unrefined = [

@@ -90,7 +90,7 @@ def naive_search(
 ) -> list[RetrievedChunk]:
     """Top-k windows by cosine similarity, nothing else."""
     vector = embedder.embed([query])[0]
-    rows = index.vector_search(
+    rows = index.snapshot().vector_search(
         vector, access_clause(caller_groups), k, ["chunk_id", "rel_path", "position", "text"]
     )
     return [

@@ -52,8 +52,9 @@ def rank_documents(
 ) -> list[DocumentProfile]:
     """Documents the caller may see, by reciprocal-rank fusion of dense and BM25 similarity."""
     where = access_clause(caller_groups)
-    dense = index.vector_search(query_vector, where, limit, PROFILE_COLUMNS)
-    lexical = index.text_search(question, where, limit, PROFILE_COLUMNS, fields=["profile_text"])
+    profiles = index.snapshot()  # one version for both rankings
+    dense = profiles.vector_search(query_vector, where, limit, PROFILE_COLUMNS)
+    lexical = profiles.text_search(question, where, limit, PROFILE_COLUMNS, fields=["profile_text"])
     fused = reciprocal_rank_fusion(
         [[row["doc_id"] for row in dense], [row["doc_id"] for row in lexical]]
     )

@@ -348,7 +348,7 @@ class LanceTable:
         The ANN index exists only from `ann_min_rows` rows, because below that an exact scan
         is both exact and fast. Rows not yet in an index are still found (LanceDB scans them),
         so refreshing is about speed, not correctness. BM25 needs no index in the store: its
-        postings are built by the reader, per table version (see `text_search`).
+        postings are built by the reader, per table version (see `TableSnapshot`).
         """
         table = self.table()
         present = {tuple(index.columns) for index in table.list_indices()}
@@ -399,35 +399,6 @@ class LanceTable:
                 pinned.checkout(version)
                 self._snapshot = TableSnapshot(self, pinned, version)
             return self._snapshot
-
-    def vector_search(
-        self, vector: np.ndarray, where: str | None, limit: int, columns: Sequence[str]
-    ) -> list[dict]:
-        """Nearest rows by cosine distance among those matching `where` (see TableSnapshot)."""
-        return self.snapshot().vector_search(vector, where, limit, columns)
-
-    def text_search(
-        self,
-        text: str,
-        where: str | None,
-        limit: int,
-        columns: Sequence[str],
-        fields: Sequence[str] | Mapping[str, float] | None = None,
-        scope: str | None = None,
-    ) -> list[dict]:
-        """BM25 over the text columns of the rows matching `where` (see TableSnapshot)."""
-        return self.snapshot().text_search(text, where, limit, columns, fields, scope)
-
-    def text_ranking(
-        self,
-        text: str,
-        where: str | None,
-        limit: int,
-        fields: Sequence[str] | Mapping[str, float] | None = None,
-        scope: str | None = None,
-    ) -> list[tuple[str, float]]:
-        """`text_search`'s (key, BM25 score) pairs, best first, without reading the rows."""
-        return self.snapshot().text_ranking(text, where, limit, fields, scope)
 
     def rows(self, where: str, columns: Sequence[str], limit: int) -> list[dict]:
         """Rows matching a predicate (a chunk by id, a document's neighbours)."""

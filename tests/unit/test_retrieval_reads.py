@@ -68,7 +68,7 @@ def _eager_search(
             )
         rankings.append(best)
     if mode is not SearchMode.VECTOR:
-        rows = index.text_search(
+        rows = index.snapshot().text_search(
             query, where, depth, COLUMNS, fields=retriever.text_fields, scope=access_clause(groups)
         )
         for row in rows:

@@ -100,7 +100,9 @@ def test_a_question_about_one_sentence_ranks_its_long_chunk_first(
     hits = retriever.search(question, top_k=3, mode="vector").hits
     assert hits[0].chunk_id == "office"
     # Scored by its closest window, not by the average of everything the chunk says.
-    chunk_only = index.vector_search(embedder.embed([question])[0], None, 3, ["chunk_id"])
+    chunk_only = index.snapshot().vector_search(
+        embedder.embed([question])[0], None, 3, ["chunk_id"]
+    )
     assert chunk_only[0]["chunk_id"] == "hotels"
     own = next(1 - r["_distance"] for r in chunk_only if r["chunk_id"] == "office")
     assert hits[0].scores["vector"] > own
