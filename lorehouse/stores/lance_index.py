@@ -438,8 +438,8 @@ class TableSnapshot:
         #: Whether a vector search scores every row (no ANN index).
         self.exact = self.searches_vectors and not self.vector_indexed
         self._lock = threading.Lock()
-        self._keys: list[str] | None = None
-        self._position: dict[str, int] = {}
+        self._row_count: int | None = None
+        self._position: dict[str, int] | None = None
         self._rows: pa.Table | None = None
         self._columns: dict[str, list] = {}
         self._unit_vectors: np.ndarray | None = None
@@ -451,28 +451,46 @@ class TableSnapshot:
     # -- what is held in memory ------------------------------------------------------------------
 
     def _load(self) -> None:
-        """Reads the keys and texts (and in a vector table the rows and vectors) once."""
+        """Reads the rows (in a vector table with their vectors, else the keys and texts)
+        once. What only some searches need (BM25 postings, key positions) is built on first
+        use: a search of sentence windows never ranks them by BM25 nor reads them by key."""
         with self._lock:
-            if self._keys is not None:
+            if self._row_count is not None:
                 return
             limit = max(1, self._table.count_rows())
             if self.searches_vectors:
                 arrow, self._unit_vectors = self._read_rows_and_vectors(limit)
-                self._rows = arrow
             else:
                 columns = [self.key_column, *self.text_columns]
                 query = self._table.search().select(columns).with_row_id(True)
                 arrow = query.limit(limit).to_arrow()
+            self._rows = arrow
             # Row ids -> positions, for what LanceDB answers by row id (masks, ANN results).
             row_ids = arrow["_rowid"].to_numpy()
             self._row_order = np.argsort(row_ids, kind="stable")
             self._sorted_row_ids = row_ids[self._row_order]
-            keys = arrow[self.key_column].to_pylist()
-            if self.text_columns:
-                texts = {name: arrow[name].to_pylist() for name in self.text_columns}
+            self._row_count = arrow.num_rows
+
+    def _bm25_index(self) -> BM25Index:
+        """The BM25 postings of the text columns, built on first use."""
+        self._load()
+        with self._lock:
+            if self._bm25 is None:
+                assert self._rows is not None and self.text_columns, "no text columns"
+                keys = self._rows[self.key_column].to_pylist()
+                texts = {name: self._rows[name].to_pylist() for name in self.text_columns}
                 self._bm25 = BM25Index.build(keys, texts, _ANALYZER)
-            self._position = {key: row for row, key in enumerate(keys)}
-            self._keys = keys
+            return self._bm25
+
+    def _positions(self) -> dict[str, int]:
+        """key -> position of its row, built on first use."""
+        self._load()
+        position = self._position
+        if position is None:
+            position = {key: row for row, key in enumerate(self._column(self.key_column))}
+            with self._lock:
+                self._position = position
+        return position
 
     def _read_rows_and_vectors(self, limit: int) -> tuple[pa.Table, np.ndarray]:
         """Every row with its row id, without the vector, and the unit vectors in row order.
@@ -508,14 +526,14 @@ class TableSnapshot:
     def _predicate(self, where: str | None) -> tuple[np.ndarray, np.ndarray]:
         """(mask, positions of the rows it excludes) of `where`, asked of LanceDB once."""
         self._load()
-        assert self._keys is not None
+        assert self._row_count is not None
         with self._lock:
             cached = self._masks.get(where or "")
         if cached is not None:
             return cached
-        mask = np.ones(len(self._keys), dtype=bool)
+        mask = np.ones(self._row_count, dtype=bool)
         if where:
-            limit = max(1, len(self._keys))
+            limit = max(1, self._row_count)
             # The key column rides along: with no column selected LanceDB reads them all
             # (320 MB at 100,000 rows against 30 MB).
             query = self._table.search().where(where).select([self.key_column])
@@ -623,8 +641,7 @@ class TableSnapshot:
             if isinstance(fields, Mapping)
             else dict.fromkeys(fields or self.text_columns, 1.0)
         )
-        assert self._bm25 is not None, "a table without text columns has no BM25"
-        return self._bm25.search(text, weights, visible, allowed, limit)
+        return self._bm25_index().search(text, weights, visible, allowed, limit)
 
     def text_search(
         self,
@@ -648,7 +665,7 @@ class TableSnapshot:
             return {}
         if self.searches_vectors:
             allowed = self.mask(where)
-            position = self._position
+            position = self._positions()
             rows = [position[k] for k in keys if k in position and allowed[position[k]]]
             found = self._take(rows, columns)
         else:
