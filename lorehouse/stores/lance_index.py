@@ -607,7 +607,10 @@ class TableSnapshot:
             rows = rows[allowed[rows]]
             if len(rows) >= min(limit, int(allowed.sum())):
                 return rows[:wanted]
-        return self._ann_search(vector, where, wanted)
+        rows = self._ann_search(vector, where, wanted)
+        # The same predicate on the same version: the mask keeps every row, and it stays the
+        # one word on access, whichever way the rows were found.
+        return rows[allowed[rows]]
 
     def _ann_search(self, vector: np.ndarray, where: str | None, limit: int) -> np.ndarray:
         """Positions of the ANN index's `limit` nearest rows (matching `where` if given)."""
