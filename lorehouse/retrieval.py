@@ -260,8 +260,8 @@ class Retriever:
             rankings.append(keyword_leg.result())
 
         ordered = self._first_stage_order(mode, rankings)
-        # The rows shown, and those the reranker reads, that the vector search did not return
-        # (BM25's, and chunks found through a sentence) are read under the same predicate.
+        # Legs rank ids: only the rows shown, and those the reranker reads, are taken from the
+        # snapshot, under the same predicate.
         reads = len(ordered) if reranker.reads is None else max(top_k, reranker.reads)
         ordered = _timed(
             timings, "read", lambda: self._read(chunks, ordered, reads, where, columns)

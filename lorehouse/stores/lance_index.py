@@ -390,7 +390,10 @@ class LanceTable:
 
         A search takes one snapshot and asks it everything (ranking, predicate masks, rows),
         so what it shows is one version of the table even while a materialization commits.
+        Only tables searched by vector have one (the token vectors are read by chunk id).
         """
+        if not self.nearest_neighbour_search:
+            raise TypeError(f"the '{self.name}' table is read by key, not searched")
         table = self.table()
         version = table.version
         with self._snapshot_lock:
@@ -421,9 +424,9 @@ class TableSnapshot:
     Vector search, without a vector index (below the ANN threshold), is one matrix-vector
     product with the mask applied: exact like LanceDB's flat scan, without its per-query cost
     (about 2 ms per 1,000 rows with an access filter). With the index, the IVF_HNSW_SQ search
-    proposes twice the asked number of candidates by quantized distance and the product
-    rescores them with the full vectors, which is what LanceDB's `refine_factor` does by
-    reading the vectors back from disk.
+    proposes twice the asked number of candidates (at least 100) by quantized distance and
+    the product rescores them with the full vectors, which is what LanceDB's `refine_factor`
+    does by reading the vectors back from disk.
     """
 
     def __init__(self, owner: LanceTable, pinned: lancedb.table.Table, version: int) -> None:
@@ -432,11 +435,8 @@ class TableSnapshot:
         self.text_columns = owner.text_columns
         self._table = pinned
         self.metadata: dict[bytes, bytes] = pinned.schema.metadata or {}
+        #: Whether vector search goes through the ANN index (else it scores every row).
         self.vector_indexed = any(list(i.columns) == ["vector"] for i in pinned.list_indices())
-        #: Whether vectors (and with them the rows) are held in memory for searching.
-        self.searches_vectors = owner.nearest_neighbour_search
-        #: Whether a vector search scores every row (no ANN index).
-        self.exact = self.searches_vectors and not self.vector_indexed
         self._lock = threading.Lock()
         self._row_count: int | None = None
         self._position: dict[str, int] | None = None
@@ -451,19 +451,15 @@ class TableSnapshot:
     # -- what is held in memory ------------------------------------------------------------------
 
     def _load(self) -> None:
-        """Reads the rows (in a vector table with their vectors, else the keys and texts)
-        once. What only some searches need (BM25 postings, key positions) is built on first
-        use: a search of sentence windows never ranks them by BM25 nor reads them by key."""
+        """Reads the rows and their vectors once. What only some searches need (BM25
+        postings, key positions) is built on first use: a search of sentence windows never
+        ranks them by BM25 nor reads them by key."""
         with self._lock:
             if self._row_count is not None:
                 return
-            limit = max(1, self._table.count_rows())
-            if self.searches_vectors:
-                arrow, self._unit_vectors = self._read_rows_and_vectors(limit)
-            else:
-                columns = [self.key_column, *self.text_columns]
-                query = self._table.search().select(columns).with_row_id(True)
-                arrow = query.limit(limit).to_arrow()
+            arrow, self._unit_vectors = self._read_rows_and_vectors(
+                max(1, self._table.count_rows())
+            )
             self._rows = arrow
             # Row ids -> positions, for what LanceDB answers by row id (masks, ANN results).
             row_ids = arrow["_rowid"].to_numpy()
@@ -563,7 +559,7 @@ class TableSnapshot:
     ) -> list[dict]:
         """Nearest rows by cosine distance (as `_distance`, 1 - cosine), filtered first."""
         norm = float(np.linalg.norm(vector))
-        if not self.searches_vectors or norm == 0.0 or limit <= 0:
+        if norm == 0.0 or limit <= 0:
             return []
         allowed, hidden = self._predicate(where)
         assert self._unit_vectors is not None
@@ -666,16 +662,10 @@ class TableSnapshot:
         """key -> row for the `keys` whose rows match `where` (others are left out)."""
         if not keys:
             return {}
-        if self.searches_vectors:
-            allowed = self.mask(where)
-            position = self._positions()
-            rows = [position[k] for k in keys if k in position and allowed[position[k]]]
-            found = self._take(rows, columns)
-        else:
-            condition = sql_in(self.key_column, keys) + (f" AND ({where})" if where else "")
-            query = self._table.search().where(condition).select(list(columns))
-            found = query.limit(len(keys)).to_list()
-        return {row[self.key_column]: row for row in found}
+        allowed = self.mask(where)
+        position = self._positions()
+        rows = [position[k] for k in keys if k in position and allowed[position[k]]]
+        return {row[self.key_column]: row for row in self._take(rows, columns)}
 
     def _take(self, rows: Sequence[int], columns: Sequence[str]) -> list[dict]:
         """Rows of the in-memory table by position, as dicts of `columns`."""

@@ -71,7 +71,7 @@ def test_the_ann_path_finds_the_exact_neighbours_and_only_what_the_caller_may_se
 ) -> None:
     index, vectors, restricted = indexed
     snapshot = index.snapshot()
-    assert not snapshot.exact
+    assert snapshot.vector_indexed
     allowed = {
         "outsider": ~restricted,
         "member": np.ones(ROWS, dtype=bool),
