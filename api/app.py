@@ -26,7 +26,6 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.types import Receive, Scope, Send
 from threadpoolctl import threadpool_limits
 
-from api.auth import ANONYMOUS, Caller, KeyRing
 from api.models import (
     AskRequest,
     AskToken,
@@ -41,13 +40,7 @@ from api.models import (
     StoreHealth,
 )
 from lorehouse.agents.pipeline import AskPipeline, AskResponse
-from lorehouse.components import (
-    ask_options_for,
-    embedder_from,
-    llm_client_for,
-    open_chunk_index,
-    retriever_for,
-)
+from lorehouse.api_keys import ANONYMOUS, Caller, KeyRing
 from lorehouse.embedding_providers import Embedder, EmbeddingFailure
 from lorehouse.llm import LLMClient
 from lorehouse.rerankers import available_rerankers
@@ -55,6 +48,7 @@ from lorehouse.retrieval import IndexModelMismatch, Retriever, SearchResult, acc
 from lorehouse.settings import Settings, get_settings
 from lorehouse.stores import DuckDBStore
 from lorehouse.stores.lance_index import ChunkIndex, IndexNotBuilt
+from lorehouse.wiring import Lorehouse
 
 log = logging.getLogger("lorehouse.api")
 _NOT_MATERIALIZED = "the {store} store is not materialized yet; run `lorehouse materialize`"
@@ -162,6 +156,7 @@ class Service:
     """What the lifespan opens once and every request shares."""
 
     settings: Settings
+    lorehouse: Lorehouse
     index: ChunkIndex
     embedder: Embedder
     retriever: Retriever
@@ -170,10 +165,9 @@ class Service:
     ask_turns: AskTurns
 
     def feature_store(self) -> DuckDBStore:
-        path = self.settings.duckdb_path
-        if not path.exists():
+        if not self.settings.duckdb_path.exists():
             raise StoreUnavailable(_NOT_MATERIALIZED.format(store="DuckDB"))
-        return DuckDBStore(path, lock_timeout_seconds=_DUCKDB_WAIT_SECONDS)
+        return self.lorehouse.feature_store(lock_timeout_seconds=_DUCKDB_WAIT_SECONDS)
 
 
 class StoreUnavailable(RuntimeError):
@@ -190,16 +184,21 @@ def open_service(settings: Settings, llm_client: LLMClient | None = None) -> Ser
     # For the whole process: every request thread calling a multi-threaded BLAS at once makes
     # their threads spin against each other on the two cores.
     threadpool_limits(limits=settings.api_blas_threads, user_api="blas")
-    index = open_chunk_index(settings)
-    embedder = embedder_from(settings)
+    lorehouse = Lorehouse(settings, answer_llm=llm_client)
+    embedder = lorehouse.embedder()
     embedder.embed(["warm up"])  # load the model now, not during the first request
-    retriever = retriever_for(settings, index, embedder)
-    llm_client = llm_client or llm_client_for(settings, max_output_tokens=800)
-    pipeline = AskPipeline(
-        retriever, index.documents(), embedder, llm_client, ask_options_for(settings)
-    )
+    pipeline = lorehouse.ask_pipeline()
     turns = AskTurns(settings.api_max_concurrent_asks, settings.api_ask_wait_seconds)
-    return Service(settings, index, embedder, retriever, keys, pipeline, turns)
+    return Service(
+        settings,
+        lorehouse,
+        lorehouse.chunk_index(),
+        embedder,
+        pipeline.retriever,
+        keys,
+        pipeline,
+        turns,
+    )
 
 
 def create_app(settings: Settings | None = None, llm_client: LLMClient | None = None) -> FastAPI:

@@ -29,7 +29,7 @@ def chunks(
         store, chunking.chunker(), on_progress=progress_logger(context, "chunked")
     )
     tokens = report.token_counts
-    histogram = _token_histogram(tokens, chunking.max_tokens)
+    histogram = _token_histogram(tokens, chunking.chunk_max_tokens)
     return dg.MaterializeResult(
         metadata={
             "dagster/row_count": store.row_count("chunks"),
@@ -39,7 +39,7 @@ def chunks(
             "chunks_written": report.chunks_written,
             "table_chunks_written": report.table_chunks_written,
             "median_tokens": statistics.median(tokens) if tokens else 0,
-            "max_tokens_limit": chunking.max_tokens,
+            "max_tokens_limit": chunking.chunk_max_tokens,
             "seconds": round(report.seconds, 2),
             "token_histogram": dg.MetadataValue.md(histogram),
         }
@@ -67,4 +67,4 @@ def chunks_contract(
     feature_store: FeatureStoreResource, chunking: ChunkingResource
 ) -> dg.AssetCheckResult:
     """No empty chunk, none over the token limit, positions 0..n-1 in every document."""
-    return schema_check("chunks", chunks_schema(chunking.max_tokens), feature_store)
+    return schema_check("chunks", chunks_schema(chunking.chunk_max_tokens), feature_store)

@@ -29,7 +29,7 @@ def chunk_embeddings(
         feature_store.open(),
         index,
         vector_index.embedder(),
-        batch_size=vector_index.batch_size,
+        batch_size=vector_index.embed_batch_size,
         on_progress=progress_logger(context, "embedded"),
         token_encoder=vector_index.token_encoder(),
     )

@@ -10,12 +10,12 @@ from assets.progress import markdown_table, progress_logger
 from evals.answer_eval import AnswerEvalReport
 from evals.explain import miss_counts
 from evals.runner import run_answer_eval, run_retrieval_eval
-from lorehouse.retrieval import Retriever
 from pipelines.resources import (
     EnrichmentResource,
     EvalResource,
     FeatureStoreResource,
     VectorIndexResource,
+    wiring_for,
 )
 
 GATE_K = 8
@@ -32,17 +32,7 @@ def retrieval_eval(
 ) -> dg.MaterializeResult:
     """Recall@1..20 and MRR per retriever (modes, rerankers, agentic, naive baseline)."""
     run = run_retrieval_eval(
-        feature_store.open(),
-        vector_index.open(),
-        vector_index.embedder(),
-        Path(evaluation.golden_set),
-        Path(evaluation.plot_dir),
-        candidates=evaluation.search_candidates,
-        rerank=evaluation.rerank,
-        rerank_api_base=evaluation.rerank_api_base,
-        bm25_weight=evaluation.search_bm25_weight,
-        enriched_weight=evaluation.search_enriched_weight,
-        llm_client=enrichment.llm_client(),
+        wiring_for(feature_store, vector_index, evaluation, enrichment), evaluation.golden_set
     )
     report = run.report
     cutoffs = [1, 3, 5, 8, 10, 20]
@@ -68,7 +58,7 @@ def retrieval_eval(
             "default_retriever": report.default_retriever,
             f"default_recall_at_{GATE_K}": default.recall_at[GATE_K],
             "index_version": run.index_version,
-            "golden_set": Path(evaluation.golden_set).name,
+            "golden_set": evaluation.golden_set.name,
             "results": dg.MetadataValue.md(
                 markdown_table(
                     ["retriever", *(f"R@{k}" for k in cutoffs), "MRR", f"vs naive @{GATE_K} (pts)"],
@@ -109,9 +99,11 @@ def recall_gate(
     feature_store: FeatureStoreResource, evaluation: EvalResource
 ) -> dg.AssetCheckResult:
     """Recall@8 of the default retriever may not fall more than 3 points below the last run."""
-    history = feature_store.open().recall_history(GATE_K, Path(evaluation.golden_set).name)
+    history = feature_store.open().recall_history(GATE_K, evaluation.golden_set.name)
     severity = (
-        dg.AssetCheckSeverity.ERROR if evaluation.gate == "error" else dg.AssetCheckSeverity.WARN
+        dg.AssetCheckSeverity.ERROR
+        if evaluation.eval_gate == "error"
+        else dg.AssetCheckSeverity.WARN
     )
     if len(history) < 2:
         return dg.AssetCheckResult(
@@ -144,39 +136,17 @@ def answer_eval(
     Without a judge model the asset says it was skipped and stores nothing: a score is never
     invented, and the bundled local model is too small to judge.
     """
-    judge = evaluation.judge_client()
-    if judge is None:
+    lorehouse = wiring_for(feature_store, vector_index, evaluation, enrichment)
+    if lorehouse.settings.judge_model is None:
         reason = "no judge model configured: set LOREHOUSE_JUDGE_MODEL to a litellm model"
         context.log.warning(f"answer_eval skipped: {reason}")
         return dg.MaterializeResult(metadata={"status": "skipped", "reason": reason})
-    index = vector_index.open()
-    embedder = vector_index.embedder()
-    retriever = Retriever(
-        index,
-        embedder,
-        evaluation.search_candidates,
-        default_rerank=evaluation.rerank,
-        rerank_api_base=evaluation.rerank_api_base,
-        bm25_weight=evaluation.search_bm25_weight,
-        enriched_weight=evaluation.search_enriched_weight,
-    )
     logger = progress_logger(context, "answers judged")
-    report = run_answer_eval(
-        feature_store.open(),
-        index,
-        retriever,
-        embedder,
-        Path(evaluation.golden_set),
-        judge,
-        llm_client=enrichment.llm_client(),
-        options=evaluation.ask_options(),
-        concurrency=evaluation.judge_concurrency,
-        on_case=logger,
-    )
+    report = run_answer_eval(lorehouse, evaluation.golden_set, on_case=logger)
     return dg.MaterializeResult(metadata=answer_eval_metadata(report, evaluation.golden_set))
 
 
-def answer_eval_metadata(report: AnswerEvalReport, golden_set: str) -> dict[str, object]:
+def answer_eval_metadata(report: AnswerEvalReport, golden_set: Path) -> dict[str, object]:
     """Score distribution, labels, mean by case type and the worst cases, for the asset page."""
     mean = report.mean_score()
     distribution = report.score_distribution()

@@ -28,24 +28,14 @@ from evals.retrieval_eval import (
     report_rows,
     search_config,
 )
-from lorehouse.agents.pipeline import AskOptions, AskPipeline, AskResponse
-from lorehouse.components import (
-    ask_options_for,
-    embedder_from,
-    judge_client_for,
-    llm_client_for,
-    open_chunk_index,
-    retriever_for,
-    token_encoder_from,
-)
+from lorehouse.agents.pipeline import AskPipeline, AskResponse
 from lorehouse.embed_stage import ProgressCallback
-from lorehouse.embedding_providers import Embedder
-from lorehouse.llm import LLMClient
 from lorehouse.rerankers import evaluated_rerankers
 from lorehouse.retrieval import Retriever
-from lorehouse.settings import DEFAULT_BM25_WEIGHT, DEFAULT_ENRICHED_WEIGHT, Settings
+from lorehouse.settings import Settings
 from lorehouse.stores.duckdb_store import DuckDBStore
 from lorehouse.stores.lance_index import ChunkIndex, sql_in
+from lorehouse.wiring import Lorehouse
 
 
 @dataclass
@@ -65,38 +55,24 @@ EXPLAIN_K = 8
 
 
 def run_retrieval_eval(
-    store: DuckDBStore,
-    index: ChunkIndex,
-    embedder: Embedder,
+    lorehouse: Lorehouse,
     golden_path: Path,
-    plot_dir: Path,
     *,
-    candidates: int = 50,
-    rerank: str = "none",
-    rerank_api_base: str | None = None,
-    bm25_weight: float = DEFAULT_BM25_WEIGHT,
-    enriched_weight: float = DEFAULT_ENRICHED_WEIGHT,
-    llm_client: LLMClient | None = None,
-    ask_options: AskOptions | None = None,
     k_max: int = K_MAX,
     include_agentic: bool = True,
     include_naive: bool = True,
 ) -> RetrievalEvalRun:
     """Evaluates every configuration, stores the rows in DuckDB and writes the chart PNG.
 
-    The agentic configuration runs the answer pipeline with `ask_options`, which should be
-    the deployment's own (`ask_options_for(settings)`), so the eval measures what /v1/ask does.
+    Every retriever is the deployment's own (`lorehouse.retriever()`, the default reranker
+    being what /v1/ask's searches use), and the agentic configuration is `/v1/ask`'s pipeline
+    with its options and LLM, so the eval measures what the API does.
     """
-    retriever = Retriever(
-        index,
-        embedder,
-        candidates,
-        # The default reranker is what /v1/ask's searches use: the agentic run measures it.
-        default_rerank=rerank,
-        rerank_api_base=rerank_api_base,
-        bm25_weight=bm25_weight,
-        enriched_weight=enriched_weight,
-    )
+    store = lorehouse.feature_store()
+    index = lorehouse.chunk_index()
+    embedder = lorehouse.embedder()
+    retriever = lorehouse.retriever()
+    rerank = retriever.default_rerank
     retriever.check_model()
     groups = store.access_groups()  # the eval sees every document
     configs: list[RetrieverConfig] = [
@@ -106,7 +82,7 @@ def run_retrieval_eval(
     configs += [
         search_config(retriever, "hybrid", name, groups) for name in evaluated_rerankers(rerank)
     ]
-    pipeline = AskPipeline(retriever, index.documents(), embedder, llm_client, ask_options)
+    pipeline = lorehouse.ask_pipeline()
     if include_agentic:
         configs.append(agentic_config(pipeline, groups))
     windows = 0
@@ -127,7 +103,7 @@ def run_retrieval_eval(
     misses = explain_misses(store, retriever, pipeline, groups, report, explained, cases)
     store.append_eval_retrieval_misses(miss_rows(misses, report.run_id, golden_path.name))
     png = recall_plot_png(report)
-    plot_path = plot_dir / f"retrieval-{report.run_id}.png"
+    plot_path = lorehouse.settings.data_dir / "evals" / f"retrieval-{report.run_id}.png"
     plot_path.parent.mkdir(parents=True, exist_ok=True)
     plot_path.write_bytes(png)
     return RetrievalEvalRun(report, png, plot_path, version, windows, misses)
@@ -171,18 +147,8 @@ def run_for_settings(
 ) -> RetrievalEvalRun:
     """The eval against the stores and models a Settings object describes (the CLI's path)."""
     return run_retrieval_eval(
-        DuckDBStore(settings.duckdb_path),
-        open_chunk_index(settings),
-        embedder_from(settings),
+        Lorehouse(settings),
         golden_path,
-        settings.data_dir / "evals",
-        candidates=settings.search_candidates,
-        rerank=settings.rerank,
-        rerank_api_base=settings.rerank_api_base,
-        bm25_weight=settings.search_bm25_weight,
-        enriched_weight=settings.search_enriched_weight,
-        llm_client=llm_client_for(settings) if include_agentic else None,
-        ask_options=ask_options_for(settings),
         k_max=k_max,
         include_agentic=include_agentic,
         include_naive=include_naive,
@@ -205,17 +171,18 @@ def run_beir_for_settings(
     """
     dataset = load_beir(directory, split, max_queries)
     store_dir = store_dir or settings.data_dir / "beir" / dataset.name
-    index = ChunkIndex(str(store_dir / "lancedb"), ann_min_rows=settings.ann_index_min_rows)
-    embedder = embedder_from(settings)
+    # The deployment's retriever and models over the dataset's own store.
+    lorehouse = Lorehouse(settings).with_index_at(store_dir / "lancedb")
+    index = lorehouse.chunk_index()
     indexed = index_dataset(
         dataset,
         index,
-        embedder,
+        lorehouse.embedder(),
         settings.embed_batch_size,
         on_embed_progress,
-        token_encoder_from(settings),
+        lorehouse.token_encoder(),
     )
-    retriever = retriever_for(settings, index, embedder)
+    retriever = lorehouse.retriever()
     rankers = [
         ("vector", search_ranker(retriever, "vector", "none")),
         ("bm25", search_ranker(retriever, "bm25", "none")),
@@ -238,31 +205,28 @@ def run_beir_for_settings(
 
 
 def run_answer_eval(
-    store: DuckDBStore,
-    index: ChunkIndex,
-    retriever: Retriever,
-    embedder: Embedder,
+    lorehouse: Lorehouse,
     golden_path: Path,
-    judge: LLMClient | None,
     *,
-    llm_client: LLMClient | None = None,
-    options: AskOptions | None = None,
-    concurrency: int = 4,
     limit: int | None = None,
     on_case: ProgressCallback | None = None,
 ) -> AnswerEvalReport:
-    """Asks every golden question as /v1/ask would, scores its key facts, has `judge` (when
-    there is one) grade it, and stores the rows."""
-    retriever.check_model()
+    """Asks every golden question as /v1/ask would (its pipeline, options and LLM), scores its
+    key facts, has the judge (when one is configured) grade it, and stores the rows."""
+    store = lorehouse.feature_store()
+    index = lorehouse.chunk_index()
+    lorehouse.retriever().check_model()
     groups = store.access_groups()  # the eval sees every document
-    pipeline = AskPipeline(retriever, index.documents(), embedder, llm_client, options)
+    pipeline = lorehouse.ask_pipeline()
 
     def ask(question: str) -> tuple[AskResponse, str]:
         response = pipeline.ask(question, caller_groups=groups)
         return response, context_text(index, response.trace.context_chunk_ids)
 
     cases = load_golden(golden_path)[:limit]
-    report = evaluate_answers(cases, ask, judge, concurrency, on_case)
+    report = evaluate_answers(
+        cases, ask, lorehouse.judge_llm(), lorehouse.settings.llm_concurrency, on_case
+    )
     store.append_eval_answers(pd.DataFrame(report.rows(golden_path.name)))
     return report
 
@@ -292,19 +256,4 @@ def run_answer_eval_for_settings(
 
     Without a judge model the answers are scored by the offline key-fact metric alone.
     """
-    judge = judge_client_for(settings)
-    index = open_chunk_index(settings)
-    embedder = embedder_from(settings)
-    return run_answer_eval(
-        DuckDBStore(settings.duckdb_path),
-        index,
-        retriever_for(settings, index, embedder),
-        embedder,
-        golden_path,
-        judge,
-        llm_client=llm_client_for(settings, max_output_tokens=800),
-        options=ask_options_for(settings),
-        concurrency=settings.llm_concurrency,
-        limit=limit,
-        on_case=on_case,
-    )
+    return run_answer_eval(Lorehouse(settings), golden_path, limit=limit, on_case=on_case)

@@ -149,6 +149,24 @@ class Settings(BaseSettings):
         default=3, ge=1, le=10, description="Tries per call (invalid output, rate limits)."
     )
     llm_timeout_seconds: float = Field(default=60.0, gt=0, description="Per-call timeout.")
+    answer_max_output_tokens: int = Field(
+        default=800,
+        ge=16,
+        le=16_000,
+        description="Output limit of an answer (and of the question rewriting before it).",
+    )
+    enrichment_max_output_tokens: int = Field(
+        default=400,
+        ge=16,
+        le=16_000,
+        description="Output limit of one chunk's enrichment (summary, keywords, FAQs).",
+    )
+    judge_max_output_tokens: int = Field(
+        default=500,
+        ge=16,
+        le=16_000,
+        description="Output limit of the answer-eval judge: its reasoning, score and flags.",
+    )
     embed_model: str = Field(
         default="local",
         description=(

@@ -1,44 +1,69 @@
-"""Dagster resources: thin, configurable wrappers that hand Lorehouse library objects to assets."""
+"""Dagster resources: the settings a data engineer sees and changes in the UI, per concern.
+
+Each resource's fields are named exactly like the `Settings` fields they set and carry no
+defaults of their own: `build_resources` fills them from the deployment's Settings by name,
+and every object is then built by the composition root (`lorehouse.wiring.Lorehouse`) from
+the resources an asset holds, so a run configured in the launchpad and `lorehouse serve`
+build the same retriever, pipeline and clients from the same values.
+"""
+
+from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 from dagster_aws.s3 import S3Resource
 from pydantic import Field
 
-from lorehouse.agents.pipeline import AskOptions
 from lorehouse.chunking import Chunker
-from lorehouse.components import (
-    JUDGE_MAX_OUTPUT_TOKENS,
-    lance_storage_options,
-    optional_llm_client,
-)
-from lorehouse.embedding import default_embedder, default_token_counter
-from lorehouse.embedding_providers import Embedder, embedder_for
+from lorehouse.embedding_providers import Embedder
 from lorehouse.enrichment import Enricher
-from lorehouse.llm import LLMClient
 from lorehouse.parsing.registry import ParseOptions
 from lorehouse.parsing.runner import ParseLimits
-from lorehouse.settings import (
-    DEFAULT_ANN_INDEX_MIN_ROWS,
-    DEFAULT_ANSWER_MAX_WORDS,
-    DEFAULT_ANSWER_MIN_SIMILARITY,
-    DEFAULT_BM25_WEIGHT,
-    DEFAULT_ENRICHED_WEIGHT,
-    Settings,
-)
-from lorehouse.sources import DocumentSource, LocalFolderSource, S3PrefixSource
+from lorehouse.settings import Settings
+from lorehouse.sources import DocumentSource
 from lorehouse.stores import DuckDBStore
 from lorehouse.stores.lance_index import ChunkIndex
 from lorehouse.token_vectors import TokenEncoder
+from lorehouse.wiring import Lorehouse
 
 
-class DocumentSourceResource(dg.ConfigurableResource):
+def _setting(name: str, **constraints: Any) -> Any:
+    """A resource field described as the setting of the same name is."""
+    return Field(description=Settings.model_fields[name].description, **constraints)
+
+
+class SettingsResource(dg.ConfigurableResource):
+    """A resource whose fields are settings: `wiring()` builds from them."""
+
+    def setting_values(self) -> dict[str, Any]:
+        """This resource's fields that are settings, by name."""
+        return {
+            name: getattr(self, name)
+            for name in type(self).model_fields
+            if name in Settings.model_fields
+        }
+
+    def wiring(self) -> Lorehouse:
+        """The composition root for this resource's settings (the rest from the environment)."""
+        return wiring_for(self)
+
+
+def wiring_for(*resources: SettingsResource) -> Lorehouse:
+    """The composition root for the settings of several resources, as one asset holds them."""
+    values: dict[str, Any] = {}
+    for resource in resources:
+        values.update(resource.setting_values())
+    return Lorehouse(Settings(**values))
+
+
+class DocumentSourceResource(SettingsResource):
     """The raw documents: a local folder, or an S3 prefix read through dagster-aws."""
 
-    uri: str = Field(description="Folder path or s3://bucket/prefix")
-    s3_endpoint_url: str | None = Field(default=None, description="S3-compatible endpoint")
-    s3_region: str | None = Field(default=None, description="Region of the bucket")
+    source_uri: str = _setting("source_uri")
+    s3_endpoint_url: str | None = _setting("s3_endpoint_url", default=None)
+    s3_region: str | None = _setting("s3_region", default=None)
     aws_access_key_id: str | None = Field(
         default=None, description="Use dg.EnvVar, never a literal"
     )
@@ -46,222 +71,162 @@ class DocumentSourceResource(dg.ConfigurableResource):
 
     def open(self) -> DocumentSource:
         """The library-level source this resource describes."""
-        if self.uri.startswith("s3://"):
-            s3 = S3Resource(
+        s3_client = None
+        if self.source_uri.startswith("s3://"):
+            s3_client = S3Resource(
                 endpoint_url=self.s3_endpoint_url,
                 region_name=self.s3_region,
                 aws_access_key_id=self.aws_access_key_id,
                 aws_secret_access_key=self.aws_secret_access_key,
-            )
-            return S3PrefixSource(s3.get_client(), self.uri)
-        return LocalFolderSource(self.uri)
+            ).get_client()
+        return self.wiring().document_source(s3_client)
 
 
-class FeatureStoreResource(dg.ConfigurableResource):
-    """The DuckDB feature store file shared by every stage, the API and the CLI."""
+class FeatureStoreResource(SettingsResource):
+    """The DuckDB feature store (in `data_dir`) shared by every stage, the API and the CLI."""
 
-    database_path: str
+    data_dir: str = _setting("data_dir")
 
     def open(self) -> DuckDBStore:
-        return DuckDBStore(self.database_path)
+        return self.wiring().feature_store()
 
 
-class ParsingResource(dg.ConfigurableResource):
+class ParsingResource(SettingsResource):
     """How the parse stage works: pool size, per-file timeout, size limit and OCR of scans."""
 
-    workers: int = Field(ge=1)
-    timeout_seconds: float = Field(gt=0)
-    max_file_bytes: int = Field(gt=0)
-    memory_mb: int | None = Field(default=None, ge=64)
-    ocr_languages: str | None = None
-    ocr_dpi: int = Field(default=300, ge=72, le=600)
+    workers: int = _setting("workers", ge=1)
+    parse_timeout_seconds: float = _setting("parse_timeout_seconds", gt=0)
+    max_file_bytes: int = _setting("max_file_bytes", gt=0)
+    parse_memory_mb: int | None = _setting("parse_memory_mb", default=None, ge=64)
+    pdf_ocr_languages: str | None = _setting("pdf_ocr_languages", default=None)
+    pdf_ocr_dpi: int = _setting("pdf_ocr_dpi", ge=72, le=600)
 
     def options(self) -> ParseOptions:
-        """The parser options these settings ask for."""
-        return ParseOptions(ocr_languages=self.ocr_languages, ocr_dpi=self.ocr_dpi)
+        return self.wiring().parse_options()
 
     def limits(self) -> ParseLimits:
-        """Pool size and what one file may cost in time, bytes and memory."""
-        return ParseLimits(
-            workers=self.workers,
-            timeout_seconds=self.timeout_seconds,
-            max_file_bytes=self.max_file_bytes,
-            memory_mb=self.memory_mb,
-        )
+        return self.wiring().parse_limits()
 
 
-class ChunkingResource(dg.ConfigurableResource):
+class ChunkingResource(SettingsResource):
     """The chunk size limit, counted with the embedding model's tokenizer."""
 
-    max_tokens: int = Field(default=256, ge=32, le=256)
+    chunk_max_tokens: int = _setting("chunk_max_tokens", ge=32, le=256)
 
     def chunker(self) -> Chunker:
-        """A chunker counting tokens exactly as the embedder will see them."""
-        return Chunker(self.max_tokens, default_token_counter().count)
+        return self.wiring().chunker()
 
 
-class EnrichmentResource(dg.ConfigurableResource):
+class EnrichmentResource(SettingsResource):
     """Which model enriches chunks (none: extractive) and how hard it may be driven.
 
     API keys are not configuration here: litellm reads each provider's standard variable
     (OPENAI_API_KEY, ANTHROPIC_API_KEY, AWS_* for Bedrock) from the environment itself.
     """
 
-    llm_model: str | None = None
-    llm_api_base: str | None = None
-    concurrency: int = Field(default=4, ge=1)
-    max_attempts: int = Field(default=3, ge=1)
-    timeout_seconds: float = Field(default=60.0, gt=0)
-    models_dir: str = ".lorehouse/models"
-    prompts_dir: str | None = Field(default=None, description="Folder of prompt overrides")
-
-    def llm_client(self) -> LLMClient | None:
-        """A client for the configured model; None means extractive."""
-        return optional_llm_client(
-            self.llm_model,
-            api_base=self.llm_api_base,
-            max_attempts=self.max_attempts,
-            timeout_seconds=self.timeout_seconds,
-            models_dir=Path(self.models_dir),
-            prompts_dir=Path(self.prompts_dir) if self.prompts_dir else None,
-        )
+    llm_model: str | None = _setting("llm_model", default=None)
+    llm_api_base: str | None = _setting("llm_api_base", default=None)
+    llm_concurrency: int = _setting("llm_concurrency", ge=1)
+    llm_max_attempts: int = _setting("llm_max_attempts", ge=1)
+    llm_timeout_seconds: float = _setting("llm_timeout_seconds", gt=0)
+    enrichment_max_output_tokens: int = _setting("enrichment_max_output_tokens", ge=16)
+    prompts_dir: str | None = _setting("prompts_dir", default=None)
+    data_dir: str = _setting("data_dir")
 
     def enricher(self) -> Enricher:
         """An enricher for the configured model, or the extractive one."""
-        return Enricher(self.llm_client(), concurrency=self.concurrency)
+        return self.wiring().enricher()
 
 
-class VectorIndexResource(dg.ConfigurableResource):
+class VectorIndexResource(SettingsResource):
     """The LanceDB chunks table and the model that fills it.
 
     Provider keys, like the LLM's, are read by litellm from each provider's own variables.
     """
 
-    uri: str = Field(description="LanceDB folder or s3:// URI")
-    embed_model: str = Field(default="local", description="'local' MiniLM or a litellm model")
-    embed_api_base: str | None = None
-    batch_size: int = Field(default=64, ge=1)
-    token_vectors: bool = Field(default=True, description="Store token vectors for maxsim")
-    ann_min_rows: int = Field(default=DEFAULT_ANN_INDEX_MIN_ROWS, ge=1)
-    s3_endpoint_url: str | None = None
-    s3_region: str | None = None
+    lancedb_uri: str = _setting("lancedb_uri")
+    embed_model: str = _setting("embed_model")
+    embed_api_base: str | None = _setting("embed_api_base", default=None)
+    embed_batch_size: int = _setting("embed_batch_size", ge=1)
+    index_token_vectors: bool = _setting("index_token_vectors")
+    ann_index_min_rows: int = _setting("ann_index_min_rows", ge=1)
+    s3_endpoint_url: str | None = _setting("s3_endpoint_url", default=None)
+    s3_region: str | None = _setting("s3_region", default=None)
 
     def token_encoder(self) -> TokenEncoder | None:
-        """The bundled model whose token vectors late interaction reads, if they are stored."""
-        return default_embedder() if self.token_vectors else None
+        return self.wiring().token_encoder()
 
     def open(self) -> ChunkIndex:
-        """The chunk index at the configured location."""
-        options = lance_storage_options(self.uri, self.s3_endpoint_url, self.s3_region)
-        return ChunkIndex(self.uri, self.ann_min_rows, options)
+        return self.wiring().chunk_index()
 
     def embedder(self) -> Embedder:
-        """The embedder both the index build and query time use."""
-        return embedder_for(self.embed_model, self.embed_api_base)
+        return self.wiring().embedder()
 
 
-class EvalResource(dg.ConfigurableResource):
-    """Which golden set the retrieval eval scores and how its gate reports a drop."""
+class EvalResource(SettingsResource):
+    """What the eval assets score, how the gate reports a drop, and the answer settings they
+    measure (the ones /v1/ask uses)."""
 
-    golden_set: str
-    gate: str = Field(default="warn", pattern="^(warn|error)$")
-    plot_dir: str
-    search_candidates: int = Field(default=50, ge=1)
-    search_bm25_weight: float = Field(default=DEFAULT_BM25_WEIGHT, ge=0.0)
-    search_enriched_weight: float = Field(default=DEFAULT_ENRICHED_WEIGHT, ge=0.0)
-    rerank: str = "maxsim"
-    rerank_api_base: str | None = None
-    ask_context_chunks: int = Field(default=8, ge=1)
-    ask_neighbours: int = Field(default=0, ge=0)
-    answer_min_similarity: float = DEFAULT_ANSWER_MIN_SIMILARITY
-    answer_max_words: int = Field(default=DEFAULT_ANSWER_MAX_WORDS, ge=10)
-    judge_model: str | None = None
-    judge_api_base: str | None = None
-    judge_concurrency: int = Field(default=4, ge=1)
-    judge_max_attempts: int = Field(default=3, ge=1)
-    judge_timeout_seconds: float = Field(default=60.0, gt=0)
-    prompts_dir: str | None = Field(default=None, description="Folder of prompt overrides")
+    eval_golden_set: str = _setting("eval_golden_set")
+    eval_gate: str = _setting("eval_gate", pattern="^(warn|error)$")
+    search_candidates: int = _setting("search_candidates", ge=1)
+    search_bm25_weight: float = _setting("search_bm25_weight", ge=0.0)
+    search_enriched_weight: float = _setting("search_enriched_weight", ge=0.0)
+    rerank: str = _setting("rerank")
+    rerank_api_base: str | None = _setting("rerank_api_base", default=None)
+    ask_context_chunks: int = _setting("ask_context_chunks", ge=1)
+    ask_neighbours: int = _setting("ask_neighbours", ge=0)
+    ask_source_prior_weight: float = _setting("ask_source_prior_weight", ge=0.0)
+    answer_min_similarity: float = _setting("answer_min_similarity")
+    answer_max_words: int = _setting("answer_max_words", ge=10)
+    answer_max_output_tokens: int = _setting("answer_max_output_tokens", ge=16)
+    judge_model: str | None = _setting("judge_model", default=None)
+    judge_api_base: str | None = _setting("judge_api_base", default=None)
+    judge_max_output_tokens: int = _setting("judge_max_output_tokens", ge=16)
+    data_dir: str = _setting("data_dir")
 
-    def ask_options(self) -> AskOptions:
-        """The answer pipeline's options, as /v1/ask uses them."""
-        return AskOptions(
-            context_chunks=self.ask_context_chunks,
-            neighbours=self.ask_neighbours,
-            answer_min_similarity=self.answer_min_similarity,
-            answer_max_words=self.answer_max_words,
-        )
+    @property
+    def golden_set(self) -> Path:
+        return Path(self.eval_golden_set)
 
-    def judge_client(self) -> LLMClient | None:
-        """The answer-eval judge, or None: the answer eval is then skipped, never faked."""
-        return optional_llm_client(
-            self.judge_model,
-            api_base=self.judge_api_base,
-            max_attempts=self.judge_max_attempts,
-            timeout_seconds=self.judge_timeout_seconds,
-            max_output_tokens=JUDGE_MAX_OUTPUT_TOKENS,
-            prompts_dir=Path(self.prompts_dir) if self.prompts_dir else None,
-        )
+
+#: Resource keys as assets name their parameters, and the class each is.
+RESOURCE_CLASSES: dict[str, type[SettingsResource]] = {
+    "document_source": DocumentSourceResource,
+    "feature_store": FeatureStoreResource,
+    "parsing": ParsingResource,
+    "chunking": ChunkingResource,
+    "enrichment": EnrichmentResource,
+    "vector_index": VectorIndexResource,
+    "evaluation": EvalResource,
+}
 
 
 def build_resources(settings: Settings) -> dict[str, dg.ConfigurableResource]:
-    """Resources for a deployment described by `settings`; S3 secrets come from the environment."""
-    is_s3 = settings.source_uri.startswith("s3://")
-    prompts_dir = str(settings.prompts_dir.resolve()) if settings.prompts_dir else None
-    return {
-        "document_source": DocumentSourceResource(
-            uri=settings.source_uri,
-            s3_endpoint_url=settings.s3_endpoint_url,
-            s3_region=settings.s3_region,
-            aws_access_key_id=dg.EnvVar("AWS_ACCESS_KEY_ID") if is_s3 else None,
-            aws_secret_access_key=dg.EnvVar("AWS_SECRET_ACCESS_KEY") if is_s3 else None,
-        ),
-        "feature_store": FeatureStoreResource(database_path=str(settings.duckdb_path.resolve())),
-        "chunking": ChunkingResource(max_tokens=settings.chunk_max_tokens),
-        "enrichment": EnrichmentResource(
-            llm_model=settings.llm_model,
-            llm_api_base=settings.llm_api_base,
-            concurrency=settings.llm_concurrency,
-            max_attempts=settings.llm_max_attempts,
-            timeout_seconds=settings.llm_timeout_seconds,
-            models_dir=str(settings.models_dir.resolve()),
-            prompts_dir=prompts_dir,
-        ),
-        "vector_index": VectorIndexResource(
-            uri=settings.lancedb_location,
-            embed_model=settings.embed_model,
-            embed_api_base=settings.embed_api_base,
-            batch_size=settings.embed_batch_size,
-            token_vectors=settings.index_token_vectors,
-            ann_min_rows=settings.ann_index_min_rows,
-            s3_endpoint_url=settings.s3_endpoint_url,
-            s3_region=settings.s3_region,
-        ),
-        "evaluation": EvalResource(
-            golden_set=str(settings.eval_golden_set),
-            gate=settings.eval_gate,
-            plot_dir=str((settings.data_dir / "evals").resolve()),
-            search_candidates=settings.search_candidates,
-            search_bm25_weight=settings.search_bm25_weight,
-            search_enriched_weight=settings.search_enriched_weight,
-            rerank=settings.rerank,
-            rerank_api_base=settings.rerank_api_base,
-            ask_context_chunks=settings.ask_context_chunks,
-            ask_neighbours=settings.ask_neighbours,
-            answer_min_similarity=settings.answer_min_similarity,
-            answer_max_words=settings.answer_max_words,
-            judge_model=settings.judge_model,
-            judge_api_base=settings.judge_api_base,
-            judge_concurrency=settings.llm_concurrency,
-            judge_max_attempts=settings.llm_max_attempts,
-            judge_timeout_seconds=settings.llm_timeout_seconds,
-            prompts_dir=prompts_dir,
-        ),
-        "parsing": ParsingResource(
-            workers=settings.workers,
-            timeout_seconds=settings.parse_timeout_seconds,
-            max_file_bytes=settings.max_file_bytes,
-            memory_mb=settings.parse_memory_mb,
-            ocr_languages=settings.pdf_ocr_languages,
-            ocr_dpi=settings.pdf_ocr_dpi,
-        ),
+    """Resources for a deployment described by `settings`; S3 secrets come from the environment.
+
+    Every field takes the value of the setting of the same name. Paths are made absolute, so
+    a run launched from another working directory reads the same stores.
+    """
+    values = _config_values(settings)
+    resources: dict[str, dg.ConfigurableResource] = {
+        key: cls(**{name: values[name] for name in cls.model_fields if name in values})
+        for key, cls in RESOURCE_CLASSES.items()
     }
+    if settings.source_uri.startswith("s3://"):
+        resources["document_source"] = DocumentSourceResource(
+            **resources["document_source"].setting_values(),  # type: ignore[attr-defined]
+            aws_access_key_id=dg.EnvVar("AWS_ACCESS_KEY_ID"),
+            aws_secret_access_key=dg.EnvVar("AWS_SECRET_ACCESS_KEY"),
+        )
+    return resources
+
+
+def _config_values(settings: Settings) -> dict[str, Any]:
+    """The settings as Dagster config values: paths absolute and as text."""
+    values = {
+        name: str(value.resolve()) if isinstance(value, Path) else value
+        for name, value in settings.model_dump().items()
+    }
+    values["lancedb_uri"] = settings.lancedb_location
+    return values

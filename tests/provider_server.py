@@ -38,6 +38,8 @@ class ProviderServer:
     chat_calls: int = 0
     #: Every chat prompt received (the last message of each call), in arrival order.
     chat_prompts: list[str] = field(default_factory=list)
+    #: (model, max_tokens, prompt) of every chat call, in arrival order: what a client asked.
+    chat_requests: list[tuple[str, int | None, str]] = field(default_factory=list)
     #: When set, the chat model's reply to every prompt: a test scripts the model with it.
     chat_answer: Callable[[str], str] | None = None
     embedding_calls: int = 0
@@ -170,6 +172,8 @@ def provider_server(dimension: int = 16) -> Iterator[ProviderServer]:
             state.count_call("chat")
             prompt = body["messages"][-1]["content"]
             state.chat_prompts.append(prompt)
+            limit = body.get("max_tokens", body.get("max_completion_tokens"))
+            state.chat_requests.append((body.get("model", ""), limit, prompt))
             if self._fault("chat"):
                 return
             if state.chat_answer is not None:

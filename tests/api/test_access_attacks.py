@@ -27,7 +27,7 @@ from fastapi.testclient import TestClient
 from segtok.segmenter import split_multi
 
 from api.app import create_app
-from api.auth import add_key
+from lorehouse.api_keys import add_key
 from lorehouse.settings import BUNDLED_SAMPLE_CORPUS, Settings
 from lorehouse.stores.duckdb_store import DuckDBStore
 from tests.conftest import materialize_everything

@@ -10,7 +10,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.app import create_app
-from api.auth import add_key
+from lorehouse.api_keys import add_key
 from lorehouse.llm import LLMClient
 from lorehouse.settings import Settings
 from lorehouse.stores.duckdb_store import DuckDBStore

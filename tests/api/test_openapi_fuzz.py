@@ -27,7 +27,7 @@ from schemathesis.core.failures import FailureGroup
 from schemathesis.python import asgi
 
 from api.app import create_app
-from api.auth import add_key
+from lorehouse.api_keys import add_key
 from lorehouse.settings import Settings
 
 _HTTP_METHODS = frozenset({"get", "put", "post", "delete", "patch", "head", "options", "trace"})

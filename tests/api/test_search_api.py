@@ -11,7 +11,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.app import create_app
-from api.auth import add_key
+from lorehouse.api_keys import add_key
 from lorehouse.settings import Settings
 from lorehouse.stores.duckdb_store import DuckDBStore
 from tests.provider_server import provider_server

@@ -7,11 +7,11 @@ from pathlib import Path
 
 from evals.explain import MISS_REASONS
 from evals.runner import EXPLAIN_K, run_retrieval_eval
-from lorehouse.components import embedder_from, open_chunk_index
 from lorehouse.inventory import document_id
 from lorehouse.llm import LLMClient
 from lorehouse.settings import Settings
 from lorehouse.stores.duckdb_store import DuckDBStore
+from lorehouse.wiring import Lorehouse
 from tests.conftest import materialize_everything
 
 # Ten pages that all answer "how do I book a desk" better than the page holding the evidence.
@@ -87,16 +87,9 @@ def test_each_way_of_missing_is_told_apart_and_stored(tmp_path: Path) -> None:
         max_attempts=1,
         call_options={"mock_response": json.dumps({"documents": [floor_7], "all": False})},
     )
-    settings = Settings(data_dir=data_dir)
-    store = DuckDBStore(settings.duckdb_path)
+    settings = Settings(data_dir=data_dir, rerank="none")
     run = run_retrieval_eval(
-        store,
-        open_chunk_index(settings),
-        embedder_from(settings),
-        golden,
-        tmp_path / "plots",
-        llm_client=chooses_floor_7,
-        include_naive=False,
+        Lorehouse(settings, answer_llm=chooses_floor_7), golden, include_naive=False
     )
     reasons = {(m.retriever, m.case_id): m for m in run.misses}
     assert reasons["hybrid", "not-parsed"].reason == "not_parsed"
@@ -109,7 +102,7 @@ def test_each_way_of_missing_is_told_apart_and_stored(tmp_path: Path) -> None:
     assert ("hybrid", "found") not in reasons
     assert {m.reason for m in run.misses} == set(MISS_REASONS)
 
-    stored = store.table("eval_retrieval_misses")
+    stored = DuckDBStore(settings.duckdb_path).table("eval_retrieval_misses")
     assert set(stored["run_id"]) == {run.report.run_id}
     assert len(stored) == len(run.misses)
     assert set(stored["reason"]) == set(MISS_REASONS)

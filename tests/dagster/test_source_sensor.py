@@ -97,7 +97,7 @@ def test_the_sensor_follows_a_local_folder(tmp_path: Path) -> None:
         os.utime(root / rel_path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 2_000_000_000))
 
     _sensor_walkthrough(
-        DocumentSourceResource(uri=str(root)),
+        DocumentSourceResource(source_uri=str(root)),
         write,
         lambda rel_path: (root / rel_path).unlink(),
         touch,

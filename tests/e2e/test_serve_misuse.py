@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
-from api.auth import add_key
+from lorehouse.api_keys import add_key
 from lorehouse.settings import BUNDLED_SAMPLE_CORPUS, REPO_ROOT
 from tests.conftest import materialize_everything
 

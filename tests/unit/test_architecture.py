@@ -1,22 +1,77 @@
-"""The domain library stays free of orchestration and web frameworks."""
+"""The shape of the code base: framework-free domain library, one composition root, a CLI
+that does not need the HTTP API."""
 
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterator
+from pathlib import Path
 
 from lorehouse.settings import REPO_ROOT
 
-FORBIDDEN = {"dagster", "dagster_aws", "dagster_webserver", "fastapi", "starlette", "uvicorn"}
+FRAMEWORKS = {"dagster", "dagster_aws", "dagster_webserver", "fastapi", "starlette", "uvicorn"}
+#: Stores, model clients and pipelines: built from settings in lorehouse/wiring.py alone, so
+#: every entry point gets the same objects with the same options.
+BUILT_BY_THE_WIRING = {
+    "AskPipeline",
+    "Chunker",
+    "ChunkIndex",
+    "DuckDBStore",
+    "Enricher",
+    "LLMClient",
+    "LocalFolderSource",
+    "Retriever",
+    "S3PrefixSource",
+    "embedder_for",
+}
+PRODUCT_PACKAGES = ["lorehouse", "api", "assets", "pipelines", "cli", "evals"]
+
+
+def _modules(*packages: str) -> Iterator[tuple[Path, ast.Module]]:
+    for package in packages:
+        for path in sorted((REPO_ROOT / package).rglob("*.py")):
+            yield path, ast.parse(path.read_text(), filename=str(path))
+
+
+def _imported(tree: ast.Module) -> Iterator[str]:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            yield node.module
 
 
 def test_lorehouse_imports_no_dagster_or_fastapi() -> None:
-    offenders = []
-    for path in sorted((REPO_ROOT / "lorehouse").rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
-            names: list[str] = []
-            if isinstance(node, ast.Import):
-                names = [alias.name for alias in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                names = [node.module]
-            offenders += [f"{path.name}: {n}" for n in names if n.split(".")[0] in FORBIDDEN]
+    offenders = [
+        f"{path.name}: {name}"
+        for path, tree in _modules("lorehouse")
+        for name in _imported(tree)
+        if name.split(".")[0] in FRAMEWORKS
+    ]
     assert not offenders
+
+
+def test_the_cli_does_not_import_the_api() -> None:
+    offenders = [
+        f"{path.name}: {name}"
+        for path, tree in _modules("cli")
+        for name in _imported(tree)
+        if name.split(".")[0] in {"api", "fastapi", "starlette"}
+    ]
+    assert not offenders
+
+
+def test_only_the_wiring_builds_stores_clients_and_pipelines() -> None:
+    wiring = REPO_ROOT / "lorehouse" / "wiring.py"
+    offenders = []
+    for path, tree in _modules(*PRODUCT_PACKAGES):
+        if path == wiring:
+            continue
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
+            if name in BUILT_BY_THE_WIRING:
+                offenders.append(f"{path.relative_to(REPO_ROOT)}:{node.lineno} {name}(...)")
+    assert not offenders, "\n".join(offenders)

@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from lorehouse.settings import Settings, get_settings
-from lorehouse.stores import DuckDBStore
+from lorehouse.wiring import Lorehouse
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
     from evals.explain import EvidenceMiss
     from lorehouse.retrieval import Retriever
+    from lorehouse.stores import DuckDBStore
     from lorehouse.stores.lance_index import ChunkIndex
 
 app = typer.Typer(help="Lorehouse: document question answering over your own files.")
@@ -80,7 +81,7 @@ def materialize(
     if not result.success:
         console.print("[red]The run failed; see the log above.[/red]")
         raise typer.Exit(1)
-    _print_summary(DuckDBStore(settings.duckdb_path))
+    _print_summary(Lorehouse(settings).feature_store())
 
 
 @app.command()
@@ -94,7 +95,7 @@ def docs(
     if not settings.duckdb_path.exists():
         console.print(f"No store at {settings.duckdb_path}; run `lorehouse materialize` first.")
         raise typer.Exit(1)
-    rows = DuckDBStore(settings.duckdb_path).document_statuses()
+    rows = Lorehouse(settings).feature_store().document_statuses()
     if status:
         rows = [r for r in rows if r.status == status]
     table = Table("document", "type", "status", "reason", "access", "title / detail")
@@ -172,13 +173,11 @@ def ask(
     as_json: Annotated[bool, typer.Option("--json", help="Print the response as JSON")] = False,
 ) -> None:
     """Answer a question with numbered citations (extractive unless an LLM is configured)."""
-    from api.app import open_service
-
     settings = get_settings()
     _require_index(settings)
-    service = open_service(settings)
+    pipeline = Lorehouse(settings).ask_pipeline()
     try:
-        response = service.pipeline.ask(question, top_k=top_k, caller_groups=group or [])
+        response = pipeline.ask(question, top_k=top_k, caller_groups=group or [])
     except (ValueError, RuntimeError) as error:
         console.print(f"[red]{error}[/red]")
         raise typer.Exit(1) from error
@@ -208,17 +207,14 @@ def ask(
 
 
 def _retriever(settings: Settings) -> Retriever:
-    """The retriever the API would build, or a clear exit when the index is not there."""
-    from lorehouse.components import embedder_from, retriever_for
-
-    return retriever_for(settings, _require_index(settings), embedder_from(settings))
+    """The retriever the API builds, or a clear exit when the index is not there."""
+    _require_index(settings)
+    return Lorehouse(settings).retriever()
 
 
 def _require_index(settings: Settings) -> ChunkIndex:
     """The chunk index, or a clear exit telling the user to materialize first."""
-    from lorehouse.components import open_chunk_index
-
-    index = open_chunk_index(settings)
+    index = Lorehouse(settings).chunk_index()
     if not index.exists():
         console.print(f"No index at {index.uri}; run `lorehouse materialize` first.")
         raise typer.Exit(1)
@@ -236,7 +232,7 @@ def serve(
 
     settings = get_settings()
     uvicorn.run(
-        "api.app:create_app",
+        "api.main:create_app",
         factory=True,
         host=host or settings.api_host,
         port=port or settings.api_port,
@@ -508,7 +504,7 @@ def create_key(
     ] = None,
 ) -> None:
     """Creates a key, stores only its SHA-256 digest, and prints the key once."""
-    from api.auth import KeysFileError, add_key
+    from lorehouse.api_keys import KeysFileError, add_key
 
     path = keys_file or get_settings().api_keys_file
     if path is None:

@@ -1,0 +1,255 @@
+"""The composition root: every store, client and pipeline Lorehouse runs, built from Settings.
+
+The API, the CLI, the Dagster resources and the eval runners all ask a `Lorehouse` for what
+they need, so `/v1/ask`, `lorehouse ask`, the `answer_eval` asset and `lorehouse eval answers`
+answer with the same retriever, the same options and the same LLM limits. Nothing else in the
+code base constructs a store, a model client or a pipeline from settings (a test guards it).
+
+Objects are built on first use and kept: a process that only reads the feature store never
+loads the embedding model, and one that serves requests builds the retriever once.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from lorehouse.settings import Settings, get_settings
+
+if TYPE_CHECKING:
+    from lorehouse.agents.pipeline import AskOptions, AskPipeline
+    from lorehouse.chunking import Chunker
+    from lorehouse.embedding_providers import Embedder
+    from lorehouse.enrichment import Enricher
+    from lorehouse.llm import LLMClient
+    from lorehouse.parsing.registry import ParseOptions
+    from lorehouse.parsing.runner import ParseLimits
+    from lorehouse.retrieval import Retriever
+    from lorehouse.sources import DocumentSource
+    from lorehouse.stores.duckdb_store import DuckDBStore
+    from lorehouse.stores.lance_index import ChunkIndex
+    from lorehouse.token_vectors import TokenEncoder
+
+
+def lance_storage_options(
+    uri: str, endpoint_url: str | None, region: str | None
+) -> dict[str, str] | None:
+    """Object-store options LanceDB needs for an S3-compatible endpoint; None for local paths."""
+    if not uri.startswith("s3://"):
+        return None
+    options = {}
+    if endpoint_url:
+        options["endpoint"] = endpoint_url
+        options["allow_http"] = str(endpoint_url.startswith("http://")).lower()
+    if region:
+        options["region"] = region
+    return options
+
+
+class Lorehouse:
+    """Everything a deployment described by one Settings object runs.
+
+    Heavy imports (litellm, the ONNX model, LanceDB) happen inside the methods, so building
+    a `Lorehouse` costs nothing and each entry point pays only for what it uses.
+    """
+
+    def __init__(
+        self, settings: Settings | None = None, answer_llm: LLMClient | None = None
+    ) -> None:
+        """`answer_llm` replaces the client built from the settings for answers and question
+        rewriting (one with extra litellm options, such as a mocked response)."""
+        self.settings = settings or get_settings()
+        self._answer_llm = answer_llm
+
+    # -- stores ----------------------------------------------------------------------------------
+
+    def feature_store(self, lock_timeout_seconds: float | None = None) -> DuckDBStore:
+        """The DuckDB feature store; `lock_timeout_seconds` bounds the wait for a writer's lock
+        (a request waits less than a pipeline stage)."""
+        from lorehouse.stores.duckdb_store import DuckDBStore
+
+        if lock_timeout_seconds is None:
+            return DuckDBStore(self.settings.duckdb_path)
+        return DuckDBStore(self.settings.duckdb_path, lock_timeout_seconds=lock_timeout_seconds)
+
+    @cached_property
+    def _chunk_index(self) -> ChunkIndex:
+        from lorehouse.stores.lance_index import ChunkIndex
+
+        uri = self.settings.lancedb_location
+        return ChunkIndex(
+            uri,
+            self.settings.ann_index_min_rows,
+            lance_storage_options(uri, self.settings.s3_endpoint_url, self.settings.s3_region),
+        )
+
+    def chunk_index(self) -> ChunkIndex:
+        """The LanceDB chunk index the embedding stage writes and searches read."""
+        return self._chunk_index
+
+    def document_source(self, s3_client: Any = None) -> DocumentSource:
+        """The raw documents: a local folder, or an S3 prefix read with `s3_client` (Dagster
+        hands the one dagster-aws builds; without one, boto3 builds it from the settings)."""
+        from lorehouse.sources import LocalFolderSource, S3PrefixSource
+
+        uri = self.settings.source_uri
+        if not uri.startswith("s3://"):
+            return LocalFolderSource(uri)
+        if s3_client is None:
+            import boto3
+
+            s3_client = boto3.client(
+                "s3",
+                endpoint_url=self.settings.s3_endpoint_url,
+                region_name=self.settings.s3_region,
+            )
+        return S3PrefixSource(s3_client, uri)
+
+    # -- models ----------------------------------------------------------------------------------
+
+    @cached_property
+    def _embedder(self) -> Embedder:
+        from lorehouse.embedding_providers import embedder_for
+
+        return embedder_for(self.settings.embed_model, self.settings.embed_api_base)
+
+    def embedder(self) -> Embedder:
+        """The embedder the index is built with and queries are embedded with."""
+        return self._embedder
+
+    def token_encoder(self) -> TokenEncoder | None:
+        """The encoder whose token vectors the index stores for late interaction, if it does."""
+        if not self.settings.index_token_vectors:
+            return None
+        from lorehouse.embedding import default_embedder
+
+        return default_embedder()
+
+    def answer_llm(self) -> LLMClient | None:
+        """The LLM that rewrites questions and writes answers; None answers extractively."""
+        if self._answer_llm is not None:
+            return self._answer_llm
+        return self._llm(
+            self.settings.llm_model,
+            self.settings.llm_api_base,
+            self.settings.answer_max_output_tokens,
+        )
+
+    def enrichment_llm(self) -> LLMClient | None:
+        """The LLM that writes chunk summaries, keywords and FAQs; None enriches extractively."""
+        return self._llm(
+            self.settings.llm_model,
+            self.settings.llm_api_base,
+            self.settings.enrichment_max_output_tokens,
+        )
+
+    def judge_llm(self) -> LLMClient | None:
+        """The answer eval's judge; None scores answers by key facts alone."""
+        return self._llm(
+            self.settings.judge_model,
+            self.settings.judge_api_base,
+            self.settings.judge_max_output_tokens,
+        )
+
+    def _llm(
+        self, model: str | None, api_base: str | None, max_output_tokens: int
+    ) -> LLMClient | None:
+        if not model:
+            return None
+        from lorehouse.llm import LLMClient  # litellm is slow to import; only when configured
+
+        return LLMClient(
+            model,
+            api_base=api_base,
+            max_attempts=self.settings.llm_max_attempts,
+            timeout_seconds=self.settings.llm_timeout_seconds,
+            max_output_tokens=max_output_tokens,
+            models_dir=self.settings.models_dir,
+            prompts_dir=self.settings.prompts_dir,
+        )
+
+    # -- stages ----------------------------------------------------------------------------------
+
+    def parse_options(self) -> ParseOptions:
+        """What the parsers do beyond reading text: OCR of scanned pages."""
+        from lorehouse.parsing.registry import ParseOptions
+
+        return ParseOptions(
+            ocr_languages=self.settings.pdf_ocr_languages, ocr_dpi=self.settings.pdf_ocr_dpi
+        )
+
+    def parse_limits(self) -> ParseLimits:
+        """Pool size and what one file may cost in time, bytes and memory."""
+        from lorehouse.parsing.runner import ParseLimits
+
+        return ParseLimits(
+            workers=self.settings.workers,
+            timeout_seconds=self.settings.parse_timeout_seconds,
+            max_file_bytes=self.settings.max_file_bytes,
+            memory_mb=self.settings.parse_memory_mb,
+        )
+
+    def chunker(self) -> Chunker:
+        """A chunker counting tokens exactly as the embedder will see them."""
+        from lorehouse.chunking import Chunker
+        from lorehouse.embedding import default_token_counter
+
+        return Chunker(self.settings.chunk_max_tokens, default_token_counter().count)
+
+    def enricher(self) -> Enricher:
+        """An enricher for the configured LLM, or the extractive one."""
+        from lorehouse.enrichment import Enricher
+
+        return Enricher(self.enrichment_llm(), concurrency=self.settings.llm_concurrency)
+
+    # -- query time ------------------------------------------------------------------------------
+
+    @cached_property
+    def _retriever(self) -> Retriever:
+        from lorehouse.retrieval import Retriever
+
+        return Retriever(
+            self.chunk_index(),
+            self.embedder(),
+            candidates=self.settings.search_candidates,
+            query_cache_size=self.settings.search_query_cache_size,
+            default_rerank=self.settings.rerank,
+            rerank_api_base=self.settings.rerank_api_base,
+            bm25_weight=self.settings.search_bm25_weight,
+            enriched_weight=self.settings.search_enriched_weight,
+        )
+
+    def retriever(self) -> Retriever:
+        """The retriever `/v1/search` serves: candidates, weights and default reranker as set."""
+        return self._retriever
+
+    def ask_options(self) -> AskOptions:
+        """The answer pipeline's options, the same wherever a question is answered."""
+        from lorehouse.agents.pipeline import AskOptions
+
+        return AskOptions(
+            context_chunks=self.settings.ask_context_chunks,
+            neighbours=self.settings.ask_neighbours,
+            answer_min_similarity=self.settings.answer_min_similarity,
+            answer_max_words=self.settings.answer_max_words,
+            source_prior_weight=self.settings.ask_source_prior_weight,
+        )
+
+    def ask_pipeline(self) -> AskPipeline:
+        """The agentic answer pipeline over `retriever()`, answering with `answer_llm()`."""
+        from lorehouse.agents.pipeline import AskPipeline
+
+        index = self.chunk_index()
+        return AskPipeline(
+            self.retriever(),
+            index.documents(),
+            self.embedder(),
+            self.answer_llm(),
+            self.ask_options(),
+        )
+
+    def with_index_at(self, lancedb_uri: str | Path) -> Lorehouse:
+        """The same deployment over another LanceDB location (a BEIR dataset's own store)."""
+        settings = self.settings.model_copy(update={"lancedb_uri": str(lancedb_uri)})
+        return Lorehouse(settings, self._answer_llm)
