@@ -4,11 +4,11 @@ import statistics
 
 import dagster as dg
 
+from assets._metadata import markdown_table, progress_logger
 from assets.documents import parsed_documents, schema_check
 from assets.policies import INDEX_FRESHNESS
-from assets.progress import markdown_table, progress_logger
-from lorehouse.chunk_stage import run_chunking
 from lorehouse.schemas import chunks_schema
+from lorehouse.stages.chunk import run_chunking
 from pipelines.resources import ChunkingResource, FeatureStoreResource
 
 

@@ -4,10 +4,11 @@ import dagster as dg
 import pandera.errors
 import pandera.pandas as pa
 
+from assets._metadata import markdown_table, progress_logger
 from assets.policies import INDEX_FRESHNESS
-from assets.progress import markdown_table, progress_logger
-from lorehouse.ingest import run_inventory, run_parse
 from lorehouse.schemas import FailedDocumentsSchema, ParsedDocumentsSchema, RawDocumentsSchema
+from lorehouse.stages.inventory import run_inventory
+from lorehouse.stages.parse import run_parse
 from pipelines.resources import DocumentSourceResource, FeatureStoreResource, ParsingResource
 
 

@@ -2,10 +2,10 @@
 
 import dagster as dg
 
+from assets._metadata import markdown_table, progress_logger
 from assets.features import document_features, enriched_chunks
 from assets.policies import INDEX_FRESHNESS
-from assets.progress import markdown_table, progress_logger
-from lorehouse.embed_stage import run_embedding
+from lorehouse.stages.embed import run_embedding
 from pipelines.resources import FeatureStoreResource, VectorIndexResource
 
 

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import dagster as dg
 
+from assets._metadata import markdown_table, progress_logger
 from assets.embeddings import chunk_embeddings
-from assets.progress import markdown_table, progress_logger
 from evals.answer_eval import AnswerEvalReport
 from evals.explain import miss_counts
 from evals.runner import run_answer_eval, run_retrieval_eval

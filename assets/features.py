@@ -3,11 +3,12 @@
 import dagster as dg
 import pandera.pandas as pa
 
+from assets._metadata import markdown_table, progress_logger
 from assets.chunks import chunks
 from assets.documents import schema_check
 from assets.policies import INDEX_FRESHNESS
-from assets.progress import markdown_table, progress_logger
-from lorehouse.enrichment import run_enrichment
+from lorehouse.stages.enrich import run_enrichment
+from lorehouse.stages.features import run_document_features
 from pipelines.resources import EnrichmentResource, FeatureStoreResource
 
 
@@ -57,7 +58,7 @@ def enriched_chunks(
 def document_features(feature_store: FeatureStoreResource) -> dg.MaterializeResult:
     """The document list (title, summary, size, ACL) plus FAQ and keyword tables."""
     store = feature_store.open()
-    counts = store.build_document_features()
+    counts = run_document_features(store)
     preview = store.table("documents").head(20)
     return dg.MaterializeResult(
         metadata={

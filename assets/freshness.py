@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import dagster as dg
 
+from assets._metadata import markdown_table
 from assets.documents import parsed_documents
 from assets.embeddings import chunk_embeddings
-from assets.progress import markdown_table
 from lorehouse.inventory import is_unchanged
 from lorehouse.sources.base import is_sidecar
 from pipelines.resources import DocumentSourceResource, FeatureStoreResource

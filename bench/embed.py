@@ -122,7 +122,7 @@ def stage_texts(store: Any, model: str) -> dict[str, list[str]]:
     Chunks and document profiles are separate tables with separate model calls, so they are
     kept apart here too.
     """
-    from lorehouse import embed_stage
+    from lorehouse.stages import embed as embed_stage
 
     chunk_rows = embed_stage.index_rows(store.chunks_for_index(), model)
     groups = {"chunks": chunk_rows, "profiles": None}
@@ -170,7 +170,7 @@ def time_raw_sliced(embedder: Any, groups: dict[str, list[str]], batch_size: int
 
 def time_stage(store: Any, lance_dir: Path, embedder: Any, batch_size: int) -> tuple[Run, Run, Run]:
     """(model calls, end to end, as reported) of one run_embedding into an empty folder."""
-    from lorehouse.embed_stage import run_embedding
+    from lorehouse.stages.embed import run_embedding
     from lorehouse.stores.lance_index import ChunkIndex
 
     index = ChunkIndex(str(lance_dir))
@@ -195,7 +195,7 @@ def time_stage(store: Any, lance_dir: Path, embedder: Any, batch_size: int) -> t
 
 def time_rerun(store: Any, lance_dir: Path, embedder: Any, batch_size: int) -> Run:
     """run_embedding over an index that already holds every chunk."""
-    from lorehouse.embed_stage import run_embedding
+    from lorehouse.stages.embed import run_embedding
     from lorehouse.stores.lance_index import ChunkIndex
 
     report = run_embedding(store, ChunkIndex(str(lance_dir)), embedder, batch_size=batch_size)
@@ -210,7 +210,7 @@ def stored_vector_difference(
     lance_dir: Path, model: str, texts: list[str], raw: np.ndarray
 ) -> float:
     """Largest absolute difference between a stored vector and the raw one for the same text."""
-    from lorehouse.embed_stage import embed_key
+    from lorehouse.stages.embed import embed_key
     from lorehouse.stores.lance_index import ChunkIndex
 
     keys = [embed_key(model, text) for text in texts]

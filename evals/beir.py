@@ -21,7 +21,9 @@ import ir_measures
 import pandas as pd
 from ir_measures import RR, R, nDCG
 
-from lorehouse.embed_stage import (
+from lorehouse.embedding_providers import Embedder
+from lorehouse.retrieval import Retriever
+from lorehouse.stages.embed import (
     EmbedReport,
     ProgressCallback,
     joint_pass,
@@ -30,8 +32,6 @@ from lorehouse.embed_stage import (
     sync_table,
     sync_token_vectors,
 )
-from lorehouse.embedding_providers import Embedder
-from lorehouse.retrieval import Retriever
 from lorehouse.stores.lance_index import ChunkIndex, chunk_schema
 from lorehouse.token_vectors import TokenEncoder
 

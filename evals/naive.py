@@ -13,9 +13,9 @@ import pandas as pd
 import pyarrow as pa
 
 from evals.metrics import RetrievedChunk
-from lorehouse.embed_stage import EmbedReport, keyed_rows, sync_table
 from lorehouse.embedding_providers import Embedder
 from lorehouse.retrieval import access_clause
+from lorehouse.stages.embed import EmbedReport, keyed_rows, sync_table
 from lorehouse.stores.duckdb_store import DuckDBStore
 from lorehouse.stores.lance_index import LanceTable, table_metadata
 

@@ -29,10 +29,10 @@ from evals.retrieval_eval import (
     search_config,
 )
 from lorehouse.agents.pipeline import AskPipeline, AskResponse
-from lorehouse.embed_stage import ProgressCallback
 from lorehouse.rerankers import evaluated_rerankers
 from lorehouse.retrieval import Retriever
 from lorehouse.settings import Settings
+from lorehouse.stages.progress import ProgressCallback
 from lorehouse.stores.duckdb_store import DuckDBStore
 from lorehouse.stores.lance_index import ChunkIndex, sql_in
 from lorehouse.wiring import Lorehouse

@@ -30,7 +30,7 @@ from segtok.segmenter import split_single
 
 from lorehouse.chunking import BREADCRUMB_SEPARATOR
 from lorehouse.llm import LLMClient, LLMFailure, as_json
-from lorehouse.stores.duckdb_store import DuckDBStore
+from lorehouse.stages.progress import ProgressCallback
 
 EXTRACTIVE_MODE = "extractive"
 EXTRACTIVE_MODEL = "extractive/textrank-minilm+yake-2"
@@ -38,8 +38,6 @@ CHUNK_PROMPT = "chunk_enrichment.v1"
 TABLE_PROMPT = "table_enrichment.v1"
 DOCUMENT_PROMPT = "document_summary.v1"
 _DOCUMENT_PROMPT_CHARS = 6000
-
-ProgressCallback = Callable[[int, int], None]
 
 
 # Bounded strings: a schema-constrained local model cannot ramble, and a keyword is a phrase.
@@ -375,34 +373,3 @@ def _pagerank(weights: np.ndarray, damping: float = 0.85, iterations: int = 50) 
     for _ in range(iterations):
         ranks = (1 - damping) / size + damping * transition.T @ ranks
     return ranks
-
-
-def run_enrichment(
-    store: DuckDBStore, enricher: Enricher, on_progress: ProgressCallback | None = None
-) -> EnrichmentReport:
-    """Enriches every current chunk and document from the store and writes the results."""
-    documents = [
-        DocumentInput(
-            doc_id=doc_id,
-            rel_path=rel_path,
-            title=title,
-            chunks=[
-                ChunkInput(
-                    chunk_id=row["chunk_id"],
-                    doc_id=doc_id,
-                    breadcrumb=BREADCRUMB_SEPARATOR.join(row["heading_path"]),
-                    text_chat=row["text_chat"],
-                    text_embed=row["text_embed"],
-                    is_table=bool(row["is_table"]),
-                )
-                for row in rows
-            ],
-        )
-        for doc_id, rel_path, title, rows in store.chunks_by_document()
-    ]
-    result = enricher.enrich(
-        documents, store.cached_enrichments, store.add_enrichment_cache, on_progress=on_progress
-    )
-    # The cache already holds every new answer; this swaps in the enriched tables at once.
-    store.write_enrichment(result.chunk_rows, result.document_rows)
-    return result.report

@@ -18,7 +18,7 @@ from typing import Protocol
 
 import numpy as np
 
-from lorehouse.embed_stage import embed_key
+from lorehouse.stages.embed import embed_key
 from lorehouse.stores.lance_index import IndexNotBuilt
 from lorehouse.token_vectors import TokenEncoder, maxsim_of_packed, packed_model_name
 

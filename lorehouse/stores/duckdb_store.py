@@ -508,30 +508,11 @@ class DuckDBStore:
                 if name in frames:
                     _insert_frame(connection, table, name, frames[name])
 
-    def build_document_features(self) -> dict[str, int]:
-        """Rebuilds documents, chunk_faqs and chunk_keywords from the stage tables."""
-        statements = [
-            "DELETE FROM documents",
-            "INSERT INTO documents SELECT p.doc_id, "
-            "coalesce(p.title, e.generated_title, r.rel_path), r.source_uri, r.rel_path, "
-            "e.summary, (SELECT count(*) FROM chunks c WHERE c.doc_id = p.doc_id), "
-            "p.page_count, r.acl_groups, p.content_sha256, e.enrichment_mode, "
-            "greatest(p.parsed_at, coalesce((SELECT max(chunked_at) FROM chunks c "
-            "WHERE c.doc_id = p.doc_id), p.parsed_at)) "
-            "FROM documents_parsed p JOIN documents_raw r USING (doc_id) "
-            "LEFT JOIN document_enrichment e USING (doc_id)",
-            "DELETE FROM chunk_faqs",
-            "INSERT INTO chunk_faqs SELECT chunk_id, doc_id, unnest(faqs) FROM enriched_chunks",
-            "DELETE FROM chunk_keywords",
-            "INSERT INTO chunk_keywords SELECT chunk_id, doc_id, unnest(keywords) "
-            "FROM enriched_chunks",
-        ]
+    def execute_in_transaction(self, statements: Sequence[str]) -> None:
+        """Runs SQL statements as one transaction: readers see all of them or none."""
         with self._transaction() as connection:
             for statement in statements:
                 connection.execute(statement)
-        return {
-            name: self.row_count(name) for name in ("documents", "chunk_faqs", "chunk_keywords")
-        }
 
     def chunks_for_index(self) -> pd.DataFrame:
         """Every chunk with what the search index stores beside it: title, file, enrichment."""

@@ -15,13 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from lorehouse.chunk_stage import run_chunking
 from lorehouse.chunking import Chunker
 from lorehouse.embedding import default_token_counter
-from lorehouse.ingest import run_inventory, run_parse
 from lorehouse.parsing.runner import ParseLimits
 from lorehouse.settings import REPO_ROOT
 from lorehouse.sources import LocalFolderSource
+from lorehouse.stages.chunk import run_chunking
+from lorehouse.stages.inventory import run_inventory
+from lorehouse.stages.parse import run_parse
 from lorehouse.stores.duckdb_store import DuckDBStore
 
 sys.path.insert(0, str(REPO_ROOT / "bench"))

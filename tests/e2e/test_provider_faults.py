@@ -16,15 +16,17 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.app import create_app
-from lorehouse.chunk_stage import run_chunking
 from lorehouse.chunking import Chunker
 from lorehouse.embedding import default_token_counter
-from lorehouse.enrichment import Enricher, run_enrichment
-from lorehouse.ingest import run_inventory, run_parse
+from lorehouse.enrichment import Enricher
 from lorehouse.llm import LLMClient
 from lorehouse.parsing.runner import ParseLimits
 from lorehouse.settings import BUNDLED_SAMPLE_CORPUS, Settings
 from lorehouse.sources.local import LocalFolderSource
+from lorehouse.stages.chunk import run_chunking
+from lorehouse.stages.enrich import run_enrichment
+from lorehouse.stages.inventory import run_inventory
+from lorehouse.stages.parse import run_parse
 from lorehouse.stores.duckdb_store import DuckDBStore
 from lorehouse.stores.lance_index import ChunkIndex
 from tests.conftest import materialize_everything

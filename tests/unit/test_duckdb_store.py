@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from lorehouse.chunk_stage import chunk_frame
+from lorehouse.stages.chunk import chunk_frame
 from lorehouse.stores import DuckDBStore
 
 _HOLD_LOCK = """

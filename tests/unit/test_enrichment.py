@@ -9,14 +9,17 @@ from pathlib import Path
 import litellm
 import pytest
 
-from lorehouse.chunk_stage import run_chunking
 from lorehouse.chunking import Chunker
 from lorehouse.embedding import default_token_counter
-from lorehouse.enrichment import ChunkEnrichment, Enricher, run_enrichment
-from lorehouse.ingest import run_inventory, run_parse
+from lorehouse.enrichment import ChunkEnrichment, Enricher
 from lorehouse.llm import LLMClient, LLMFailure, load_prompt
 from lorehouse.parsing.runner import ParseLimits
 from lorehouse.sources.local import LocalFolderSource
+from lorehouse.stages.chunk import run_chunking
+from lorehouse.stages.enrich import run_enrichment
+from lorehouse.stages.features import run_document_features
+from lorehouse.stages.inventory import run_inventory
+from lorehouse.stages.parse import run_parse
 from lorehouse.stores.duckdb_store import DuckDBStore
 from tests.conftest import BUNDLED_SAMPLE_CORPUS
 
@@ -97,7 +100,7 @@ def test_a_partly_failing_run_keeps_what_succeeded(chunked_store: DuckDBStore) -
     prose = chunks[chunks["summary"].isna() & chunks["status"].eq("enriched")]
     assert len(prose) > 0
     assert len(report.failures) == len(documents) + int((chunks["status"] == "failed").sum())
-    counts = chunked_store.build_document_features()
+    counts = run_document_features(chunked_store)
     assert counts["documents"] == 2
     assert counts["chunk_faqs"] > 0
 

@@ -7,15 +7,15 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from lorehouse.embed_stage import (
+from lorehouse.embedding import OnnxMiniLMEmbedder, default_embedder
+from lorehouse.retrieval import Retriever
+from lorehouse.stages.embed import (
     EmbedReport,
     keyed_rows,
     sentence_windows,
     sync_sentences,
     sync_table,
 )
-from lorehouse.embedding import OnnxMiniLMEmbedder, default_embedder
-from lorehouse.retrieval import Retriever
 from lorehouse.stores.lance_index import ChunkIndex, chunk_schema
 
 # A long chunk about office life where one sentence states the hotel limit, and a short chunk

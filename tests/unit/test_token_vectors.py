@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lorehouse.embed_stage import EmbedReport, keyed_rows, sync_table, sync_token_vectors
 from lorehouse.embedding import OnnxMiniLMEmbedder, default_embedder
 from lorehouse.rerankers import Candidate, LateInteractionReranker
+from lorehouse.stages.embed import EmbedReport, keyed_rows, sync_table, sync_token_vectors
 from lorehouse.stores.lance_index import ChunkIndex, chunk_schema
 from lorehouse.token_vectors import (
     CapturingEmbedder,

@@ -1,17 +1,15 @@
-"""The first two stages as plain functions: inventory a source, parse what changed.
+"""The parse stage: Markdown for every document whose bytes or parser version changed.
 
-Dagster assets and the CLI call these; they take a source and a store and return a report,
-so the same logic runs under any orchestrator and in unit tests.
+Results are written in batches as they complete, so an interrupted run keeps what it
+finished and the next one resumes from there.
 """
 
 from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from lorehouse.inventory import take_inventory
 from lorehouse.models import DocumentFailure, ParsedDocument, RawDocument
 from lorehouse.parsing.registry import ParseOptions
 from lorehouse.parsing.runner import (
@@ -22,24 +20,8 @@ from lorehouse.parsing.runner import (
     parser_version_of,
 )
 from lorehouse.sources.base import DocumentSource
+from lorehouse.stages.progress import ProgressCallback
 from lorehouse.stores.duckdb_store import DuckDBStore
-
-ProgressCallback = Callable[[int, int], None]
-
-
-@dataclass
-class InventoryReport:
-    """What changed in the source since the last inventory."""
-
-    documents: int
-    added: list[str]
-    changed: list[str]
-    removed: list[str]
-    by_type: Counter[str]
-    restricted: int
-    hashed: int
-    seconds: float
-    warnings: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -64,36 +46,6 @@ class ParseReport:
     @property
     def pages(self) -> int:
         return sum(len({span.page for span in d.page_map}) for d in self.parsed)
-
-
-def run_inventory(
-    source: DocumentSource,
-    store: DuckDBStore,
-    max_file_bytes: int,
-    on_progress: ProgressCallback | None = None,
-) -> InventoryReport:
-    """Lists the source, records it in documents_raw and drops documents that disappeared."""
-    started = time.perf_counter()
-    previous = store.raw_documents()
-    inventory = take_inventory(source, previous, max_file_bytes, on_progress)
-    removed = store.replace_inventory(inventory.documents)
-    added = [d.doc_id for d in inventory.documents if d.doc_id not in previous]
-    changed = [
-        d.doc_id
-        for d in inventory.documents
-        if d.doc_id in previous and previous[d.doc_id].content_sha256 != d.content_sha256
-    ]
-    return InventoryReport(
-        documents=len(inventory.documents),
-        added=added,
-        changed=changed,
-        removed=removed,
-        by_type=Counter(d.file_type.value for d in inventory.documents),
-        restricted=sum(1 for d in inventory.documents if d.acl_groups),
-        hashed=inventory.hashed,
-        seconds=time.perf_counter() - started,
-        warnings=inventory.warnings,
-    )
 
 
 def documents_to_parse(store: DuckDBStore, options: ParseOptions) -> tuple[list[RawDocument], int]:

@@ -20,6 +20,7 @@ import pyarrow as pa
 from lorehouse.chunking import BREADCRUMB_SEPARATOR, sentences
 from lorehouse.embedding_providers import Embedder, EmbeddingFailure
 from lorehouse.settings import SENTENCE_WINDOW, SENTENCE_WINDOW_STRIDE
+from lorehouse.stages.progress import ProgressCallback
 from lorehouse.stores.duckdb_store import DuckDBStore
 from lorehouse.stores.lance_index import (
     ChunkIndex,
@@ -31,8 +32,6 @@ from lorehouse.stores.lance_index import (
     token_vector_schema,
 )
 from lorehouse.token_vectors import CapturingEmbedder, PackedTokenEncoder, TokenEncoder
-
-ProgressCallback = Callable[[int, int], None]
 
 # The stored columns come from the table schemas; the stage adds the two hashes and the vector.
 _ADDED_BY_STAGE = {"embed_key", "row_hash", "vector"}

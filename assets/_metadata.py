@@ -1,4 +1,4 @@
-"""Progress reporting from inside an asset, visible in the Dagster UI log and on the CLI."""
+"""What assets put on their Dagster pages: progress log lines and Markdown tables."""
 
 from __future__ import annotations
 

@@ -8,15 +8,13 @@ and ids of unchanged chunks never move.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pandas as pd
 
 from lorehouse.chunking import Chunk, Chunker
+from lorehouse.stages.progress import ProgressCallback
 from lorehouse.stores.duckdb_store import DuckDBStore
-
-ProgressCallback = Callable[[int, int], None]
 
 
 @dataclass
