@@ -39,9 +39,9 @@ from api.models import (
     SearchRequest,
     StoreHealth,
 )
-from lorehouse.agents.pipeline import AskPipeline, AskResponse
+from lorehouse.agents.ask import AskPipeline, AskResponse
 from lorehouse.api_keys import ANONYMOUS, Caller, KeyRing
-from lorehouse.embedding_providers import Embedder, EmbeddingFailure
+from lorehouse.embedding.base import Embedder, EmbeddingFailure
 from lorehouse.llm import LLMClient
 from lorehouse.rerankers import available_rerankers
 from lorehouse.retrieval import IndexModelMismatch, Retriever, SearchResult, access_clause

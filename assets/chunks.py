@@ -6,7 +6,6 @@ import dagster as dg
 
 from assets._metadata import markdown_table, progress_logger
 from assets.documents import parsed_documents, schema_check
-from assets.policies import INDEX_FRESHNESS
 from lorehouse.schemas import chunks_schema
 from lorehouse.stages.chunk import run_chunking
 from pipelines.resources import ChunkingResource, FeatureStoreResource
@@ -15,7 +14,6 @@ from pipelines.resources import ChunkingResource, FeatureStoreResource
 @dg.asset(
     group_name="features",
     kinds={"duckdb"},
-    freshness_policy=INDEX_FRESHNESS,
     deps=[parsed_documents],
 )
 def chunks(

@@ -5,14 +5,13 @@ import pandera.errors
 import pandera.pandas as pa
 
 from assets._metadata import markdown_table, progress_logger
-from assets.policies import INDEX_FRESHNESS
 from lorehouse.schemas import FailedDocumentsSchema, ParsedDocumentsSchema, RawDocumentsSchema
 from lorehouse.stages.inventory import run_inventory
 from lorehouse.stages.parse import run_parse
 from pipelines.resources import DocumentSourceResource, FeatureStoreResource, ParsingResource
 
 
-@dg.asset(group_name="ingest", kinds={"duckdb"}, freshness_policy=INDEX_FRESHNESS)
+@dg.asset(group_name="ingest", kinds={"duckdb"})
 def raw_documents(
     context: dg.AssetExecutionContext,
     document_source: DocumentSourceResource,
@@ -47,7 +46,6 @@ def raw_documents(
 @dg.asset(
     group_name="parse",
     kinds={"duckdb", "python"},
-    freshness_policy=INDEX_FRESHNESS,
     deps=[raw_documents],
 )
 def parsed_documents(

@@ -4,7 +4,6 @@ import dagster as dg
 
 from assets._metadata import markdown_table, progress_logger
 from assets.features import document_features, enriched_chunks
-from assets.policies import INDEX_FRESHNESS
 from lorehouse.stages.embed import run_embedding
 from pipelines.resources import FeatureStoreResource, VectorIndexResource
 
@@ -12,7 +11,6 @@ from pipelines.resources import FeatureStoreResource, VectorIndexResource
 @dg.asset(
     group_name="index",
     kinds={"lancedb"},
-    freshness_policy=INDEX_FRESHNESS,
     deps=[enriched_chunks, document_features],
 )
 def chunk_embeddings(

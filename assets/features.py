@@ -6,13 +6,12 @@ import pandera.pandas as pa
 from assets._metadata import markdown_table, progress_logger
 from assets.chunks import chunks
 from assets.documents import schema_check
-from assets.policies import INDEX_FRESHNESS
 from lorehouse.stages.enrich import run_enrichment
 from lorehouse.stages.features import run_document_features
 from pipelines.resources import EnrichmentResource, FeatureStoreResource
 
 
-@dg.asset(group_name="features", kinds={"duckdb"}, freshness_policy=INDEX_FRESHNESS, deps=[chunks])
+@dg.asset(group_name="features", kinds={"duckdb"}, deps=[chunks])
 def enriched_chunks(
     context: dg.AssetExecutionContext,
     feature_store: FeatureStoreResource,
@@ -52,7 +51,6 @@ def enriched_chunks(
 @dg.asset(
     group_name="features",
     kinds={"duckdb"},
-    freshness_policy=INDEX_FRESHNESS,
     deps=[enriched_chunks],
 )
 def document_features(feature_store: FeatureStoreResource) -> dg.MaterializeResult:

@@ -69,8 +69,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
 
-    from lorehouse.agents.pipeline import AskPipeline
-    from lorehouse.embedding import default_embedder
+    from lorehouse.agents.ask import AskPipeline
+    from lorehouse.embedding.minilm import default_embedder
     from lorehouse.llm import LLMClient
     from lorehouse.retrieval import Retriever
     from lorehouse.stores.lance_index import ChunkIndex

@@ -334,7 +334,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"source not found: {', '.join(missing)}", file=sys.stderr)
         return 2
     started = time.perf_counter()
-    from lorehouse.embedding import default_embedder, default_token_counter
+    from lorehouse.embedding.minilm import default_embedder, default_token_counter
     from lorehouse.stores.duckdb_store import DuckDBStore
 
     with tempfile.TemporaryDirectory(prefix="lorehouse-bench-embed-") as tmp:

@@ -22,7 +22,7 @@ from pydantic import BaseModel, Field
 
 from evals.golden_set import GoldenCase
 from evals.key_facts import score_key_facts
-from lorehouse.agents.pipeline import AskResponse
+from lorehouse.agents.ask import AskResponse
 from lorehouse.llm import LLMClient, LLMFailure
 
 #: `judge_model` of a run scored by the offline key-fact metric alone.

@@ -21,7 +21,7 @@ import ir_measures
 import pandas as pd
 from ir_measures import RR, R, nDCG
 
-from lorehouse.embedding_providers import Embedder
+from lorehouse.embedding.base import Embedder
 from lorehouse.retrieval import Retriever
 from lorehouse.stages.embed import (
     EmbedReport,

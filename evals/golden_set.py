@@ -44,16 +44,8 @@ class GoldenSetError(ValueError):
     """A golden set line is not a valid case; the message names the line."""
 
 
-def load_golden(path: Path) -> list[GoldenCase]:
-    """Every case of a JSONL golden set, in file order; FinanceBench files are read as such."""
-    from evals.financebench import financebench_cases, is_financebench
-
-    if is_financebench(path):
-        return financebench_cases(path)
-    return list(_cases(path))
-
-
-def _cases(path: Path) -> Iterator[GoldenCase]:
+def jsonl_cases(path: Path) -> Iterator[GoldenCase]:
+    """The cases of a Lorehouse JSONL golden set, in file order."""
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         if not line.strip():
             continue

@@ -13,7 +13,7 @@ import pandas as pd
 import pyarrow as pa
 
 from evals.metrics import RetrievedChunk
-from lorehouse.embedding_providers import Embedder
+from lorehouse.embedding.base import Embedder
 from lorehouse.retrieval import access_clause
 from lorehouse.stages.embed import EmbedReport, keyed_rows, sync_table
 from lorehouse.stores.duckdb_store import DuckDBStore

@@ -21,7 +21,7 @@ from evals.metrics import (
     mean_reciprocal_rank,
     recall_at,
 )
-from lorehouse.agents.pipeline import AskPipeline
+from lorehouse.agents.ask import AskPipeline
 from lorehouse.retrieval import Retriever, SearchHit
 
 Ranker = Callable[[str, int], list[RetrievedChunk]]

@@ -15,7 +15,8 @@ import pandas as pd
 from evals.answer_eval import AnswerEvalReport, evaluate_answers
 from evals.beir import BeirReport, evaluate_rankers, index_dataset, load_beir, search_ranker
 from evals.explain import EvidenceMiss, MissExplainer, miss_rows
-from evals.golden_set import GoldenCase, load_golden
+from evals.golden_files import load_golden
+from evals.golden_set import GoldenCase
 from evals.naive import NaiveIndex, build_naive_index, naive_search
 from evals.retrieval_eval import (
     K_MAX,
@@ -28,7 +29,7 @@ from evals.retrieval_eval import (
     report_rows,
     search_config,
 )
-from lorehouse.agents.pipeline import AskPipeline, AskResponse
+from lorehouse.agents.ask import AskPipeline, AskResponse
 from lorehouse.rerankers import evaluated_rerankers
 from lorehouse.retrieval import Retriever
 from lorehouse.settings import Settings

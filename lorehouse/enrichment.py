@@ -330,7 +330,7 @@ class _ExtractiveSummary(BaseModel):
 
 def _extractive_summary(document: DocumentInput, sentences_wanted: int = 3) -> BaseModel:
     """The document's most central sentences, in reading order (TextRank on embeddings)."""
-    from lorehouse.embedding import default_embedder
+    from lorehouse.embedding.minilm import default_embedder
 
     sentences: list[str] = []
     for chunk in document.chunks:

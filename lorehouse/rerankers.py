@@ -260,7 +260,7 @@ def build_reranker(
     if name == NONE:
         return NoReranker()
     if name == MAXSIM:
-        from lorehouse.embedding import default_embedder
+        from lorehouse.embedding.minilm import default_embedder
 
         return LateInteractionReranker(default_embedder(), token_store)
     if "/" not in name:

@@ -17,7 +17,7 @@ from functools import lru_cache
 import numpy as np
 from pydantic import BaseModel, Field
 
-from lorehouse.embedding_providers import Embedder, EmbeddingFailure
+from lorehouse.embedding.base import Embedder, EmbeddingFailure
 from lorehouse.models import PUBLIC_GROUP
 from lorehouse.rerankers import (
     MAXSIM,

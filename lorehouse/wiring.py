@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any
 from lorehouse.settings import Settings, get_settings
 
 if TYPE_CHECKING:
-    from lorehouse.agents.pipeline import AskOptions, AskPipeline
+    from lorehouse.agents.ask import AskOptions, AskPipeline
     from lorehouse.chunking import Chunker
-    from lorehouse.embedding_providers import Embedder
+    from lorehouse.embedding.base import Embedder
     from lorehouse.enrichment import Enricher
     from lorehouse.llm import LLMClient
     from lorehouse.parsing.registry import ParseOptions
@@ -110,7 +110,7 @@ class Lorehouse:
 
     @cached_property
     def _embedder(self) -> Embedder:
-        from lorehouse.embedding_providers import embedder_for
+        from lorehouse.embedding.base import embedder_for
 
         return embedder_for(self.settings.embed_model, self.settings.embed_api_base)
 
@@ -122,7 +122,7 @@ class Lorehouse:
         """The encoder whose token vectors the index stores for late interaction, if it does."""
         if not self.settings.index_token_vectors:
             return None
-        from lorehouse.embedding import default_embedder
+        from lorehouse.embedding.minilm import default_embedder
 
         return default_embedder()
 
@@ -193,7 +193,7 @@ class Lorehouse:
     def chunker(self) -> Chunker:
         """A chunker counting tokens exactly as the embedder will see them."""
         from lorehouse.chunking import Chunker
-        from lorehouse.embedding import default_token_counter
+        from lorehouse.embedding.minilm import default_token_counter
 
         return Chunker(self.settings.chunk_max_tokens, default_token_counter().count)
 
@@ -226,7 +226,7 @@ class Lorehouse:
 
     def ask_options(self) -> AskOptions:
         """The answer pipeline's options, the same wherever a question is answered."""
-        from lorehouse.agents.pipeline import AskOptions
+        from lorehouse.agents.ask import AskOptions
 
         return AskOptions(
             context_chunks=self.settings.ask_context_chunks,
@@ -238,7 +238,7 @@ class Lorehouse:
 
     def ask_pipeline(self) -> AskPipeline:
         """The agentic answer pipeline over `retriever()`, answering with `answer_llm()`."""
-        from lorehouse.agents.pipeline import AskPipeline
+        from lorehouse.agents.ask import AskPipeline
 
         index = self.chunk_index()
         return AskPipeline(

@@ -1,28 +1,44 @@
-"""The Lorehouse code location: every asset, check, job, schedule and resource."""
+"""The Lorehouse code location: every asset, check, job, schedule and resource.
+
+Settings are read once, here, when the Definitions are built: the resources, the schedule's
+cron, the sensor's interval and the indexing assets' freshness window all come from them.
+"""
 
 import dagster as dg
 
 from assets import chunks, documents, embeddings, evals, features, freshness
+from assets.policies import index_freshness
 from lorehouse.settings import Settings, get_settings
 from pipelines.jobs import index_job, nightly_reindex_schedule
 from pipelines.resources import build_resources
 from pipelines.sensors import source_change_sensor
 
+ASSET_MODULES = [documents, chunks, features, embeddings, evals]
+#: The evals are not held to the nightly freshness window; every indexing stage is.
+NOT_INDEXING = "evals"
 
-def _ingest_definitions() -> dg.Definitions:
-    return dg.Definitions(
-        assets=dg.load_assets_from_modules([documents, chunks, features, embeddings, evals]),
-        asset_checks=dg.load_asset_checks_from_modules(
-            [documents, chunks, features, embeddings, evals, freshness]
+
+def _ingest_definitions(settings: Settings) -> dg.Definitions:
+    freshness_policy = index_freshness(settings)
+    assets = dg.map_asset_specs(
+        lambda spec: (
+            spec
+            if spec.group_name == NOT_INDEXING
+            else spec.replace_attributes(freshness_policy=freshness_policy)
         ),
+        dg.load_assets_from_modules(ASSET_MODULES),
+    )
+    return dg.Definitions(
+        assets=assets,
+        asset_checks=dg.load_asset_checks_from_modules([*ASSET_MODULES, freshness]),
     )
 
 
-def _automation_definitions() -> dg.Definitions:
+def _automation_definitions(settings: Settings) -> dg.Definitions:
     return dg.Definitions(
         jobs=[index_job],
-        schedules=[nightly_reindex_schedule],
-        sensors=[source_change_sensor],
+        schedules=[nightly_reindex_schedule(settings)],
+        sensors=[source_change_sensor(settings)],
     )
 
 
@@ -35,10 +51,14 @@ def _executor(settings: Settings) -> dg.ExecutorDefinition:
     return dg.in_process_executor
 
 
-# Per-area definitions are built in functions: Dagster loads a module only when exactly one
-# Definitions object sits at its top level.
-defs = dg.Definitions.merge(
-    _ingest_definitions(),
-    _automation_definitions(),
-    dg.Definitions(resources=build_resources(get_settings()), executor=_executor(get_settings())),
-)
+def build_definitions(settings: Settings) -> dg.Definitions:
+    """The code location for a deployment described by `settings`."""
+    return dg.Definitions.merge(
+        _ingest_definitions(settings),
+        _automation_definitions(settings),
+        dg.Definitions(resources=build_resources(settings), executor=_executor(settings)),
+    )
+
+
+# Dagster loads a module only when exactly one Definitions object sits at its top level.
+defs = build_definitions(get_settings())

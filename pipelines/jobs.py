@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dagster as dg
 
-from lorehouse.settings import get_settings
+from lorehouse.settings import Settings
 
 #: Runs carrying this tag write the stores; pipelines/dagster.yaml lets one run at a time.
 INDEX_WRITER_TAG = "lorehouse/writes"
@@ -17,9 +17,12 @@ index_job = dg.define_asset_job(
     tags={INDEX_WRITER_TAG: "index"},
 )
 
-nightly_reindex_schedule = dg.ScheduleDefinition(
-    name="nightly_reindex_schedule",
-    job=index_job,
-    cron_schedule=get_settings().reindex_cron,
-    default_status=dg.DefaultScheduleStatus.RUNNING,
-)
+
+def nightly_reindex_schedule(settings: Settings) -> dg.ScheduleDefinition:
+    """index_job on the deployment's cron (LOREHOUSE_REINDEX_CRON), running by default."""
+    return dg.ScheduleDefinition(
+        name="nightly_reindex_schedule",
+        job=index_job,
+        cron_schedule=settings.reindex_cron,
+        default_status=dg.DefaultScheduleStatus.RUNNING,
+    )

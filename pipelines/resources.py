@@ -17,7 +17,7 @@ from dagster_aws.s3 import S3Resource
 from pydantic import Field
 
 from lorehouse.chunking import Chunker
-from lorehouse.embedding_providers import Embedder
+from lorehouse.embedding.base import Embedder
 from lorehouse.enrichment import Enricher
 from lorehouse.parsing.registry import ParseOptions
 from lorehouse.parsing.runner import ParseLimits

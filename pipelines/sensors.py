@@ -4,19 +4,26 @@ from __future__ import annotations
 
 import dagster as dg
 
-from lorehouse.settings import get_settings
+from lorehouse.settings import Settings
 from lorehouse.sources.manifest import Manifest, take_manifest
 from pipelines.jobs import index_job
 from pipelines.resources import DocumentSourceResource
 
 
-@dg.sensor(
-    job=index_job,
-    minimum_interval_seconds=get_settings().source_poll_seconds,
-    default_status=dg.DefaultSensorStatus.STOPPED,
-    description="Lists the source; requests index_job when a file is added, changed or removed.",
-)
-def source_change_sensor(
+def source_change_sensor(settings: Settings) -> dg.SensorDefinition:
+    """The sensor, polling as often as LOREHOUSE_SOURCE_POLL_SECONDS says; stopped until
+    turned on in the UI (listing a large bucket has a cost)."""
+    return dg.sensor(
+        name="source_change_sensor",
+        job=index_job,
+        minimum_interval_seconds=settings.source_poll_seconds,
+        default_status=dg.DefaultSensorStatus.STOPPED,
+        description="Lists the source; requests index_job when a file is added, changed or "
+        "removed.",
+    )(evaluate_source_change)
+
+
+def evaluate_source_change(
     context: dg.SensorEvaluationContext, document_source: DocumentSourceResource
 ) -> dg.SensorResult | dg.SkipReason:
     """Cursor: the last manifest (path -> size, ETag or mtime, digest), compressed.

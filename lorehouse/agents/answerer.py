@@ -18,7 +18,7 @@ from functools import cached_property
 import numpy as np
 
 from lorehouse.chunking import plain_text, sentences
-from lorehouse.embedding_providers import Embedder
+from lorehouse.embedding.base import Embedder
 from lorehouse.llm import LLMClient
 from lorehouse.retrieval import SearchHit
 from lorehouse.stores.bm25 import Analyzer

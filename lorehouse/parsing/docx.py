@@ -23,7 +23,7 @@ from lxml import etree
 
 from lorehouse.errors import ParseError
 from lorehouse.models import FailureReason
-from lorehouse.parsing.markdown import MarkdownBuilder, clean_inline
+from lorehouse.parsing.markdown_builder import MarkdownBuilder, clean_inline
 from lorehouse.parsing.office import check_office_package
 from lorehouse.parsing.registry import ParseOptions, ParseOutput, register_parser
 

@@ -14,7 +14,7 @@ from bs4 import BeautifulSoup, NavigableString, Tag, XMLParsedAsHTMLWarning
 
 from lorehouse.errors import ParseError
 from lorehouse.models import FailureReason
-from lorehouse.parsing.markdown import MarkdownBuilder, clean_inline
+from lorehouse.parsing.markdown_builder import MarkdownBuilder, clean_inline
 from lorehouse.parsing.registry import ParseOptions, ParseOutput, register_parser
 from lorehouse.sniffing import decode_text
 

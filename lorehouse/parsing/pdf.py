@@ -16,7 +16,7 @@ import pymupdf
 
 from lorehouse.errors import ParseError
 from lorehouse.models import FailureReason
-from lorehouse.parsing.markdown import MarkdownBuilder, clean_inline
+from lorehouse.parsing.markdown_builder import MarkdownBuilder, clean_inline
 from lorehouse.parsing.ocr import ocr_page
 from lorehouse.parsing.registry import ParseOptions, ParseOutput, register_parser
 

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from lorehouse.models import FileType
-from lorehouse.parsing.markdown import MarkdownBuilder
+from lorehouse.parsing.markdown_builder import MarkdownBuilder
 
 
 @dataclass
@@ -94,4 +94,4 @@ def load_builtin_parsers() -> None:
     Deferred to first use so that importing the registry does not load PyMuPDF, python-docx
     and friends into processes that never parse.
     """
-    from lorehouse.parsing import docx, html, markdown_text, pdf, pptx, xlsx  # noqa: F401
+    from lorehouse.parsing import docx, html, pdf, pptx, text, xlsx  # noqa: F401

@@ -18,7 +18,7 @@ from openpyxl.worksheet.worksheet import Worksheet
 
 from lorehouse.errors import ParseError
 from lorehouse.models import FailureReason
-from lorehouse.parsing.markdown import MarkdownBuilder
+from lorehouse.parsing.markdown_builder import MarkdownBuilder
 from lorehouse.parsing.office import check_office_package
 from lorehouse.parsing.registry import ParseOptions, ParseOutput, register_parser
 

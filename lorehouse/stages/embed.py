@@ -18,7 +18,7 @@ import pandas as pd
 import pyarrow as pa
 
 from lorehouse.chunking import BREADCRUMB_SEPARATOR, sentences
-from lorehouse.embedding_providers import Embedder, EmbeddingFailure
+from lorehouse.embedding.base import Embedder, EmbeddingFailure
 from lorehouse.settings import SENTENCE_WINDOW, SENTENCE_WINDOW_STRIDE
 from lorehouse.stages.progress import ProgressCallback
 from lorehouse.stores.duckdb_store import DuckDBStore

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from assets import evals
-from evals.golden_set import load_golden
+from evals.golden_files import load_golden
 from evals.metrics import normalize
 from lorehouse.settings import BUNDLED_SAMPLE_CORPUS, Settings
 from lorehouse.stores.duckdb_store import DuckDBStore

@@ -10,8 +10,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from lorehouse.embedding import default_embedder
-from lorehouse.embedding_providers import LiteLLMEmbedder
+from lorehouse.embedding.litellm import LiteLLMEmbedder
+from lorehouse.embedding.minilm import default_embedder
 from lorehouse.models import PUBLIC_GROUP
 from lorehouse.retrieval import Retriever
 from lorehouse.settings import BUNDLED_SAMPLE_CORPUS

@@ -87,7 +87,7 @@ def test_reindex_with_source_and_lancedb_on_s3(
 
     def tick(cursor: str | None) -> dg.SensorResult | dg.SkipReason:
         context = dg.build_sensor_context(cursor=cursor, resources=sensor_resources)
-        return source_change_sensor(context)
+        return source_change_sensor(Settings())(context)
 
     first = tick(None)
     assert isinstance(first, dg.SensorResult) and first.run_requests

@@ -24,7 +24,7 @@ def _tick(
         resources={"document_source": source},
         instance=dg.DagsterInstance.ephemeral(),
     ) as context:
-        result = source_change_sensor(context)
+        result = source_change_sensor(Settings())(context)
         new_cursor = result.cursor if isinstance(result, dg.SensorResult) else context.cursor
     return result, new_cursor
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from lorehouse.agents.pipeline import AskOptions, AskPipeline
-from lorehouse.embedding import default_embedder
+from lorehouse.agents.ask import AskOptions, AskPipeline
+from lorehouse.embedding.minilm import default_embedder
 from lorehouse.llm import LLMClient
 from lorehouse.retrieval import Retriever
 from lorehouse.stores.lance_index import ChunkIndex

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from lorehouse.chunking import Chunker
-from lorehouse.embedding import default_token_counter
+from lorehouse.embedding.minilm import default_token_counter
 from lorehouse.parsing.runner import ParseLimits
 from lorehouse.settings import REPO_ROOT
 from lorehouse.sources import LocalFolderSource

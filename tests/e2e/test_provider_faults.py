@@ -17,7 +17,7 @@ from fastapi.testclient import TestClient
 
 from api.app import create_app
 from lorehouse.chunking import Chunker
-from lorehouse.embedding import default_token_counter
+from lorehouse.embedding.minilm import default_token_counter
 from lorehouse.enrichment import Enricher
 from lorehouse.llm import LLMClient
 from lorehouse.parsing.runner import ParseLimits

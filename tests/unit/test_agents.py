@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from lorehouse.agents.answerer import answer_with_llm, check_llm_answer
-from lorehouse.agents.pipeline import AskPipeline
+from lorehouse.agents.ask import AskPipeline
 from lorehouse.agents.post_processor import post_process
 from lorehouse.agents.query_optimizer import Turn, optimize_query
 from lorehouse.agents.source_identifier import DocumentProfile, choose_with_llm
-from lorehouse.embedding import default_embedder
+from lorehouse.embedding.minilm import default_embedder
 from lorehouse.llm import LLMClient, LLMFailure
 from lorehouse.retrieval import Retriever
 from lorehouse.stores.lance_index import ChunkIndex
@@ -148,7 +148,7 @@ def test_provider_errors_are_retried_then_degrade_with_the_reason(
 
 
 def test_neighbours_widen_the_context_around_each_hit(materialized_sample: Path) -> None:
-    from lorehouse.agents.pipeline import AskOptions
+    from lorehouse.agents.ask import AskOptions
 
     index = ChunkIndex(str(materialized_sample / "lancedb"))
     embedder = default_embedder()
@@ -173,7 +173,7 @@ def test_neighbours_widen_the_context_around_each_hit(materialized_sample: Path)
 def test_offline_sources_are_favoured_not_required(materialized_sample: Path) -> None:
     """Without an LLM the source identifier's guess moves its documents' chunks up; chunks of
     other documents still compete, and a zero weight is plain hybrid search."""
-    from lorehouse.agents.pipeline import AskOptions
+    from lorehouse.agents.ask import AskOptions
 
     index = ChunkIndex(str(materialized_sample / "lancedb"))
     embedder = default_embedder()

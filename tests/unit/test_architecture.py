@@ -75,3 +75,35 @@ def test_only_the_wiring_builds_stores_clients_and_pipelines() -> None:
             if name in BUILT_BY_THE_WIRING:
                 offenders.append(f"{path.relative_to(REPO_ROOT)}:{node.lineno} {name}(...)")
     assert not offenders, "\n".join(offenders)
+
+
+def _calls_outside_functions(tree: ast.Module, name: str) -> Iterator[int]:
+    """Lines of module-level calls of `name` (run on import), skipping function bodies."""
+    pending: list[ast.AST] = list(tree.body)
+    while pending:
+        node = pending.pop()
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            continue
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == name:
+            yield node.lineno
+        pending.extend(ast.iter_child_nodes(node))
+
+
+def test_settings_are_read_when_the_definitions_are_built_not_on_import() -> None:
+    """Importing an asset, job or sensor module reads no settings; the code location reads
+    them once, where it builds its Definitions."""
+    definitions = REPO_ROOT / "pipelines" / "definitions.py"
+    offenders = [
+        f"{path.relative_to(REPO_ROOT)}:{line}"
+        for path, tree in _modules("assets", "pipelines", "lorehouse", "evals", "api", "cli")
+        for line in _calls_outside_functions(tree, "get_settings")
+    ]
+    assert offenders == [f"{definitions.relative_to(REPO_ROOT)}:{_defs_line(definitions)}"]
+
+
+def _defs_line(path: Path) -> int:
+    return next(
+        number
+        for number, line in enumerate(path.read_text().splitlines(), start=1)
+        if line.startswith("defs = ")
+    )

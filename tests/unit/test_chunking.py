@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from lorehouse.chunking import BREADCRUMB_SEPARATOR, Chunk, Chunker, plain_text
-from lorehouse.embedding import TokenCounter, default_token_counter
+from lorehouse.embedding.minilm import TokenCounter, default_token_counter
 from lorehouse.models import ParsedDocument
 from tests.conftest import DOCS_CORPUS, parsed_markdown
 

@@ -10,7 +10,7 @@ import litellm
 import pytest
 
 from lorehouse.chunking import Chunker
-from lorehouse.embedding import default_token_counter
+from lorehouse.embedding.minilm import default_token_counter
 from lorehouse.enrichment import ChunkEnrichment, Enricher
 from lorehouse.llm import LLMClient, LLMFailure, load_prompt
 from lorehouse.parsing.runner import ParseLimits

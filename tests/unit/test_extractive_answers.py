@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from lorehouse.agents.answerer import answer_extractively, citations_in
-from lorehouse.embedding import default_embedder
+from lorehouse.embedding.minilm import default_embedder
 from lorehouse.retrieval import SearchHit
 from lorehouse.settings import DEFAULT_ANSWER_MAX_WORDS, DEFAULT_ANSWER_MIN_SIMILARITY
 

@@ -6,10 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from evals.golden_set import GoldenSetError, load_golden
+from evals.golden_files import load_golden
+from evals.golden_set import GoldenSetError
 from evals.metrics import Evidence, RetrievedChunk, excerpt_found
 from lorehouse.chunking import Chunker
-from lorehouse.embedding import default_token_counter
+from lorehouse.embedding.minilm import default_token_counter
 from tests.conftest import SHARED_CORPUS, parsed_markdown
 
 FINANCEBENCH = SHARED_CORPUS / "financebench"

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from evals.check_golden import CASE_TYPES, check_golden, main
-from evals.golden_set import load_golden
+from evals.golden_files import load_golden
 from lorehouse.settings import REPO_ROOT
 from tests.conftest import DOCS_CORPUS, SHARED_CORPUS
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 
-from lorehouse.parsing.markdown import MarkdownBuilder, page_of_offset
+from lorehouse.parsing.markdown_builder import MarkdownBuilder, page_of_offset
 from lorehouse.parsing.tables import render_table
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from lorehouse.models import DocumentFailure, FailureReason
-from lorehouse.parsing.markdown import page_of_offset
+from lorehouse.parsing.markdown_builder import page_of_offset
 from tests.conftest import DOCS_CORPUS, parse_path, parsed_markdown
 
 pytestmark = pytest.mark.corpus

@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lorehouse.embedding import default_embedder
-from lorehouse.embedding_providers import EmbeddingFailure
+from lorehouse.embedding.base import EmbeddingFailure
+from lorehouse.embedding.minilm import default_embedder
 from lorehouse.rerankers import (
     MAXSIM,
     NONE,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lorehouse.parsing.markdown import page_of_offset
+from lorehouse.parsing.markdown_builder import page_of_offset
 from tests.conftest import parsed_markdown
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from lorehouse.embedding import OnnxMiniLMEmbedder, default_embedder
+from lorehouse.embedding.minilm import OnnxMiniLMEmbedder, default_embedder
 from lorehouse.retrieval import Retriever
 from lorehouse.stages.embed import (
     EmbedReport,

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lorehouse.embedding import OnnxMiniLMEmbedder, default_embedder
+from lorehouse.embedding.minilm import OnnxMiniLMEmbedder, default_embedder
 from lorehouse.rerankers import Candidate, LateInteractionReranker
 from lorehouse.stages.embed import EmbedReport, keyed_rows, sync_table, sync_token_vectors
 from lorehouse.stores.lance_index import ChunkIndex, chunk_schema

@@ -33,7 +33,7 @@ from lorehouse.agents.source_identifier import (
     rank_documents,
 )
 from lorehouse.agents.trace import AskTrace, timed_step
-from lorehouse.embedding_providers import Embedder
+from lorehouse.embedding.base import Embedder
 from lorehouse.llm import LLMClient, LLMFailure
 from lorehouse.rerankers import reciprocal_rank_fusion
 from lorehouse.retrieval import Retriever, SearchFilters, SearchHit, SearchMode, hit_from_row

@@ -7,8 +7,9 @@ import socket
 import numpy as np
 import pytest
 
-from lorehouse.embedding import default_embedder
-from lorehouse.embedding_providers import EmbeddingFailure, LiteLLMEmbedder, embedder_for
+from lorehouse.embedding.base import EmbeddingFailure, embedder_for
+from lorehouse.embedding.litellm import LiteLLMEmbedder
+from lorehouse.embedding.minilm import default_embedder
 from tests.provider_server import hashed_vector, provider_server
 
 

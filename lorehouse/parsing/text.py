@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from importlib.metadata import version
 
-from lorehouse.parsing.markdown import MarkdownBuilder
+from lorehouse.parsing.markdown_builder import MarkdownBuilder
 from lorehouse.parsing.registry import ParseOptions, ParseOutput, register_parser
 from lorehouse.sniffing import decode_text
 

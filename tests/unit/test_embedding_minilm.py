@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lorehouse.embedding import (
+from lorehouse.embedding.minilm import (
     EMBEDDING_DIMENSION,
     OnnxMiniLMEmbedder,
     TokenCounter,
