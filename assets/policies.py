@@ -1,4 +1,5 @@
-"""Expectations every indexing asset shares, declared once."""
+"""Expectations every indexing asset shares, declared once and applied when the Definitions
+are built (so the settings they read are those of the deployment being loaded)."""
 
 from __future__ import annotations
 
@@ -6,10 +7,10 @@ from datetime import timedelta
 
 import dagster as dg
 
-from lorehouse.settings import get_settings
+from lorehouse.settings import Settings
 
-#: A stage not materialized within this window shows as stale in the Dagster UI: the nightly
-#: reindex failed or did not run. Evaluated by Dagster's freshness daemon, no sensor needed.
-INDEX_FRESHNESS = dg.FreshnessPolicy.time_window(
-    fail_window=timedelta(hours=get_settings().index_max_age_hours)
-)
+
+def index_freshness(settings: Settings) -> dg.FreshnessPolicy:
+    """A stage not materialized within this window shows as stale in the Dagster UI: the
+    nightly reindex failed or did not run. Evaluated by Dagster's freshness daemon."""
+    return dg.FreshnessPolicy.time_window(fail_window=timedelta(hours=settings.index_max_age_hours))
