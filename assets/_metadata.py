@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 
 import dagster as dg
+
+from lorehouse.stages.progress import ProgressCallback
 
 
 def progress_logger(
     context: dg.AssetExecutionContext, what: str, every_seconds: float = 5.0
-) -> Callable[[int, int], None]:
+) -> ProgressCallback:
     """A callback that logs `done/total` at most every few seconds, and always at the end."""
     last = [0.0]
 

@@ -9,13 +9,14 @@ import warnings
 from collections import Counter
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from lorehouse.settings import Settings, get_settings
+from lorehouse.stages.progress import ProgressCallback
 from lorehouse.wiring import Lorehouse
 
 if TYPE_CHECKING:
@@ -135,13 +136,11 @@ def search(
     settings = get_settings()
     retriever = _retriever(settings)
     filters = SearchFilters(doc_ids=doc_id or None, file_types=file_type or None)
-    try:
-        result = retriever.search(
+    result = _or_exit(
+        lambda: retriever.search(
             query, top_k=top_k, mode=mode, filters=filters, caller_groups=group or [], rerank=rerank
         )
-    except (ValueError, RuntimeError) as error:
-        console.print(f"[red]{error}[/red]")
-        raise typer.Exit(1) from error
+    )
     if as_json:
         print(result.model_dump_json(indent=2))
         return
@@ -176,11 +175,7 @@ def ask(
     settings = get_settings()
     _require_index(settings)
     pipeline = Lorehouse(settings).ask_pipeline()
-    try:
-        response = pipeline.ask(question, top_k=top_k, caller_groups=group or [])
-    except (ValueError, RuntimeError) as error:
-        console.print(f"[red]{error}[/red]")
-        raise typer.Exit(1) from error
+    response = _or_exit(lambda: pipeline.ask(question, top_k=top_k, caller_groups=group or []))
     if as_json:
         print(response.model_dump_json(indent=2))
         return
@@ -204,6 +199,18 @@ def ask(
             table.add_row(step.step, step.status, f"{step.ms:.0f}", step.detail[:100])
         out.print(table)
         out.print(f"queries: {response.optimized_queries}  sources: {response.trace.sources}")
+
+
+Answer = TypeVar("Answer")
+
+
+def _or_exit(action: Callable[[], Answer]) -> Answer:
+    """What `action` returns; a bad query or an unusable index is printed and exits with 1."""
+    try:
+        return action()
+    except (ValueError, RuntimeError) as error:
+        console.print(f"[red]{error}[/red]")
+        raise typer.Exit(1) from error
 
 
 def _retriever(settings: Settings) -> Retriever:
@@ -479,7 +486,7 @@ def _settings_for_golden(golden: Path) -> Settings:
     return settings
 
 
-def _progress_task(progress: Progress, description: str) -> Callable[[int, int], None]:
+def _progress_task(progress: Progress, description: str) -> ProgressCallback:
     """A done/total callback that drives one bar of a rich Progress."""
     task = progress.add_task(description, total=None)
 

@@ -24,6 +24,7 @@ from evals.golden_set import GoldenCase
 from evals.key_facts import score_key_facts
 from lorehouse.agents.ask import AskResponse
 from lorehouse.llm import LLMClient, LLMFailure
+from lorehouse.stages.progress import ProgressCallback
 
 #: `judge_model` of a run scored by the offline key-fact metric alone.
 NO_JUDGE = "none"
@@ -199,7 +200,7 @@ def evaluate_answers(
     ask: Asker,
     judge: LLMClient | None,
     concurrency: int = 4,
-    on_case: Callable[[int, int], None] | None = None,
+    on_case: ProgressCallback | None = None,
 ) -> AnswerEvalReport:
     """Answers every case (one at a time, as the pipeline is local) and scores its key facts;
     a judge, when there is one, grades them in parallel."""

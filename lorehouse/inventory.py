@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import ClassVar
@@ -23,6 +23,7 @@ from lorehouse.sources.base import (
     SourceFile,
     is_sidecar,
 )
+from lorehouse.stages.progress import ProgressCallback
 
 
 def document_id(rel_path: str) -> str:
@@ -44,7 +45,7 @@ def take_inventory(
     source: DocumentSource,
     previous: Mapping[str, RawDocument] | None = None,
     max_file_bytes: int | None = None,
-    on_progress: Callable[[int, int], None] | None = None,
+    on_progress: ProgressCallback | None = None,
 ) -> Inventory:
     """Lists the source and describes each document; sidecar ACL files are read, not listed."""
     previous = previous or {}
