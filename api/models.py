@@ -18,7 +18,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from lorehouse.agents.query_optimizer import Turn
-from lorehouse.retrieval import SearchFilters, SearchMode
+from lorehouse.retrieval import ChunkView, SearchFilters, SearchMode
 
 FileTypeName = Literal["pdf", "docx", "pptx", "xlsx", "html", "md", "txt"]
 
@@ -137,21 +137,6 @@ class AskRequest(BaseModel):
         if not value.strip():
             raise ValueError("question must contain more than whitespace")
         return value
-
-
-class ChunkView(BaseModel):
-    """A chunk as shown in a citation preview."""
-
-    chunk_id: str
-    doc_id: str
-    title: str | None
-    rel_path: str
-    position: int
-    heading_path: list[str]
-    page_start: int | None
-    page_end: int | None
-    is_table: bool
-    text_chat: str
 
 
 class ChunkPreview(BaseModel):

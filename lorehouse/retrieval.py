@@ -115,22 +115,27 @@ def where_clause(filters: SearchFilters | None, caller_groups: Sequence[str]) ->
     return " AND ".join(f"({c})" for c in clauses)
 
 
-class SearchHit(BaseModel):
-    """One retrieved chunk with what a citation needs and a score per stage."""
+class ChunkView(BaseModel):
+    """A chunk as a reader sees it: its text and where it sits in its document."""
 
-    rank: int
     chunk_id: str
     doc_id: str
     title: str | None
     rel_path: str
-    source_uri: str
-    file_type: str
     position: int
     heading_path: list[str]
     page_start: int | None
     page_end: int | None
     is_table: bool
     text_chat: str
+
+
+class SearchHit(ChunkView):
+    """One retrieved chunk with what a citation needs and a score per stage."""
+
+    rank: int
+    source_uri: str
+    file_type: str
     score: float = Field(description="The score of the stage that decided the order.")
     scores: dict[str, float] = Field(description="vector (cosine), bm25, rrf, maxsim, rerank.")
     citation: str = Field(description="Path of the chunk's preview in the API.")
