@@ -26,7 +26,7 @@ import pytest
 from fastapi.testclient import TestClient
 from segtok.segmenter import split_multi
 
-from api.app import create_app
+from api.main import create_app
 from lorehouse.api_keys import add_key
 from lorehouse.settings import BUNDLED_SAMPLE_CORPUS, Settings
 from lorehouse.stores.duckdb_store import DuckDBStore

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from api.app import create_app
+from api.main import create_app
 from lorehouse.api_keys import add_key
 from lorehouse.llm import LLMClient
 from lorehouse.settings import Settings

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from api.app import create_app
+from api.main import create_app
 from lorehouse.api_keys import add_key
 from lorehouse.settings import Settings
 from lorehouse.stores.duckdb_store import DuckDBStore

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from api.app import create_app
+from api.main import create_app
 from lorehouse.chunking import Chunker
 from lorehouse.embedding.minilm import default_token_counter
 from lorehouse.enrichment import Enricher

@@ -20,7 +20,7 @@ import pytest
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
-from api.app import create_app
+from api.main import create_app
 from assets import evals
 from cli.main import app as cli
 from lorehouse.settings import Settings, get_settings

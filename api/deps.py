@@ -1,0 +1,147 @@
+"""What every request shares: the service the lifespan opens, and the caller a request's key
+names. Routes take them as `ServiceDep` and `CallerDep`."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, HTTPException, Request
+from threadpoolctl import threadpool_limits
+
+from lorehouse.agents.ask import AskPipeline
+from lorehouse.api_keys import ANONYMOUS, Caller, KeyRing
+from lorehouse.embedding.base import Embedder
+from lorehouse.llm import LLMClient
+from lorehouse.retrieval import Retriever
+from lorehouse.settings import Settings
+from lorehouse.stores import DuckDBStore
+from lorehouse.stores.lance_index import ChunkIndex
+from lorehouse.wiring import Lorehouse
+
+NOT_MATERIALIZED = "the {store} store is not materialized yet; run `lorehouse materialize`"
+# The document list waits this long for a materialization's write lock before a 503.
+DUCKDB_WAIT_SECONDS = 10.0
+
+
+class AskTurns:
+    """Turns for computing an answer: at most `limit` at once, so memory stays bounded.
+
+    An ask waits for its turn on the event loop, never in a worker thread: a waiting ask that
+    held a thread would take it from the running answers (and every other route) that need
+    the same pool to finish, and a burst of asks would stall the whole API.
+    """
+
+    def __init__(self, limit: int, wait_seconds: float) -> None:
+        self.limit = limit
+        self.wait_seconds = wait_seconds
+        self._free = asyncio.Semaphore(limit)
+
+    async def take(self) -> None:
+        """Waits up to `wait_seconds` for a turn; StoreUnavailable (a 503) when none comes."""
+        try:
+            await asyncio.wait_for(self._free.acquire(), self.wait_seconds)
+        except TimeoutError:
+            raise StoreUnavailable(
+                f"{self.limit} answers are being computed; retry shortly"
+            ) from None
+
+    def give_back(self) -> None:
+        self._free.release()
+
+
+@dataclass
+class Service:
+    """What the lifespan opens once and every request shares."""
+
+    settings: Settings
+    lorehouse: Lorehouse
+    index: ChunkIndex
+    embedder: Embedder
+    retriever: Retriever
+    keys: KeyRing | None
+    pipeline: AskPipeline
+    ask_turns: AskTurns
+
+    def feature_store(self) -> DuckDBStore:
+        if not self.settings.duckdb_path.exists():
+            raise StoreUnavailable(NOT_MATERIALIZED.format(store="DuckDB"))
+        return self.lorehouse.feature_store(lock_timeout_seconds=DUCKDB_WAIT_SECONDS)
+
+
+class StoreUnavailable(RuntimeError):
+    """A store cannot answer now (not built, or busy); the client should retry later."""
+
+
+def open_service(settings: Settings, llm_client: LLMClient | None = None) -> Service:
+    """Opens the stores, loads the embedder and the API keys: everything a request needs.
+
+    `llm_client` overrides the client built from settings (e.g. one with extra litellm
+    options); without either, answers are extractive.
+    """
+    keys = KeyRing.load(settings.api_keys_file) if settings.api_keys_file else None
+    # For the whole process: every request thread calling a multi-threaded BLAS at once makes
+    # their threads spin against each other on the two cores.
+    threadpool_limits(limits=settings.api_blas_threads, user_api="blas")
+    lorehouse = Lorehouse(settings, answer_llm=llm_client)
+    embedder = lorehouse.embedder()
+    embedder.embed(["warm up"])  # load the model now, not during the first request
+    pipeline = lorehouse.ask_pipeline()
+    turns = AskTurns(settings.api_max_concurrent_asks, settings.api_ask_wait_seconds)
+    return Service(
+        settings,
+        lorehouse,
+        lorehouse.chunk_index(),
+        embedder,
+        pipeline.retriever,
+        keys,
+        pipeline,
+        turns,
+    )
+
+
+def get_service(request: Request) -> Service:
+    return request.app.state.service
+
+
+ServiceDep = Annotated[Service, Depends(get_service)]
+
+
+def presented_keys(request: Request) -> set[str]:
+    """Every non-empty key the request carries, in X-API-Key headers and Bearer tokens.
+
+    One rule for both headers: whitespace around a key is not part of it. HTTP says so for
+    header values (uvicorn strips it before the application sees the header), and a key
+    that worked behind one server or header but not another would be a trap.
+    """
+    presented = {value.strip() for value in request.headers.getlist("x-api-key")}
+    for authorization in request.headers.getlist("authorization"):
+        scheme, _, token = authorization.strip().partition(" ")
+        if scheme.lower() == "bearer":
+            presented.add(token.strip())
+    presented.discard("")
+    return presented
+
+
+def get_caller(request: Request, service: ServiceDep) -> Caller:
+    """The caller behind the request's key; 401 when keys are configured and none matches.
+
+    A request carrying two different keys is refused rather than resolved by header order:
+    otherwise which groups it gets would depend on a precedence that a proxy checking only
+    one of the headers does not know about.
+    """
+    if service.keys is None:
+        return Caller(ANONYMOUS, ())
+    presented = presented_keys(request)
+    caller = service.keys.identify(presented.pop()) if len(presented) == 1 else None
+    if caller is None:
+        raise HTTPException(
+            status_code=401,
+            detail="a valid API key is required (X-API-Key header or Authorization: Bearer)",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+    return caller
+
+
+CallerDep = Annotated[Caller, Depends(get_caller)]

@@ -1,0 +1,49 @@
+"""The Lorehouse HTTP API: a thin layer over the materialized stores.
+
+Every request is answered from what the asset graph wrote (LanceDB for chunks, DuckDB for the
+document list); nothing here parses, chunks or indexes. Bad input is a 422 naming the field,
+stores that are not built yet are a 503 saying what to run, and access control is applied in
+the store queries themselves. `lorehouse serve` runs `create_app` with uvicorn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from api.deps import open_service
+from api.errors import install_error_handlers
+from api.openapi import document_rerankers
+from api.routers import ask, chunks, documents, health, search
+from lorehouse.llm import LLMClient
+from lorehouse.rerankers import available_rerankers
+from lorehouse.settings import Settings, get_settings
+
+ROUTERS = [search.router, ask.router, chunks.router, documents.router, health.router]
+
+
+def create_app(settings: Settings | None = None, llm_client: LLMClient | None = None) -> FastAPI:
+    """The application; `settings` defaults to the process settings (LOREHOUSE_* variables)."""
+    settings = settings or get_settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        app.state.service = open_service(settings, llm_client)
+        yield
+
+    app = FastAPI(
+        title="Lorehouse",
+        version="0.1.0",
+        description="Search the documents Lorehouse indexed, with citations to chunks.",
+        lifespan=lifespan,
+        # A redirect from `/v1/search/` would be built from the request's Host header, which
+        # the client controls; paths are exact instead.
+        redirect_slashes=False,
+    )
+    install_error_handlers(app)
+    for router in ROUTERS:
+        app.include_router(router)
+    document_rerankers(app, available_rerankers(settings.rerank))
+    return app

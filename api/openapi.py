@@ -1,0 +1,97 @@
+"""What the served OpenAPI schema says beyond the models: every status a route can answer
+(with its body and headers), the Server-Sent Events of a streamed answer, and the rerankers
+this deployment accepts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI
+
+from api.models import AskToken, ErrorResponse
+
+# Every status a route can answer is declared, with its body and headers, so clients generated
+# from the schema handle errors too and the schema can be checked against real responses.
+UNREADABLE_BODY: dict[int | str, dict[str, Any]] = {
+    400: {
+        "model": ErrorResponse,
+        "description": "The body is not text in the declared encoding (JSON must be UTF-8).",
+    }
+}
+UNAUTHORIZED: dict[int | str, dict[str, Any]] = {
+    401: {
+        "model": ErrorResponse,
+        "description": (
+            "No valid API key was presented, or two different ones were (only when API keys "
+            "are configured)."
+        ),
+        "headers": {
+            "WWW-Authenticate": {
+                "description": "The accepted scheme: `Bearer` (or the X-API-Key header).",
+                "required": True,
+                "schema": {"type": "string"},
+            }
+        },
+    }
+}
+NOT_READY: dict[int | str, dict[str, Any]] = {
+    503: {
+        "model": ErrorResponse,
+        "description": (
+            "A store is not materialized yet, was built with another embedding model, or is "
+            "busy; `detail` says which and what to run."
+        ),
+        "headers": {
+            "Retry-After": {
+                "description": "Seconds to wait before trying again.",
+                "required": True,
+                "schema": {"type": "integer"},
+            }
+        },
+    }
+}
+
+
+# With `stream: true` every event of the body matches this: `event` names the kind and `data`
+# holds JSON (the next text piece, or the complete answer as the JSON response would carry it).
+def _event_schema(event: str, data_schema: dict[str, Any]) -> dict[str, Any]:
+    """One kind of Server-Sent Event: its name, and the JSON its `data` line holds."""
+    return {
+        "type": "object",
+        "required": ["event", "data"],
+        "properties": {
+            "event": {"const": event},
+            "data": {
+                "type": "string",
+                "contentMediaType": "application/json",
+                "contentSchema": data_schema,
+            },
+        },
+    }
+
+
+ASK_EVENT_SCHEMA: dict[str, Any] = {
+    "description": "One Server-Sent Event; the stream is `token` events, then one `answer`.",
+    "oneOf": [
+        _event_schema("token", AskToken.model_json_schema()),
+        _event_schema("answer", {"$ref": "#/components/schemas/AskResponse"}),
+    ],
+}
+
+
+def document_rerankers(app: FastAPI, allowed: list[str]) -> None:
+    """Lists the rerankers this deployment accepts in the served schema.
+
+    Which names are valid depends on settings (a configured litellm model joins none and maxsim),
+    so the request model cannot spell them out; without the list, a client built from the
+    schema would send names that only earn a 422.
+    """
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        schema = build()
+        rerank = schema["components"]["schemas"]["SearchRequest"]["properties"]["rerank"]
+        rerank["anyOf"] = [{"type": "string", "enum": list(allowed)}, {"type": "null"}]
+        return schema
+
+    app.openapi = openapi  # type: ignore[method-assign]

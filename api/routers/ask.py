@@ -1,0 +1,105 @@
+"""POST /v1/ask: a cited answer, as one JSON response or as Server-Sent Events."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Generator, Iterator
+
+import anyio
+from fastapi import APIRouter
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import StreamingResponse
+from starlette.types import Receive, Scope, Send
+
+from api.deps import AskTurns, CallerDep, ServiceDep
+from api.models import AskRequest, AskToken
+from api.openapi import ASK_EVENT_SCHEMA, NOT_READY, UNAUTHORIZED, UNREADABLE_BODY
+from lorehouse.agents.ask import AskResponse
+
+router = APIRouter(prefix="/v1")
+
+
+@router.post(
+    "/ask",
+    response_model=AskResponse,
+    tags=["answers"],
+    responses={
+        200: {"content": {"text/event-stream": {"schema": ASK_EVENT_SCHEMA}}},
+        **UNREADABLE_BODY,
+        **UNAUTHORIZED,
+        **NOT_READY,
+    },
+)
+async def ask(
+    body: AskRequest, service: ServiceDep, caller: CallerDep
+) -> AskResponse | StreamingResponse:
+    """A cited answer from the documents the caller may see, with its trace.
+
+    With `stream: true` the answer arrives as Server-Sent Events: `token` events with
+    text pieces, then one `answer` event holding this response.
+    """
+    # Store reads and answering run in worker threads; only the wait for a turn runs on
+    # the event loop, where it costs no thread.
+    await run_in_threadpool(service.retriever.check_model)
+    await service.ask_turns.take()
+    arguments = {
+        "question": body.question,
+        "history": body.history,
+        "filters": body.filters,
+        "top_k": body.top_k,
+        "caller_groups": caller.groups,
+    }
+    handed_over = False
+    try:
+        if body.stream:
+            # Fail before the stream starts if the stores are not there: a 503 cannot
+            # follow a 200 whose body has begun.
+            await run_in_threadpool(service.index.table)
+            events = _events(service.pipeline.stream(**arguments))
+            handed_over = True  # the response gives the turn back when it is over
+            return AnswerStream(events, service.ask_turns)
+        return await run_in_threadpool(lambda: service.pipeline.ask(**arguments))
+    finally:
+        if not handed_over:
+            service.ask_turns.give_back()
+
+
+def _events(stream: Iterator[str | AskResponse]) -> Generator[str, None, None]:
+    """Server-Sent Events: one `token` event per text piece, then the `answer` event.
+
+    Closing these events closes the answer stream too, so a client that leaves stops the
+    model call instead of leaving it to garbage collection.
+    """
+    with contextlib.closing(stream):  # type: ignore[type-var]
+        for item in stream:
+            if isinstance(item, AskResponse):
+                yield f"event: answer\ndata: {item.model_dump_json()}\n\n"
+            else:
+                yield f"event: token\ndata: {AskToken(text=item).model_dump_json()}\n\n"
+
+
+class AnswerStream(StreamingResponse):
+    """A streamed answer that holds its ask's turn for exactly as long as the response runs.
+
+    The turn is given back when the body has been sent, when the client goes away mid-answer,
+    and when it goes away before the first event: a generator that never started has no
+    `finally` of its own to run, which is why the turn cannot be given back inside it.
+    """
+
+    def __init__(self, events: Generator[str, None, None], turns: AskTurns) -> None:
+        super().__init__(events, media_type="text/event-stream")
+        self._events = events
+        self._turns = turns
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            try:
+                # Shielded: a response cancelled by a disconnect must still close its events.
+                # Starlette's worker threads finish their step before a cancel lands, so the
+                # generator is never running when it is closed here.
+                with anyio.CancelScope(shield=True):
+                    await run_in_threadpool(self._events.close)
+            finally:
+                self._turns.give_back()

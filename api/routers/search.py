@@ -1,0 +1,35 @@
+"""POST /v1/search: ranked chunks the caller may see."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from api.deps import CallerDep, ServiceDep
+from api.errors import invalid_field
+from api.models import SearchRequest
+from api.openapi import NOT_READY, UNAUTHORIZED, UNREADABLE_BODY
+from lorehouse.rerankers import available_rerankers
+from lorehouse.retrieval import SearchResult
+
+router = APIRouter(prefix="/v1")
+
+
+@router.post(
+    "/search",
+    response_model=SearchResult,
+    tags=["search"],
+    responses={**UNREADABLE_BODY, **UNAUTHORIZED, **NOT_READY},
+)
+def search(body: SearchRequest, service: ServiceDep, caller: CallerDep) -> SearchResult:
+    """Chunks matching the query that the caller may see, best first, with citations."""
+    allowed = available_rerankers(service.settings.rerank)
+    if body.rerank is not None and body.rerank not in allowed:
+        raise invalid_field(("body", "rerank"), f"unknown reranker; choose one of {allowed}")
+    return service.retriever.search(
+        body.query,
+        top_k=body.top_k,
+        mode=body.mode,
+        filters=body.filters,
+        caller_groups=caller.groups,
+        rerank=body.rerank,
+    )
