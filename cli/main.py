@@ -204,13 +204,18 @@ def ask(
 Answer = TypeVar("Answer")
 
 
-def _or_exit(action: Callable[[], Answer]) -> Answer:
-    """What `action` returns; a bad query or an unusable index is printed and exits with 1."""
+def _or_exit(
+    action: Callable[[], Answer],
+    errors: type[Exception] | tuple[type[Exception], ...] = (ValueError, RuntimeError),
+    exit_code: int = 1,
+) -> Answer:
+    """What `action` returns; one of `errors` (by default a bad query or an unusable index)
+    is printed in red and exits with `exit_code`."""
     try:
         return action()
-    except (ValueError, RuntimeError) as error:
+    except errors as error:
         console.print(f"[red]{error}[/red]")
-        raise typer.Exit(1) from error
+        raise typer.Exit(exit_code) from error
 
 
 def _retriever(settings: Settings) -> Retriever:
@@ -295,13 +300,13 @@ def eval_retrieval(
             for problem in problems[:20]:
                 console.print(f"[red]{problem}[/red]")
             raise typer.Exit(2)
-    try:
-        run = run_for_settings(
+    run = _or_exit(
+        lambda: run_for_settings(
             settings, golden, k_max, include_agentic=not no_agentic, include_naive=not no_naive
-        )
-    except GoldenSetError as error:
-        console.print(f"[red]{error}[/red]")
-        raise typer.Exit(2) from error
+        ),
+        GoldenSetError,
+        exit_code=2,
+    )
     if as_json:
         summary = run.report.summary()
         if explain:
@@ -366,11 +371,11 @@ def eval_answers(
     settings = _settings_for_golden(golden)
     with Progress(console=console, transient=True) as progress:
         answered = _progress_task(progress, "answering")
-        try:
-            report = run_answer_eval_for_settings(settings, golden, limit, answered)
-        except GoldenSetError as error:
-            console.print(f"[red]{error}[/red]")
-            raise typer.Exit(2) from error
+        report = _or_exit(
+            lambda: run_answer_eval_for_settings(settings, golden, limit, answered),
+            GoldenSetError,
+            exit_code=2,
+        )
     if as_json:
         print(json.dumps(report.summary()))
         return
@@ -440,13 +445,13 @@ def eval_beir(
     with Progress(console=console, transient=True) as progress:
         embedded = _progress_task(progress, "embedding documents")
         queried = _progress_task(progress, "querying")
-        try:
-            report = run_beir_for_settings(
+        report = _or_exit(
+            lambda: run_beir_for_settings(
                 settings, directory, split, store, max_queries, embedded, queried
-            )
-        except BeirFormatError as error:
-            console.print(f"[red]{error}[/red]")
-            raise typer.Exit(2) from error
+            ),
+            BeirFormatError,
+            exit_code=2,
+        )
     if as_json:
         print(json.dumps(report.summary()))
         return

@@ -112,7 +112,12 @@ class Lorehouse:
     def _embedder(self) -> Embedder:
         from lorehouse.embedding.base import embedder_for
 
-        return embedder_for(self.settings.embed_model, self.settings.embed_api_base)
+        return embedder_for(
+            self.settings.embed_model,
+            self.settings.embed_api_base,
+            max_attempts=self.settings.llm_max_attempts,
+            timeout_seconds=self.settings.llm_timeout_seconds,
+        )
 
     def embedder(self) -> Embedder:
         """The embedder the index is built with and queries are embedded with."""
