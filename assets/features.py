@@ -1,11 +1,16 @@
 """Enriched chunks and the document list: the feature tables the query layer reads."""
 
 import dagster as dg
-import pandera.pandas as pa
 
 from assets._metadata import markdown_table, progress_logger
 from assets.chunks import chunks
 from assets.documents import schema_check
+from lorehouse.schemas import (
+    CHUNK_FAQS_SCHEMA,
+    CHUNK_KEYWORDS_SCHEMA,
+    DOCUMENTS_SCHEMA,
+    ENRICHED_CHUNKS_SCHEMA,
+)
 from lorehouse.stages.enrich import run_enrichment
 from lorehouse.stages.features import run_document_features
 from pipelines.resources import EnrichmentResource, FeatureStoreResource
@@ -76,58 +81,25 @@ def document_features(feature_store: FeatureStoreResource) -> dg.MaterializeResu
     )
 
 
-_ENRICHED_CHUNKS = pa.DataFrameSchema(
-    {
-        "chunk_id": pa.Column(str, unique=True),
-        "status": pa.Column(str, pa.Check.isin(["enriched", "failed"])),
-        "enrichment_mode": pa.Column(str, pa.Check.isin(["llm", "extractive"])),
-        "keywords": pa.Column(object),
-    },
-    checks=pa.Check(
-        lambda f: (f["status"] == "failed") | (f["keywords"].map(len) > 0),
-        error="an enriched chunk has no keywords",
-    ),
-    strict=False,
-)
-_DOCUMENTS = pa.DataFrameSchema(
-    {
-        "doc_id": pa.Column(str, unique=True),
-        "title": pa.Column(str, pa.Check.str_length(min_value=1)),
-        "n_chunks": pa.Column(int, pa.Check.ge(0), coerce=True),
-        "n_pages": pa.Column(int, pa.Check.ge(1), coerce=True),
-        "content_sha256": pa.Column(str, pa.Check.str_matches(r"^[0-9a-f]{64}$")),
-    },
-    strict=False,
-)
-_FAQS = pa.DataFrameSchema(
-    {"chunk_id": pa.Column(str), "question": pa.Column(str, pa.Check.str_length(min_value=5))},
-    strict=False,
-)
-_KEYWORDS = pa.DataFrameSchema(
-    {"chunk_id": pa.Column(str), "keyword": pa.Column(str, pa.Check.str_length(min_value=1))},
-    strict=False,
-)
-
-
 @dg.asset_check(asset=enriched_chunks)
 def enriched_chunks_contract(feature_store: FeatureStoreResource) -> dg.AssetCheckResult:
     """Every chunk has one enrichment row: enriched with keywords, or failed with a reason."""
-    return schema_check("enriched_chunks", _ENRICHED_CHUNKS, feature_store)
+    return schema_check("enriched_chunks", ENRICHED_CHUNKS_SCHEMA, feature_store)
 
 
 @dg.asset_check(asset=document_features, blocking=True)
 def documents_contract(feature_store: FeatureStoreResource) -> dg.AssetCheckResult:
     """documents: one row per parsed document with a title, chunk and page counts."""
-    return schema_check("documents", _DOCUMENTS, feature_store)
+    return schema_check("documents", DOCUMENTS_SCHEMA, feature_store)
 
 
 @dg.asset_check(asset=document_features)
 def chunk_faqs_contract(feature_store: FeatureStoreResource) -> dg.AssetCheckResult:
     """chunk_faqs: real questions attached to chunks."""
-    return schema_check("chunk_faqs", _FAQS, feature_store)
+    return schema_check("chunk_faqs", CHUNK_FAQS_SCHEMA, feature_store)
 
 
 @dg.asset_check(asset=document_features)
 def chunk_keywords_contract(feature_store: FeatureStoreResource) -> dg.AssetCheckResult:
     """chunk_keywords: non-empty keywords attached to chunks."""
-    return schema_check("chunk_keywords", _KEYWORDS, feature_store)
+    return schema_check("chunk_keywords", CHUNK_KEYWORDS_SCHEMA, feature_store)

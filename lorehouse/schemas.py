@@ -121,3 +121,36 @@ def _positions_contiguous(frame: pd.DataFrame) -> bool:
         ((grouped["min"] == 0) & (grouped["max"] == grouped["count"] - 1)).all()
         and (grouped["nunique"] == grouped["count"]).all()
     )
+
+
+ENRICHED_CHUNKS_SCHEMA = pa.DataFrameSchema(
+    {
+        "chunk_id": pa.Column(str, unique=True),
+        "status": pa.Column(str, pa.Check.isin(["enriched", "failed"])),
+        "enrichment_mode": pa.Column(str, pa.Check.isin(["llm", "extractive"])),
+        "keywords": pa.Column(object),
+    },
+    checks=pa.Check(
+        lambda f: (f["status"] == "failed") | (f["keywords"].map(len) > 0),
+        error="an enriched chunk has no keywords",
+    ),
+    strict=False,
+)
+DOCUMENTS_SCHEMA = pa.DataFrameSchema(
+    {
+        "doc_id": pa.Column(str, unique=True),
+        "title": pa.Column(str, pa.Check.str_length(min_value=1)),
+        "n_chunks": pa.Column(int, pa.Check.ge(0), coerce=True),
+        "n_pages": pa.Column(int, pa.Check.ge(1), coerce=True),
+        "content_sha256": pa.Column(str, pa.Check.str_matches(_SHA256)),
+    },
+    strict=False,
+)
+CHUNK_FAQS_SCHEMA = pa.DataFrameSchema(
+    {"chunk_id": pa.Column(str), "question": pa.Column(str, pa.Check.str_length(min_value=5))},
+    strict=False,
+)
+CHUNK_KEYWORDS_SCHEMA = pa.DataFrameSchema(
+    {"chunk_id": pa.Column(str), "keyword": pa.Column(str, pa.Check.str_length(min_value=1))},
+    strict=False,
+)
