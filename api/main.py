@@ -16,12 +16,20 @@ from fastapi import FastAPI
 from api.deps import open_service
 from api.errors import install_error_handlers
 from api.openapi import document_rerankers
-from api.routers import ask, chunks, documents, health, search
+from api.routers import ask, chat, chunks, documents, feedback, health, search
 from lorehouse.llm import LLMClient
 from lorehouse.rerankers import available_rerankers
 from lorehouse.settings import Settings, get_settings
 
-ROUTERS = [search.router, ask.router, chunks.router, documents.router, health.router]
+ROUTERS = [
+    search.router,
+    ask.router,
+    chunks.router,
+    documents.router,
+    feedback.router,
+    health.router,
+    chat.router,
+]
 
 
 def create_app(settings: Settings | None = None, llm_client: LLMClient | None = None) -> FastAPI:

@@ -12,7 +12,6 @@ from pydantic import (
     ConfigDict,
     Field,
     StrictBool,
-    field_validator,
     model_validator,
 )
 from pydantic_core import PydanticCustomError
@@ -63,6 +62,21 @@ DocumentId = Annotated[UnicodeText, Field(min_length=1, max_length=128)]
 # blank-text validators below refuse.
 NOT_BLANK = r"[^\t-\r\x1c- \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]"
 
+
+def _not_blank(value: str) -> str:
+    if not value.strip():
+        raise ValueError("must contain more than whitespace")
+    return value
+
+
+#: A query or question: up to 2,000 characters, not only whitespace (the schema's pattern
+#: says it to generated clients; the validator says it to Python's idea of whitespace).
+QueryText = Annotated[
+    UnicodeText,
+    AfterValidator(_not_blank),
+    Field(min_length=1, max_length=2000, json_schema_extra={"pattern": NOT_BLANK}),
+]
+
 # Pages are stored as 32-bit integers; the store refuses to compare them with anything larger.
 MAX_PAGE = 2**31 - 1
 # The bounds come before the validator so an optional page keeps them in the JSON schema.
@@ -98,9 +112,7 @@ class SearchRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    query: UnicodeText = Field(
-        min_length=1, max_length=2000, json_schema_extra={"pattern": NOT_BLANK}
-    )
+    query: QueryText
     top_k: JsonInt = Field(default=8, ge=1, le=100)
     mode: SearchMode = SearchMode.HYBRID
     filters: SearchFiltersIn | None = None
@@ -110,33 +122,17 @@ class SearchRequest(BaseModel):
         description="none, maxsim or the configured litellm reranker; unset: default",
     )
 
-    @field_validator("query")
-    @classmethod
-    def _not_blank(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("query must contain more than whitespace")
-        return value
-
 
 class AskRequest(BaseModel):
     """POST /v1/ask."""
 
     model_config = ConfigDict(extra="forbid")
 
-    question: UnicodeText = Field(
-        min_length=1, max_length=2000, json_schema_extra={"pattern": NOT_BLANK}
-    )
+    question: QueryText
     history: list[Turn] = Field(default_factory=list, max_length=20)
     filters: SearchFiltersIn | None = None
     top_k: JsonInt = Field(default=8, ge=1, le=50, description="Hits retrieved per (sub-)query.")
     stream: StrictBool = Field(default=False, description="Answer as Server-Sent Events.")
-
-    @field_validator("question")
-    @classmethod
-    def _question_not_blank(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("question must contain more than whitespace")
-        return value
 
 
 class ChunkPreview(BaseModel):
@@ -209,3 +205,23 @@ class AskToken(BaseModel):
     """The data of one `token` event of a streamed answer: the next piece of answer text."""
 
     text: str
+
+
+class FeedbackRequest(BaseModel):
+    """POST /v1/feedback: a reader's verdict on one answer, with what it said and cited."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    answer_id: UnicodeText = Field(min_length=1, max_length=64)
+    rating: Literal["up", "down"]
+    comment: UnicodeText | None = Field(default=None, max_length=2000)
+    question: QueryText
+    answer: UnicodeText = Field(min_length=1, max_length=20_000)
+    citations: list[Annotated[UnicodeText, Field(min_length=1, max_length=128)]] = Field(
+        default_factory=list, max_length=50, description="Chunk ids the answer cited, in order."
+    )
+
+
+class FeedbackStored(BaseModel):
+    answer_id: str
+    rating: str

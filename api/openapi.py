@@ -9,6 +9,7 @@ from typing import Any
 from fastapi import FastAPI
 
 from api.models import AskToken, ErrorResponse
+from lorehouse.agents.trace import StepTrace
 
 # Every status a route can answer is declared, with its body and headers, so clients generated
 # from the schema handle errors too and the schema can be checked against real responses.
@@ -71,8 +72,12 @@ def _event_schema(event: str, data_schema: dict[str, Any]) -> dict[str, Any]:
 
 
 ASK_EVENT_SCHEMA: dict[str, Any] = {
-    "description": "One Server-Sent Event; the stream is `token` events, then one `answer`.",
+    "description": (
+        "One Server-Sent Event; the stream is a `step` event per pipeline step done before "
+        "the answer, `token` events, then one `answer`."
+    ),
     "oneOf": [
+        _event_schema("step", StepTrace.model_json_schema()),
         _event_schema("token", AskToken.model_json_schema()),
         _event_schema("answer", {"$ref": "#/components/schemas/AskResponse"}),
     ],

@@ -422,6 +422,46 @@ def eval_answers(
         out.print(f"  not judged: {failure.case_id}: {failure.judge_error}")
 
 
+@eval_app.command("feedback")
+def eval_feedback(
+    destination: Annotated[
+        Path, typer.Option("--out", help="Golden-set candidates to write (JSONL)")
+    ],
+    rating: Annotated[
+        str | None, typer.Option("--rating", help="Only 'up' or only 'down' verdicts")
+    ] = None,
+) -> None:
+    """Export readers' thumbs up and down as golden-set candidates for review.
+
+    Each candidate names the files its answer cited with an empty excerpt: copy the evidence
+    from the file, set the type, then check it with evals/check_golden.py.
+    """
+    from evals.feedback import feedback_candidates
+
+    if rating not in (None, "up", "down"):
+        console.print("[red]--rating is 'up' or 'down'[/red]")
+        raise typer.Exit(2)
+    feedback = Lorehouse(get_settings()).feature_store().feedback()
+    if rating is not None:
+        feedback = feedback[feedback["rating"] == rating]
+    cases = feedback_candidates(feedback)
+    destination.write_text("".join(json.dumps(case) + "\n" for case in cases), encoding="utf-8")
+    table = Table("case", "rating", "comment", "question", "cited files")
+    for case, row in zip(cases, feedback.itertuples(index=False), strict=True):
+        table.add_row(
+            case["id"],
+            row.rating,
+            row.comment or "",
+            case["question"],
+            ", ".join(item["file"] for item in case["evidence"]),
+        )
+    if cases:
+        out.print(table)
+    console.print(
+        f"{len(cases)} candidates written to {destination}; fill in each excerpt and the type."
+    )
+
+
 @eval_app.command("beir")
 def eval_beir(
     directory: Annotated[Path, typer.Argument(help="BEIR dataset folder (corpus, queries, qrels)")],

@@ -15,6 +15,7 @@ from api.deps import AskTurns, CallerDep, ServiceDep
 from api.models import AskRequest, AskToken
 from api.openapi import ASK_EVENT_SCHEMA, NOT_READY, UNAUTHORIZED, UNREADABLE_BODY
 from lorehouse.agents.ask import AskResponse
+from lorehouse.agents.trace import StepTrace
 
 router = APIRouter(prefix="/v1")
 
@@ -35,8 +36,10 @@ async def ask(
 ) -> AskResponse | StreamingResponse:
     """A cited answer from the documents the caller may see, with its trace.
 
-    With `stream: true` the answer arrives as Server-Sent Events: `token` events with
-    text pieces, then one `answer` event holding this response.
+    With `stream: true` the answer arrives as Server-Sent Events: a `step` event for each
+    step done before the answer (query optimizer, source identifier, retrieval, post-
+    processor), `token` events with text pieces, then one `answer` event holding this
+    response.
     """
     # Store reads and answering run in worker threads; only the wait for a turn runs on
     # the event loop, where it costs no thread.
@@ -64,8 +67,9 @@ async def ask(
             service.ask_turns.give_back()
 
 
-def _events(stream: Iterator[str | AskResponse]) -> Generator[str, None, None]:
-    """Server-Sent Events: one `token` event per text piece, then the `answer` event.
+def _events(stream: Iterator[str | StepTrace | AskResponse]) -> Generator[str, None, None]:
+    """Server-Sent Events: a `step` event per pipeline step done before the answer, a `token`
+    event per text piece, then the `answer` event.
 
     Closing these events closes the answer stream too, so a client that leaves stops the
     model call instead of leaving it to garbage collection.
@@ -74,6 +78,8 @@ def _events(stream: Iterator[str | AskResponse]) -> Generator[str, None, None]:
         for item in stream:
             if isinstance(item, AskResponse):
                 yield f"event: answer\ndata: {item.model_dump_json()}\n\n"
+            elif isinstance(item, StepTrace):
+                yield f"event: step\ndata: {item.model_dump_json()}\n\n"
             else:
                 yield f"event: token\ndata: {AskToken(text=item).model_dump_json()}\n\n"
 

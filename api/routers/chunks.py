@@ -1,46 +1,128 @@
-"""GET /v1/chunks/{chunk_id}: a cited chunk between its neighbours, for citation previews."""
+"""GET /v1/chunks/{chunk_id}: a cited chunk between its neighbours, the PDF page it is on
+(highlighted) and its original file: what a citation preview shows."""
 
 from __future__ import annotations
 
-from typing import Annotated
+import logging
+import mimetypes
+from pathlib import PurePosixPath
+from typing import Annotated, Any
+from urllib.parse import quote
 
-from fastapi import APIRouter, HTTPException, Path, Query
+from fastapi import APIRouter, HTTPException, Path, Query, Response
 
 from api.deps import CallerDep, ServiceDep
 from api.models import ChunkPreview, ErrorResponse
 from api.openapi import NOT_READY, UNAUTHORIZED
+from lorehouse.errors import SourceError
+from lorehouse.page_images import render_page
 from lorehouse.retrieval import ChunkView
 
+log = logging.getLogger("lorehouse.api")
 router = APIRouter(prefix="/v1")
+
+
+ChunkId = Annotated[str, Path(min_length=1, max_length=128)]
+_NO_SUCH_CHUNK: dict[int | str, dict[str, Any]] = {
+    404: {
+        "model": ErrorResponse,
+        "description": "No such chunk, or one the caller may not see (not told apart).",
+    }
+}
+
+
+def _visible_chunk(
+    service: ServiceDep, caller: CallerDep, chunk_id: str, window: int = 0
+) -> tuple[dict, list[dict]]:
+    """The chunk and its neighbours; 404 when it does not exist or is not visible."""
+    found = service.retriever.chunk_preview(chunk_id, caller.groups, window)
+    if found is None:
+        raise HTTPException(status_code=404, detail=f"no chunk {chunk_id!r}")
+    return found
+
+
+def _original(service: ServiceDep, row: dict) -> bytes:
+    """The bytes of a chunk's source file; 404 when the source no longer has it."""
+    try:
+        return service.lorehouse.document_source().read_bytes(row["rel_path"])
+    except SourceError as error:
+        log.warning("original of %s unreadable: %s", row["chunk_id"], error)
+        raise HTTPException(
+            status_code=404,
+            detail="the original file is not in the source any more; the next reindex "
+            "removes its chunks",
+        ) from error
 
 
 @router.get(
     "/chunks/{chunk_id}",
     response_model=ChunkPreview,
     tags=["search"],
-    responses={
-        **UNAUTHORIZED,
-        404: {
-            "model": ErrorResponse,
-            "description": "No such chunk, or one the caller may not see (not told apart).",
-        },
-        **NOT_READY,
-    },
+    responses={**UNAUTHORIZED, **_NO_SUCH_CHUNK, **NOT_READY},
 )
 def chunk(
     service: ServiceDep,
     caller: CallerDep,
-    chunk_id: Annotated[str, Path(min_length=1, max_length=128)],
+    chunk_id: ChunkId,
     window: Annotated[int, Query(ge=0, le=5, description="Neighbours on each side")] = 1,
 ) -> ChunkPreview:
     """A cited chunk with its neighbours; 404 when it does not exist or is not visible."""
-    found = service.retriever.chunk_preview(chunk_id, caller.groups, window)
-    if found is None:
-        raise HTTPException(status_code=404, detail=f"no chunk {chunk_id!r}")
-    chunk_row, around = found
+    chunk_row, around = _visible_chunk(service, caller, chunk_id, window)
     views = [ChunkView.model_validate(row) for row in around]
     return ChunkPreview(
         chunk=ChunkView.model_validate(chunk_row),
         before=[v for v in views if v.position < chunk_row["position"]],
         after=[v for v in views if v.position > chunk_row["position"]],
+    )
+
+
+@router.get(
+    "/chunks/{chunk_id}/page",
+    tags=["search"],
+    response_class=Response,
+    responses={
+        200: {"content": {"image/png": {}}, "description": "The page, the chunk highlighted."},
+        **UNAUTHORIZED,
+        **_NO_SUCH_CHUNK,
+        **NOT_READY,
+    },
+)
+def chunk_page(service: ServiceDep, caller: CallerDep, chunk_id: ChunkId) -> Response:
+    """The PDF page a chunk starts on, as a PNG with the chunk's text highlighted; 404 for a
+    chunk of another format or without pages."""
+    row, _ = _visible_chunk(service, caller, chunk_id)
+    if row["file_type"] != "pdf" or row["page_start"] is None:
+        raise HTTPException(status_code=404, detail=f"chunk {chunk_id!r} is not on a PDF page")
+    pdf = _original(service, row)
+    try:
+        png, _ = render_page(pdf, int(row["page_start"]), row["text_chat"])
+    except ValueError as error:
+        raise HTTPException(status_code=404, detail=str(error)) from error
+    return Response(png, media_type="image/png", headers={"Cache-Control": "private, max-age=300"})
+
+
+@router.get(
+    "/chunks/{chunk_id}/file",
+    tags=["search"],
+    response_class=Response,
+    responses={
+        200: {
+            "content": {"application/octet-stream": {}},
+            "description": "The original file the chunk was cut from.",
+        },
+        **UNAUTHORIZED,
+        **_NO_SUCH_CHUNK,
+        **NOT_READY,
+    },
+)
+def chunk_file(service: ServiceDep, caller: CallerDep, chunk_id: ChunkId) -> Response:
+    """The original file of a chunk the caller may see, for the reader to open."""
+    row, _ = _visible_chunk(service, caller, chunk_id)
+    content = _original(service, row)
+    name = PurePosixPath(row["rel_path"]).name
+    media_type = mimetypes.guess_type(name)[0] or "application/octet-stream"
+    return Response(
+        content,
+        media_type=media_type,
+        headers={"Content-Disposition": f"inline; filename*=UTF-8''{quote(name)}"},
     )

@@ -8,6 +8,7 @@ without one, and an LLM step that fails after its retries falls back to the offl
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
@@ -32,7 +33,7 @@ from lorehouse.agents.source_identifier import (
     choose_with_llm,
     rank_documents,
 )
-from lorehouse.agents.trace import AskTrace, timed_step
+from lorehouse.agents.trace import AskTrace, StepTrace, timed_step
 from lorehouse.embedding.base import Embedder
 from lorehouse.llm import LLMClient, LLMFailure
 from lorehouse.rerankers import reciprocal_rank_fusion
@@ -80,6 +81,10 @@ class Citation(BaseModel):
 class AskResponse(BaseModel):
     """The answer, what it cites, and how it was produced."""
 
+    answer_id: str = Field(
+        default_factory=lambda: uuid.uuid4().hex,
+        description="Names this answer in feedback (POST /v1/feedback).",
+    )
     question: str
     answer: str
     mode: AnswerMode
@@ -148,14 +153,16 @@ class AskPipeline:
         top_k: int = 8,
         caller_groups: Sequence[str] = (),
         today: date | None = None,
-    ) -> Iterator[str | AskResponse]:
-        """Answer text pieces as they are produced, then the complete AskResponse.
+    ) -> Iterator[str | StepTrace | AskResponse]:
+        """The steps before the answer as they are done, answer text pieces as they are
+        produced, then the complete AskResponse.
 
         With an LLM the pieces are its tokens; if the finished reply turns out unusable the
         final response carries the extractive answer, marked degraded, and clients replace
         what they showed with it.
         """
         prepared = self.prepare(question, history, filters, top_k, caller_groups, today)
+        yield from prepared.trace.steps
         with timed_step(prepared.trace, "answerer", self._usage()) as step:
             if self.client is not None and prepared.context:
                 pieces: list[str] = []

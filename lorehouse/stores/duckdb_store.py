@@ -145,6 +145,19 @@ CREATE TABLE IF NOT EXISTS eval_retrieval_misses (
     rank_bm25 INTEGER,
     rank_hybrid INTEGER
 );
+CREATE TABLE IF NOT EXISTS answer_feedback (
+    -- a reader's verdict on one answer, kept for review as a golden-set candidate
+    answer_id VARCHAR NOT NULL,
+    given_at TIMESTAMPTZ NOT NULL,
+    caller VARCHAR NOT NULL,
+    rating VARCHAR NOT NULL,
+    comment VARCHAR,
+    question VARCHAR NOT NULL,
+    answer VARCHAR NOT NULL,
+    -- the cited chunks, as (chunk id, file) in citation order
+    cited_chunk_ids VARCHAR[] NOT NULL,
+    cited_files VARCHAR[] NOT NULL
+);
 CREATE TABLE IF NOT EXISTS eval_answers (
     run_id VARCHAR NOT NULL,
     evaluated_at TIMESTAMPTZ NOT NULL,
@@ -566,6 +579,22 @@ class DuckDBStore:
         """Adds why one eval run's misses were missed, one row per evidence excerpt."""
         with self._transaction(incoming=frame) as connection:
             _insert_frame(connection, "eval_retrieval_misses", "incoming", frame)
+
+    def add_feedback(self, row: dict[str, object]) -> None:
+        """Stores one reader's verdict on an answer (see the answer_feedback table)."""
+        with self._transaction() as connection:
+            connection.execute(
+                "INSERT INTO answer_feedback (answer_id, given_at, caller, rating, comment, "
+                "question, answer, cited_chunk_ids, cited_files) "
+                "VALUES ($answer_id, $given_at, $caller, $rating, $comment, $question, $answer, "
+                "$cited_chunk_ids, $cited_files)",
+                row,
+            )
+
+    def feedback(self) -> pd.DataFrame:
+        """Every verdict given, oldest first."""
+        with self.connect() as connection:
+            return connection.execute("SELECT * FROM answer_feedback ORDER BY given_at").df()
 
     def append_eval_answers(self, frame: pd.DataFrame) -> None:
         """Adds one answer-eval run's judged cases; runs are kept for comparison."""

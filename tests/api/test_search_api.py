@@ -310,7 +310,7 @@ def test_the_schema_documents_every_status_and_body_a_route_answers_with(client)
     stream = schema["paths"]["/v1/ask"]["post"]["responses"]["200"]["content"]
     assert {"application/json", "text/event-stream"} <= set(stream)
     events = stream["text/event-stream"]["schema"]["oneOf"]
-    assert [e["properties"]["event"]["const"] for e in events] == ["token", "answer"]
+    assert [e["properties"]["event"]["const"] for e in events] == ["step", "token", "answer"]
 
 
 def test_the_schema_lists_the_rerankers_this_deployment_accepts(tmp_path: Path) -> None:

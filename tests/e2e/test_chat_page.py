@@ -1,0 +1,178 @@
+"""The chat page in a real browser (Debian's chromium, driven by Playwright) against a real
+server: sign in, ask, watch the answer stream in, open a citation with its highlighted page,
+filter, send feedback; an outsider never sees a restricted document.
+
+Screenshots of each step are written to `LOREHOUSE_SCREENSHOT_DIR` (the README's come from
+there) or to the test's temporary folder.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import uvicorn
+from playwright.sync_api import Browser, Page, expect, sync_playwright
+
+from api.main import create_app
+from lorehouse.api_keys import add_key
+from lorehouse.settings import Settings
+from lorehouse.stores.duckdb_store import DuckDBStore
+
+REMOTE_WORK = "For how many days a year may I work from another country?"
+LEAVE = "How many weeks of parental leave do primary caregivers get?"
+INCIDENTS = "Who declares a security incident and how are severities defined?"
+
+
+def _chromium() -> str:
+    found = shutil.which("chromium") or shutil.which("chromium-browser")
+    if found is None:
+        pytest.fail("chromium is not installed; `make install` installs Debian's package")
+    return found
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def stores(materialized_sample: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return Path(shutil.copytree(materialized_sample, tmp_path_factory.mktemp("chat") / "data"))
+
+
+@pytest.fixture(scope="module")
+def keys(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+    path = tmp_path_factory.mktemp("chat-keys") / "keys.yaml"
+    return {
+        "file": path,
+        "reader": add_key(path, "reader", []),
+        "security": add_key(path, "security-team", ["security"]),
+    }
+
+
+@pytest.fixture(scope="module")
+def server(stores: Path, keys: dict[str, object]) -> Iterator[str]:
+    """`lorehouse serve`'s app on a free port, in a thread of this process."""
+    app = create_app(Settings(data_dir=stores, api_keys_file=keys["file"]))
+    port = _free_port()
+    running = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=running.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 60
+    while not running.started:
+        assert time.monotonic() < deadline and thread.is_alive(), "the server did not start"
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{port}"
+    running.should_exit = True
+    thread.join(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=_chromium(), headless=True)
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def screenshots(tmp_path: Path) -> Path:
+    folder = Path(os.environ.get("LOREHOUSE_SCREENSHOT_DIR", tmp_path))
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def _signed_in(browser: Browser, server: str, key: str) -> Page:
+    page = browser.new_page(viewport={"width": 1400, "height": 900})
+    page.goto(f"{server}/chat")
+    page.fill("#api-key", key)
+    page.click("#sign-in button[type=submit]")
+    expect(page.locator("#who")).to_contain_text("signed in")
+    return page
+
+
+def _ask(page: Page, question: str) -> None:
+    page.fill("#question", question)
+    page.click("#send")
+    turn = page.locator("[data-testid=turn]").last
+    expect(turn.locator("[data-testid=feedback]")).to_be_visible(timeout=60_000)
+
+
+def test_a_reader_asks_checks_a_source_filters_and_gives_feedback(
+    browser: Browser, server: str, keys: dict, stores: Path, screenshots: Path
+) -> None:
+    page = _signed_in(browser, server, keys["reader"])
+    page.screenshot(path=screenshots / "chat-1-signed-in.png")
+
+    _ask(page, REMOTE_WORK)
+    turn = page.locator("[data-testid=turn]").last
+    # The steps before the answer arrived as they finished, then the answer with citations.
+    expect(turn.locator("[data-testid=thinking] li")).to_have_count(4)
+    expect(turn.locator("[data-testid=answer]")).to_contain_text("20 working days")
+    citations = turn.locator("[data-testid=citation]")
+    expect(citations.first).to_be_visible()
+    page.screenshot(path=screenshots / "chat-2-answer.png")
+
+    # A citation opens the source: the passage between its neighbours and the PDF page.
+    pdf_citation = turn.locator(".sources .cite", has_text="Employee Handbook").first
+    pdf_citation.click()
+    expect(page.locator("#source")).to_be_visible()
+    expect(page.locator("[data-testid=cited-chunk]")).to_contain_text("20 working days")
+    expect(page.locator("#source-where")).to_contain_text("employee-handbook.pdf")
+    image = page.locator("#source-page")
+    expect(image).to_be_visible()
+    page.wait_for_function("document.getElementById('source-page').naturalWidth > 300")
+    page.screenshot(path=screenshots / "chat-3-source.png")
+    image.scroll_into_view_if_needed()
+    page.screenshot(path=screenshots / "chat-3-source-page.png")
+
+    # A filter on Markdown files: every source of the next answer is a Markdown file.
+    page.click("#filters summary")
+    page.check("#file-types input[value=md]")
+    expect(page.locator("#filter-summary")).to_contain_text("file_types")
+    _ask(page, LEAVE)
+    turn = page.locator("[data-testid=turn]").last
+    expect(turn.locator("[data-testid=answer]")).to_contain_text("20 weeks")
+    for text in turn.locator(".sources li").all_inner_texts():
+        assert ".pdf" not in text and ".docx" not in text, text
+    page.screenshot(path=screenshots / "chat-4-filtered.png")
+
+    # Feedback on that answer lands in the feature store.
+    turn.locator("[data-testid=feedback] input").fill("Say whether it is paid.")
+    turn.locator("[data-testid=feedback] button[aria-label='not helpful']").click()
+    expect(turn.locator("[data-testid=feedback]")).to_contain_text("Thanks")
+    page.screenshot(path=screenshots / "chat-5-feedback.png")
+    rows = DuckDBStore(stores / "lorehouse.duckdb").feedback()
+    assert list(rows["rating"]) == ["down"]
+    assert rows.iloc[0]["question"] == LEAVE
+    assert rows.iloc[0]["comment"] == "Say whether it is paid."
+
+
+def test_a_restricted_document_never_appears_for_an_outsider(
+    browser: Browser, server: str, keys: dict
+) -> None:
+    outsider = _signed_in(browser, server, keys["reader"])
+    options = outsider.locator("#doc-list option")
+    expect(options.first).to_be_attached()
+    listed = [options.nth(i).get_attribute("value") or "" for i in range(options.count())]
+    assert listed and not [label for label in listed if "security/" in label]
+    _ask(outsider, INCIDENTS)
+    turn = outsider.locator("[data-testid=turn]").last
+    # The public runbook names the plan; the plan itself is never a source.
+    assert "security/" not in turn.inner_text()
+    plan = turn.locator(".sources .cite", has_text="Security Incident Response Plan")
+    expect(plan).to_have_count(0)
+
+    # Control: a member of the group sees the document in the list and in the sources.
+    member = _signed_in(browser, server, keys["security"])
+    expect(member.locator("#doc-list option[value*='security/']").first).to_be_attached()
+    _ask(member, INCIDENTS)
+    expect(member.locator("[data-testid=turn] .sources").last).to_contain_text("security/")
