@@ -26,7 +26,7 @@ from lorehouse.agents.answerer import (
     stream_llm_answer,
 )
 from lorehouse.agents.post_processor import post_process
-from lorehouse.agents.query_optimizer import Turn, optimize_query
+from lorehouse.agents.query_optimizer import Turn, carry_over_offline, optimize_query
 from lorehouse.agents.source_identifier import (
     Sources,
     choose_by_similarity,
@@ -208,7 +208,11 @@ class AskPipeline:
         with timed_step(trace, "query_optimizer", usage) as step:
             queries, standalone = [question], question
             if self.client is None:
+                standalone = carry_over_offline(question, list(history))
+                queries = [standalone]
                 step.status, step.detail = "skipped", "no LLM configured"
+                if standalone != question:
+                    step.detail += "; a follow-up: searched after the previous question"
             else:
                 try:
                     optimized = optimize_query(

@@ -69,3 +69,51 @@ def _kept_share(question: str, value: OptimizedQuery) -> float:
         w.casefold() for w in _WORD.findall(" ".join([value.standalone, *value.queries()]))
     }
     return len(asked & rewritten) / len(asked)
+
+
+#: Words that point back at what was asked before ("what about it", "and for them?").
+_POINTERS = frozenset(
+    [
+        "it",
+        "its",
+        "that",
+        "this",
+        "those",
+        "these",
+        "they",
+        "them",
+        "their",
+        "there",
+        "he",
+        "she",
+        "his",
+        "her",
+        "same",
+        "also",
+        "else",
+    ]
+)
+_FOLLOW_UP_OPENINGS = ("and ", "what about", "how about", "also ", "or ")
+#: A question this short leans on the one before it.
+_FOLLOW_UP_MAX_WORDS = 6
+
+
+def carry_over_offline(question: str, history: list[Turn]) -> str:
+    """The query to search without an LLM: the question itself, or, when it reads as a
+    follow-up (short, opening with "and"/"what about", or pointing back with "it", "they"...),
+    the previous question followed by it, so the earlier subject carries over.
+
+    "And in Toronto?" after "What is the hotel limit per night?" searches both together and
+    finds Toronto's hotel limit; the answer is still chosen for the follow-up's own words.
+    A question that stands on its own is searched as asked.
+    """
+    previous = next((t.content for t in reversed(history) if t.role == "user"), None)
+    if previous is None:
+        return question
+    words = re.findall(r"[a-z']+", question.casefold())
+    follows = (
+        len(words) <= _FOLLOW_UP_MAX_WORDS
+        or bool(_POINTERS.intersection(words))
+        or question.casefold().lstrip().startswith(_FOLLOW_UP_OPENINGS)
+    )
+    return f"{previous} {question}" if follows else question

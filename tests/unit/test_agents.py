@@ -209,3 +209,21 @@ def test_extractive_citations_are_numbered_in_the_order_the_answer_uses_them(
     context = response.trace.context_chunk_ids
     assert all(citation.chunk_id in context for citation in response.citations)
     assert "20 weeks" in response.answer
+
+
+def test_offline_a_follow_up_question_carries_the_previous_subject_over(
+    materialized_sample: Path,
+) -> None:
+    pipeline = _pipeline(materialized_sample, None)
+    hotel = "What is the hotel limit per night for business trips?"
+    history = [Turn(role="user", content=hotel), Turn(role="assistant", content="It depends [1]")]
+
+    follow_up = pipeline.ask("And in Toronto?", history=history)
+    assert follow_up.trace.optimized_queries == [f"{hotel} And in Toronto?"]
+    assert "CAD 275" in follow_up.answer
+    # Asked alone, the same words find Toronto's office hours, not its hotel limit.
+    assert "CAD 275" not in pipeline.ask("And in Toronto?").answer
+
+    # A question that stands on its own is searched as asked, conversation or not.
+    leave = "How many weeks of parental leave do primary caregivers get in Lisbon?"
+    assert pipeline.ask(leave, history=history).trace.optimized_queries == [leave]
