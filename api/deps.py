@@ -8,8 +8,10 @@ from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import Depends, HTTPException, Request
+from slack_bolt import App
 from threadpoolctl import threadpool_limits
 
+from api.slack import build_slack_app
 from lorehouse.agents.ask import AskPipeline
 from lorehouse.api_keys import ANONYMOUS, Caller, KeyRing
 from lorehouse.embedding.base import Embedder
@@ -63,6 +65,8 @@ class Service:
     keys: KeyRing | None
     pipeline: AskPipeline
     ask_turns: AskTurns
+    #: The Slack bot, when its token and signing secret are configured.
+    slack: App | None = None
 
     def feature_store(self) -> DuckDBStore:
         if not self.settings.duckdb_path.exists():
@@ -98,6 +102,7 @@ def open_service(settings: Settings, llm_client: LLMClient | None = None) -> Ser
         keys,
         pipeline,
         turns,
+        build_slack_app(settings, pipeline),
     )
 
 

@@ -16,7 +16,7 @@ from fastapi import FastAPI
 from api.deps import open_service
 from api.errors import install_error_handlers
 from api.openapi import document_rerankers
-from api.routers import ask, chat, chunks, documents, feedback, health, search
+from api.routers import ask, chat, chunks, documents, feedback, health, search, slack
 from lorehouse.llm import LLMClient
 from lorehouse.rerankers import available_rerankers
 from lorehouse.settings import Settings, get_settings
@@ -29,6 +29,7 @@ ROUTERS = [
     feedback.router,
     health.router,
     chat.router,
+    slack.router,
 ]
 
 

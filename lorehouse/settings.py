@@ -288,6 +288,27 @@ class Settings(BaseSettings):
         default=None,
         description="YAML file of hashed API keys and their groups; set means keys are required.",
     )
+    slack_bot_token: str | None = Field(
+        default=None,
+        description="Bot token (xoxb-...) of the Slack app; with the signing secret, turns on "
+        "the bot at /slack/events.",
+    )
+    slack_signing_secret: str | None = Field(
+        default=None, description="Signing secret Slack signs its requests with."
+    )
+    slack_access_file: Path | None = Field(
+        default=None,
+        description="YAML map of Slack users (for direct messages) and channels to access "
+        "groups; unset or unlisted: public documents only.",
+    )
+    slack_api_url: str | None = Field(
+        default=None, description="Slack Web API base URL (a proxy); unset: Slack's own."
+    )
+    public_url: str | None = Field(
+        default=None,
+        description="Address people reach the chat page at, for links in Slack answers; "
+        "unset: http://API_HOST:API_PORT.",
+    )
     api_host: str = Field(default="127.0.0.1", description="Where `lorehouse serve` listens.")
     api_port: int = Field(default=8000, ge=1, le=65535, description="Port of `lorehouse serve`.")
     api_keep_alive_seconds: int = Field(
@@ -368,6 +389,12 @@ class Settings(BaseSettings):
     def lancedb_location(self) -> str:
         """The LanceDB database holding the `chunks` table and its indexes."""
         return self.lancedb_uri or str((self.data_dir / "lancedb").resolve())
+
+    @property
+    def chat_url(self) -> str:
+        """The chat page's address, as links in Slack answers point at it."""
+        base = self.public_url or f"http://{self.api_host}:{self.api_port}"
+        return base.rstrip("/") + "/chat"
 
     @property
     def duckdb_path(self) -> Path:

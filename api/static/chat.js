@@ -59,6 +59,7 @@ async function signIn(key) {
     $("who").className = "";
     $("sign-out").hidden = false;
     await loadDocuments();
+    openLinkedSource();
   } catch (error) {
     state.key = "";
     sessionStorage.removeItem(KEY_STORAGE);
@@ -247,26 +248,30 @@ function pages(citation) {
 // -- the source panel ---------------------------------------------------------------------
 
 async function openSource(citation) {
+  // Everything shown comes from the preview: a link from Slack carries only the chunk id.
   document.body.classList.add("with-source");
   $("source").hidden = false;
-  $("source-title").textContent = citation.title || citation.rel_path;
-  $("source-where").textContent = `${citation.rel_path}${pages(citation)} ${section(citation)}`;
+  $("source-title").textContent = "";
+  $("source-where").textContent = "";
   $("source-text").replaceChildren(element("p", { text: "Loading…" }));
   $("source-page").hidden = true;
   $("source-file").hidden = true;
+  const chunkPath = `/v1/chunks/${encodeURIComponent(citation.chunk_id)}`;
+  let chunk;
   try {
-    const preview = await (await api(`/v1/chunks/${encodeURIComponent(citation.chunk_id)}?window=1`))
-      .json();
+    const preview = await (await api(`${chunkPath}?window=1`)).json();
+    chunk = preview.chunk;
     $("source-text").replaceChildren(
       ...preview.before.map((c) => element("p", { class: "neighbour", text: c.text_chat })),
-      element("mark", { "data-testid": "cited-chunk", text: preview.chunk.text_chat }),
+      element("mark", { "data-testid": "cited-chunk", text: chunk.text_chat }),
       ...preview.after.map((c) => element("p", { class: "neighbour", text: c.text_chat })));
   } catch (error) {
     $("source-text").replaceChildren(element("p", { class: "error", text: error.message }));
     return;
   }
-  const chunkPath = `/v1/chunks/${encodeURIComponent(citation.chunk_id)}`;
-  if (citation.rel_path.toLowerCase().endsWith(".pdf") && citation.page_start) {
+  $("source-title").textContent = chunk.title || chunk.rel_path;
+  $("source-where").textContent = `${chunk.rel_path}${pages(chunk)} ${section(chunk)}`;
+  if (chunk.rel_path.toLowerCase().endsWith(".pdf") && chunk.page_start) {
     try {
       const image = await (await api(`${chunkPath}/page`)).blob();
       $("source-page").src = URL.createObjectURL(image);
@@ -282,6 +287,12 @@ async function openSource(citation) {
     const file = await (await api(`${chunkPath}/file`)).blob();
     window.open(URL.createObjectURL(file), "_blank");
   };
+}
+
+function openLinkedSource() {
+  // A link to a citation (from a Slack answer): /chat#chunk=<id>.
+  const linked = /^#chunk=([\w:.-]+)$/.exec(window.location.hash);
+  if (linked) openSource({ chunk_id: linked[1] });
 }
 
 function closeSource() {
@@ -362,4 +373,5 @@ $("question").addEventListener("keydown", (event) => {
 $("stop").addEventListener("click", () => state.running && state.running.abort());
 $("new-conversation").addEventListener("click", newConversation);
 $("close-source").addEventListener("click", closeSource);
+window.addEventListener("hashchange", openLinkedSource);
 signIn(state.key);

@@ -155,6 +155,11 @@ def test_a_reader_asks_checks_a_source_filters_and_gives_feedback(
     assert rows.iloc[0]["question"] == LEAVE
     assert rows.iloc[0]["comment"] == "Say whether it is paid."
 
+    # A link to a citation, as a Slack answer carries it, opens the passage directly.
+    cited = rows.iloc[0]["cited_chunk_ids"][0]
+    page.goto(f"{server}/chat#chunk={cited}")
+    expect(page.locator("[data-testid=cited-chunk]")).to_contain_text("20 weeks")
+
 
 def test_a_restricted_document_never_appears_for_an_outsider(
     browser: Browser, server: str, keys: dict

@@ -1,0 +1,145 @@
+"""The Slack bot: mentions and direct messages answered in their thread by /v1/ask's pipeline.
+
+Slack Bolt (HTTP mode) verifies each request's signature and timestamp, acknowledges at once
+and runs the answer on its own worker threads, so a slow answer never makes Slack wait past
+its 3 seconds; the answer is posted to the thread when it is ready. The thread is the
+conversation. Slack retries an event it believes was lost; an event is answered once,
+whichever delivery arrives first.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from collections import OrderedDict
+from typing import Any
+
+from slack_bolt import App
+from slack_sdk import WebClient
+
+from lorehouse.agents.ask import AskPipeline, AskResponse
+from lorehouse.agents.query_optimizer import Turn
+from lorehouse.settings import Settings
+from lorehouse.slack_access import SlackAccess
+
+log = logging.getLogger("lorehouse.slack")
+_MENTION = re.compile(r"<@[A-Z0-9]+>")
+#: Thread messages read as the conversation before a question.
+THREAD_MESSAGES = 20
+#: Event ids remembered to answer each event once across Slack's retries.
+_REMEMBERED_EVENTS = 10_000
+
+
+class EventsSeen:
+    """The ids of the last events taken, so a redelivered event is recognised."""
+
+    def __init__(self, size: int = _REMEMBERED_EVENTS) -> None:
+        self._ids: OrderedDict[str, None] = OrderedDict()
+        self._size = size
+        self._lock = threading.Lock()
+
+    def first_time(self, event_id: str) -> bool:
+        """True the first time an id is offered, False on every later delivery."""
+        with self._lock:
+            if event_id in self._ids:
+                return False
+            self._ids[event_id] = None
+            if len(self._ids) > self._size:
+                self._ids.popitem(last=False)
+            return True
+
+
+def build_slack_app(settings: Settings, pipeline: AskPipeline) -> App | None:
+    """The Bolt app answering with `pipeline`; None when no token and secret are configured."""
+    if not (settings.slack_bot_token and settings.slack_signing_secret):
+        return None
+    access = SlackAccess.load(settings.slack_access_file)
+    client = WebClient(
+        token=settings.slack_bot_token,
+        base_url=settings.slack_api_url or WebClient.BASE_URL,
+    )
+    app = App(
+        client=client,
+        signing_secret=settings.slack_signing_secret,
+        # No auth.test call at start-up: the server starts without reaching Slack.
+        token_verification_enabled=False,
+        logger=log,
+    )
+    seen = EventsSeen()
+
+    def answer(body: dict, event: dict, client: WebClient, direct: bool) -> None:
+        if not seen.first_time(str(body.get("event_id") or event.get("ts"))):
+            log.info("event %s delivered again; answered once", body.get("event_id"))
+            return
+        channel, user = event["channel"], event.get("user", "")
+        thread = event.get("thread_ts") or event["ts"]
+        question = _MENTION.sub("", event.get("text", "")).strip()
+        if not question:
+            return
+        history = _thread_history(client, channel, event) if event.get("thread_ts") else []
+        groups = access.groups_for(user, channel, direct)
+        try:
+            response = pipeline.ask(question, history=history, caller_groups=groups)
+            text = slack_answer(response, settings.chat_url)
+        except (ValueError, RuntimeError) as error:
+            log.warning("no answer for a Slack question in %s: %s", channel, error)
+            text = "Sorry, I could not answer that just now; please try again later."
+        client.chat_postMessage(
+            channel=channel, thread_ts=thread, text=text, unfurl_links=False, unfurl_media=False
+        )
+
+    @app.event("app_mention")
+    def on_mention(body: dict, event: dict, client: WebClient) -> None:
+        answer(body, event, client, direct=False)
+
+    @app.event("message")
+    def on_message(body: dict, event: dict, client: WebClient) -> None:
+        # Direct messages only; a channel message reaches the bot as a mention instead.
+        if event.get("channel_type") == "im" and not event.get("bot_id") and "subtype" not in event:
+            answer(body, event, client, direct=True)
+
+    return app
+
+
+def _thread_history(client: WebClient, channel: str, event: dict[str, Any]) -> list[Turn]:
+    """The thread's messages before this one: people's as questions, the bot's as answers."""
+    replies = client.conversations_replies(
+        channel=channel, ts=event["thread_ts"], limit=THREAD_MESSAGES
+    )
+    turns = []
+    for message in replies.get("messages", []):
+        text = _MENTION.sub("", message.get("text", "")).strip()
+        if message.get("ts") == event["ts"] or not text:
+            continue
+        role = "assistant" if message.get("bot_id") else "user"
+        turns.append(Turn(role=role, content=text[:4000]))
+    return turns
+
+
+def slack_answer(response: AskResponse, chat_url: str) -> str:
+    """The answer in Slack's markup, then its sources as links to the chat page's preview."""
+    lines = [_escape(response.answer)]
+    if response.citations:
+        lines += ["", "*Sources*"]
+    for citation in response.citations:
+        title = _escape(citation.title or citation.rel_path).replace("|", "/")
+        section = " › ".join(
+            citation.heading_path[1:]
+            if citation.heading_path[:1] == [citation.title]
+            else citation.heading_path
+        )
+        page = (
+            f", p. {citation.page_start}"
+            if citation.page_start
+            and citation.rel_path.lower().endswith((".pdf", ".pptx", ".xlsx"))
+            else ""
+        )
+        where = _escape(f"{citation.rel_path}{' › ' + section if section else ''}{page}")
+        lines.append(f"[{citation.number}] <{chat_url}#chunk={citation.chunk_id}|{title}> {where}")
+    return "\n".join(lines)
+
+
+def _escape(text: str) -> str:
+    """Text Slack shows as written: its three control characters escaped."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
