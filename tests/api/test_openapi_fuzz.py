@@ -13,6 +13,7 @@ rejection), which is what keeps the request models honest about what they allow.
 
 from __future__ import annotations
 
+import shutil
 from collections import Counter
 from collections.abc import Iterator
 from datetime import timedelta
@@ -70,8 +71,12 @@ def api_key(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
 
 
 @pytest.fixture(scope="module")
-def fuzzed_app(materialized_sample: Path, api_key: tuple[Path, str]) -> Iterator[FastAPI]:
-    app = create_app(Settings(data_dir=materialized_sample, api_keys_file=api_key[0]))
+def fuzzed_app(
+    materialized_sample: Path, api_key: tuple[Path, str], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[FastAPI]:
+    # A private copy: fuzzed feedback is written to its feature store.
+    stores = shutil.copytree(materialized_sample, tmp_path_factory.mktemp("fuzzed") / "data")
+    app = create_app(Settings(data_dir=Path(stores), api_keys_file=api_key[0]))
     yield app
     # Schemathesis starts the app's lifespan on first use and keeps it for the process;
     # ending it here releases the stores with this module.
