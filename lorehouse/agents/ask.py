@@ -8,8 +8,10 @@ without one, and an LLM step that fails after its retries falls back to the offl
 
 from __future__ import annotations
 
+import queue
+import threading
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from typing import Literal
@@ -161,8 +163,30 @@ class AskPipeline:
         final response carries the extractive answer, marked degraded, and clients replace
         what they showed with it.
         """
-        prepared = self.prepare(question, history, filters, top_k, caller_groups, today)
-        yield from prepared.trace.steps
+        # Steps 1-4 run on a worker thread so each is shown as soon as it finishes (with an
+        # LLM the first two take seconds); the answer is then produced here.
+        finished: queue.SimpleQueue[StepTrace | None] = queue.SimpleQueue()
+        outcome: dict[str, Prepared | BaseException] = {}
+
+        def prepare() -> None:
+            try:
+                outcome["prepared"] = self.prepare(
+                    question, history, filters, top_k, caller_groups, today, finished.put
+                )
+            except BaseException as error:  # noqa: BLE001 - raised again in the caller
+                outcome["error"] = error
+            finally:
+                finished.put(None)
+
+        worker = threading.Thread(target=prepare, name="ask-prepare", daemon=True)
+        worker.start()
+        while (step := finished.get()) is not None:
+            yield step
+        worker.join()
+        if "error" in outcome:
+            raise outcome["error"]
+        prepared = outcome["prepared"]
+        assert isinstance(prepared, Prepared)
         with timed_step(prepared.trace, "answerer", self._usage()) as step:
             if self.client is not None and prepared.context:
                 pieces: list[str] = []
@@ -199,10 +223,13 @@ class AskPipeline:
         top_k: int,
         caller_groups: Sequence[str],
         today: date | None,
+        on_step: Callable[[StepTrace], None] | None = None,
     ) -> Prepared:
-        """Query optimization, source identification, retrieval and post-processing."""
+        """Query optimization, source identification, retrieval and post-processing;
+        `on_step` hears of each step as it finishes."""
         asked_at = datetime.now(UTC)
         trace = AskTrace(original_query=question)
+        trace._on_step = on_step
         usage = self._usage()
 
         with timed_step(trace, "query_optimizer", usage) as step:

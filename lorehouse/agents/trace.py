@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, PrivateAttr
 
 from lorehouse.llm import LLMUsage
 
@@ -46,6 +46,14 @@ class AskTrace(BaseModel):
     )
     context_chunk_ids: list[str] = Field(default_factory=list)
     steps: list[StepTrace] = Field(default_factory=list)
+    #: Called with each step as it is recorded (a stream shows the steps as they finish).
+    _on_step: Callable[[StepTrace], None] | None = PrivateAttr(default=None)
+
+    def record(self, step: StepTrace) -> None:
+        """Adds a finished step and tells the listener, if there is one."""
+        self.steps.append(step)
+        if self._on_step is not None:
+            self._on_step(step)
 
     @property
     def llm_calls(self) -> int:
@@ -79,7 +87,7 @@ def timed_step(trace: AskTrace, name: str, usage: LLMUsage | None = None) -> Ite
         step.tokens_out += after[2] - before[2]
         step.cost_usd = round(step.cost_usd + after[3] - before[3], 6)
         step.llm_ms = round(step.llm_ms + 1000 * (after[4] - before[4]), 2)
-        trace.steps.append(step)
+        trace.record(step)
 
 
 def _snapshot(usage: LLMUsage | None) -> tuple[int, int, int, float, float]:

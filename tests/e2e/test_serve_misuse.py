@@ -274,18 +274,21 @@ RESTRICTED_FILES = [
     "hr/compensation-bands.xlsx.meta.json",
 ]
 
-# Wall-clock fields: when a response was made and how long its steps took, not what it says.
-CLOCK_FIELDS = {"timings_ms", "ms", "llm_ms", "asked_at", "answered_at"}
+# Fields that differ for every response, not with what it says: when it was made, how long its
+# steps took, and the id an answer gets for feedback.
+UNREPEATABLE_FIELDS = {"timings_ms", "ms", "llm_ms", "asked_at", "answered_at", "answer_id"}
 
 
-def _without_timings(value: object) -> object:
-    """A response with its clock readings left out."""
+def _without_unrepeatable(value: object) -> object:
+    """A response without the fields that differ for every response."""
     if isinstance(value, dict):
         return {
-            key: _without_timings(item) for key, item in value.items() if key not in CLOCK_FIELDS
+            key: _without_unrepeatable(item)
+            for key, item in value.items()
+            if key not in UNREPEATABLE_FIELDS
         }
     if isinstance(value, list):
-        return [_without_timings(item) for item in value]
+        return [_without_unrepeatable(item) for item in value]
     return value
 
 
@@ -304,7 +307,7 @@ def _everything_seen(live: Live, who: str) -> dict:
             seen[f"ask {query}"] = response.json()
         seen["documents"] = client.get("/v1/documents", params={"limit": 200}).json()
         seen["health"] = client.get("/v1/health").json()
-    return _without_timings(seen)  # type: ignore[return-value]
+    return _without_unrepeatable(seen)  # type: ignore[return-value]
 
 
 def test_restricted_documents_sharing_words_change_nothing_an_outsider_sees(

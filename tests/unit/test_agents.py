@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 
 from lorehouse.agents.answerer import answer_with_llm, check_llm_answer
-from lorehouse.agents.ask import AskPipeline
+from lorehouse.agents.ask import AskPipeline, AskResponse
 from lorehouse.agents.post_processor import post_process
 from lorehouse.agents.query_optimizer import Turn, optimize_query
 from lorehouse.agents.source_identifier import DocumentProfile, choose_with_llm
+from lorehouse.agents.trace import StepTrace
 from lorehouse.embedding.minilm import default_embedder
 from lorehouse.llm import LLMClient, LLMFailure
 from lorehouse.retrieval import Retriever
@@ -227,3 +228,16 @@ def test_offline_a_follow_up_question_carries_the_previous_subject_over(
     # A question that stands on its own is searched as asked, conversation or not.
     leave = "How many weeks of parental leave do primary caregivers get in Lisbon?"
     assert pipeline.ask(leave, history=history).trace.optimized_queries == [leave]
+
+
+def test_a_streamed_answer_reports_each_step_before_the_answer_text(
+    materialized_sample: Path,
+) -> None:
+    items = list(_pipeline(materialized_sample, None).stream("How many weeks of parental leave?"))
+    steps = [item.step for item in items if isinstance(item, StepTrace)]
+    assert steps == ["query_optimizer", "source_identifier", "retrieval", "post_processor"]
+    kinds = [type(item).__name__ for item in items]
+    assert kinds[: len(steps)] == ["StepTrace"] * len(steps) and kinds[-1] == "AskResponse"
+    final = items[-1]
+    assert isinstance(final, AskResponse) and "20 weeks" in final.answer
+    assert [s.step for s in final.trace.steps] == [*steps, "answerer"]
