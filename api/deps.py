@@ -7,7 +7,8 @@ import asyncio
 from dataclasses import dataclass
 from typing import Annotated
 
-from fastapi import Depends, HTTPException, Request
+from fastapi import Depends, HTTPException, Request, Security
+from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 from slack_bolt import App
 from threadpoolctl import threadpool_limits
 
@@ -129,7 +130,21 @@ def presented_keys(request: Request) -> set[str]:
     return presented
 
 
-def get_caller(request: Request, service: ServiceDep) -> Caller:
+#: The two ways to present a key, declared so the schema has security schemes and /docs an
+#: Authorize button. They do not decide anything: `get_caller` reads every key the request
+#: carries, in both headers, so that two different keys are refused.
+API_KEY_HEADER = APIKeyHeader(
+    name="X-API-Key", auto_error=False, description="A key from `lorehouse keys create`."
+)
+BEARER = HTTPBearer(auto_error=False, description="The same key as a bearer token.")
+
+
+def get_caller(
+    request: Request,
+    service: ServiceDep,
+    _api_key: Annotated[str | None, Security(API_KEY_HEADER)] = None,
+    _bearer: Annotated[HTTPAuthorizationCredentials | None, Security(BEARER)] = None,
+) -> Caller:
     """The caller behind the request's key; 401 when keys are configured and none matches.
 
     A request carrying two different keys is refused rather than resolved by header order:

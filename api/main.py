@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from fastapi_offline import FastAPIOffline
 
 from api.deps import open_service
 from api.errors import install_error_handlers
@@ -42,7 +43,9 @@ def create_app(settings: Settings | None = None, llm_client: LLMClient | None = 
         app.state.service = open_service(settings, llm_client)
         yield
 
-    app = FastAPI(
+    # /docs and /redoc with Swagger UI and ReDoc served from the package: no CDN, so they
+    # work on machines without internet access.
+    app = FastAPIOffline(
         title="Lorehouse",
         version="0.1.0",
         description="Search the documents Lorehouse indexed, with citations to chunks.",

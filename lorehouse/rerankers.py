@@ -162,8 +162,10 @@ class LateInteractionReranker:
             )
         )
         for chunk_id, tokens in zip(missing, encoded, strict=True):
-            similarity = query_tokens @ tokens.T if len(tokens) else np.zeros((1, 1))
-            maxsim[chunk_id] = float(similarity.max(axis=1).mean())
+            if not (len(tokens) and len(query_tokens)):
+                maxsim[chunk_id] = 0.0
+                continue
+            maxsim[chunk_id] = float((query_tokens @ tokens.T).max(axis=1).mean())
         for candidate in head:
             candidate.scores["maxsim"] = maxsim[candidate.chunk_id]
         by_maxsim = sorted(head, key=lambda c: (-c.scores["maxsim"], c.chunk_id))

@@ -79,7 +79,8 @@ def maxsim_of_packed(
     split = [split_packed(packed, dimension) for packed in passages]
     counts = np.array([len(scales) for scales, _ in split], dtype=np.int64)
     scores = [0.0] * len(passages)
-    if not counts.sum():
+    # A query of nothing the tokenizer keeps (control characters) has no tokens to match.
+    if not counts.sum() or not len(query_tokens):
         return scores
     components = np.concatenate([c for _, c in split]).astype(np.float32)
     scales = np.concatenate([s for s, _ in split])

@@ -94,6 +94,23 @@ def test_maxsim_of_packed_passages_scores_each_passage_as_its_own_tokens_would()
     assert maxsim_of_packed(query, [passages[1]], 384) == [0.0]
 
 
+def test_a_query_of_nothing_the_tokenizer_keeps_scores_zero_not_nan(
+    tmp_path: Path, embedder: OnnxMiniLMEmbedder
+) -> None:
+    """Control characters alone ("\\x9d\\x81") leave no query tokens: every passage scores 0,
+    stored or encoded, and no NaN reaches a response (JSON has no NaN; it came out as null)."""
+    index, _ = _index(tmp_path, embedder)
+    control = "\x9d\x81\x90"
+    assert len(embedder.token_vectors([control])[0]) == 0
+    assert maxsim_of_packed(np.zeros((0, 384), np.float32), [pack(np.ones((2, 384)))], 384) == [0.0]
+    for reranker in (
+        LateInteractionReranker(embedder, index.token_vectors()),
+        LateInteractionReranker(embedder),
+    ):
+        ranked = reranker.rerank(control, np.zeros(0), _candidates(index))
+        assert [c.scores["maxsim"] for c in ranked] == [0.0] * len(ranked)
+
+
 def test_stored_tokens_rank_as_encoding_would_without_encoding_a_passage(
     tmp_path: Path, embedder: OnnxMiniLMEmbedder
 ) -> None:
