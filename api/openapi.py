@@ -100,3 +100,44 @@ def document_rerankers(app: FastAPI, allowed: list[str]) -> None:
         return schema
 
     app.openapi = openapi  # type: ignore[method-assign]
+
+
+#: Request examples over the bundled sample corpus, so "Try it out" in /docs finds something.
+SEARCH_EXAMPLES: dict[str, dict[str, Any]] = {
+    "parental leave": {
+        "summary": "A plain question, default hybrid search",
+        "value": {"query": "How many weeks of parental leave do primary caregivers get?"},
+    },
+    "filtered": {
+        "summary": "Only PDFs, pages 1-5, keyword search",
+        "value": {
+            "query": "work from another country",
+            "top_k": 3,
+            "mode": "bm25",
+            "filters": {"file_types": ["pdf"], "page_from": 1, "page_to": 5},
+        },
+    },
+}
+ASK_EXAMPLES: dict[str, dict[str, Any]] = {
+    "question": {
+        "summary": "A question answered with citations",
+        "value": {"question": "For how many days a year may I work from another country?"},
+    },
+    "follow-up": {
+        "summary": "A follow-up that leans on the conversation",
+        "value": {
+            "question": "And in Toronto?",
+            "history": [
+                {"role": "user", "content": "What is the hotel limit per night?"},
+                {"role": "assistant", "content": "It depends on the city [1]."},
+            ],
+        },
+    },
+    "streamed": {
+        "summary": "The same answer as Server-Sent Events",
+        "value": {
+            "question": "How many weeks of parental leave do secondary caregivers get?",
+            "stream": True,
+        },
+    },
+}

@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Generator, Iterator
+from typing import Annotated
 
 import anyio
-from fastapi import APIRouter
+from fastapi import APIRouter, Body
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from api.deps import AskTurns, CallerDep, ServiceDep
 from api.models import AskRequest, AskToken
-from api.openapi import ASK_EVENT_SCHEMA, NOT_READY, UNAUTHORIZED, UNREADABLE_BODY
+from api.openapi import ASK_EVENT_SCHEMA, ASK_EXAMPLES, NOT_READY, UNAUTHORIZED, UNREADABLE_BODY
 from lorehouse.agents.ask import AskResponse
 from lorehouse.agents.trace import StepTrace
 
@@ -22,6 +23,7 @@ router = APIRouter(prefix="/v1")
 
 @router.post(
     "/ask",
+    summary="Answer a question with citations",
     response_model=AskResponse,
     tags=["answers"],
     responses={
@@ -32,7 +34,9 @@ router = APIRouter(prefix="/v1")
     },
 )
 async def ask(
-    body: AskRequest, service: ServiceDep, caller: CallerDep
+    body: Annotated[AskRequest, Body(openapi_examples=ASK_EXAMPLES)],
+    service: ServiceDep,
+    caller: CallerDep,
 ) -> AskResponse | StreamingResponse:
     """A cited answer from the documents the caller may see, with its trace.
 

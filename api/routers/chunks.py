@@ -56,6 +56,7 @@ def _original(service: ServiceDep, row: dict) -> bytes:
 
 @router.get(
     "/chunks/{chunk_id}",
+    summary="Preview a cited chunk between its neighbours",
     response_model=ChunkPreview,
     tags=["search"],
     responses={**UNAUTHORIZED, **_NO_SUCH_CHUNK, **NOT_READY},
@@ -78,6 +79,7 @@ def chunk(
 
 @router.get(
     "/chunks/{chunk_id}/page",
+    summary="The PDF page of a chunk, highlighted",
     tags=["search"],
     response_class=Response,
     responses={
@@ -103,6 +105,7 @@ def chunk_page(service: ServiceDep, caller: CallerDep, chunk_id: ChunkId) -> Res
 
 @router.get(
     "/chunks/{chunk_id}/file",
+    summary="The original file of a chunk",
     tags=["search"],
     response_class=Response,
     responses={

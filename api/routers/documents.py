@@ -15,6 +15,7 @@ router = APIRouter(prefix="/v1")
 
 @router.get(
     "/documents",
+    summary="List the documents you may read",
     response_model=DocumentPage,
     tags=["documents"],
     responses={**UNAUTHORIZED, **NOT_READY},

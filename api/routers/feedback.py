@@ -16,6 +16,7 @@ router = APIRouter(prefix="/v1")
 
 @router.post(
     "/feedback",
+    summary="Rate an answer",
     status_code=201,
     response_model=FeedbackStored,
     tags=["answers"],

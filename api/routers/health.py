@@ -20,6 +20,7 @@ router = APIRouter()
 
 @router.get(
     "/healthz",
+    summary="Liveness and readiness",
     response_model=Liveness,
     tags=["operations"],
     responses={503: {"model": Liveness, "description": "A store is unreachable or not built."}},
@@ -39,6 +40,7 @@ def healthz(service: ServiceDep) -> JSONResponse:
 
 @router.get(
     "/v1/health",
+    summary="The stores' state for you",
     response_model=Health,
     tags=["operations"],
     responses={

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from typing import Annotated
+
+from fastapi import APIRouter, Body
 
 from api.deps import CallerDep, ServiceDep
 from api.errors import invalid_field
 from api.models import SearchRequest
-from api.openapi import NOT_READY, UNAUTHORIZED, UNREADABLE_BODY
+from api.openapi import NOT_READY, SEARCH_EXAMPLES, UNAUTHORIZED, UNREADABLE_BODY
 from lorehouse.rerankers import available_rerankers
 from lorehouse.retrieval import SearchResult
 
@@ -16,11 +18,16 @@ router = APIRouter(prefix="/v1")
 
 @router.post(
     "/search",
+    summary="Search the chunks you may read",
     response_model=SearchResult,
     tags=["search"],
     responses={**UNREADABLE_BODY, **UNAUTHORIZED, **NOT_READY},
 )
-def search(body: SearchRequest, service: ServiceDep, caller: CallerDep) -> SearchResult:
+def search(
+    body: Annotated[SearchRequest, Body(openapi_examples=SEARCH_EXAMPLES)],
+    service: ServiceDep,
+    caller: CallerDep,
+) -> SearchResult:
     """Chunks matching the query that the caller may see, best first, with citations."""
     allowed = available_rerankers(service.settings.rerank)
     if body.rerank is not None and body.rerank not in allowed:

@@ -8,86 +8,15 @@ there) or to the test's temporary folder.
 
 from __future__ import annotations
 
-import os
-import shutil
-import socket
-import threading
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-import uvicorn
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Page, expect
 
-from api.main import create_app
-from lorehouse.api_keys import add_key
-from lorehouse.settings import Settings
 from lorehouse.stores.duckdb_store import DuckDBStore
 
 REMOTE_WORK = "For how many days a year may I work from another country?"
 LEAVE = "How many weeks of parental leave do primary caregivers get?"
 INCIDENTS = "Who declares a security incident and how are severities defined?"
-
-
-def _chromium() -> str:
-    found = shutil.which("chromium") or shutil.which("chromium-browser")
-    if found is None:
-        pytest.fail("chromium is not installed; `make install` installs Debian's package")
-    return found
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def stores(materialized_sample: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return Path(shutil.copytree(materialized_sample, tmp_path_factory.mktemp("chat") / "data"))
-
-
-@pytest.fixture(scope="module")
-def keys(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
-    path = tmp_path_factory.mktemp("chat-keys") / "keys.yaml"
-    return {
-        "file": path,
-        "reader": add_key(path, "reader", []),
-        "security": add_key(path, "security-team", ["security"]),
-    }
-
-
-@pytest.fixture(scope="module")
-def server(stores: Path, keys: dict[str, object]) -> Iterator[str]:
-    """`lorehouse serve`'s app on a free port, in a thread of this process."""
-    app = create_app(Settings(data_dir=stores, api_keys_file=keys["file"]))
-    port = _free_port()
-    running = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=running.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 60
-    while not running.started:
-        assert time.monotonic() < deadline and thread.is_alive(), "the server did not start"
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    running.should_exit = True
-    thread.join(timeout=10)
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=_chromium(), headless=True)
-        yield launched
-        launched.close()
-
-
-@pytest.fixture
-def screenshots(tmp_path: Path) -> Path:
-    folder = Path(os.environ.get("LOREHOUSE_SCREENSHOT_DIR", tmp_path))
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
 
 
 def _signed_in(browser: Browser, server: str, key: str) -> Page:
