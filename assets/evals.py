@@ -1,12 +1,14 @@
 """Eval assets: recall@k of every retriever (and its gate), and LLM-judged answer quality."""
 
 import base64
+from collections.abc import Iterator
 from pathlib import Path
 
 import dagster as dg
 
 from assets._metadata import markdown_table, progress_logger
 from assets.embeddings import chunk_embeddings
+from assets.policies import LLM_RETRY_POLICY
 from evals.answer_eval import AnswerEvalReport
 from evals.explain import miss_counts
 from evals.runner import run_answer_eval, run_retrieval_eval
@@ -123,27 +125,38 @@ def recall_gate(
     )
 
 
-@dg.asset(group_name="evals", kinds={"duckdb"}, deps=[chunk_embeddings])
+@dg.asset(
+    group_name="evals",
+    kinds={"duckdb"},
+    deps=[chunk_embeddings],
+    # Without a judge nothing is materialized: a skipped eval must not look like a fresh one.
+    output_required=False,
+    retry_policy=LLM_RETRY_POLICY,
+)
 def answer_eval(
     context: dg.AssetExecutionContext,
     feature_store: FeatureStoreResource,
     vector_index: VectorIndexResource,
     evaluation: EvalResource,
     enrichment: EnrichmentResource,
-) -> dg.MaterializeResult:
+) -> Iterator[dg.MaterializeResult | dg.AssetObservation]:
     """/v1/ask answers every golden question; a judge model grades each 0-5 with reasoning.
 
-    Without a judge model the asset says it was skipped and stores nothing: a score is never
-    invented, and the bundled local model is too small to judge.
+    Without a judge model the asset is not materialized: it records an observation saying
+    why, and stores nothing. A score is never invented, and the bundled local model is too
+    small to judge.
     """
     lorehouse = wiring_for(feature_store, vector_index, evaluation, enrichment)
     if lorehouse.settings.judge_model is None:
         reason = "no judge model configured: set LOREHOUSE_JUDGE_MODEL to a litellm model"
         context.log.warning(f"answer_eval skipped: {reason}")
-        return dg.MaterializeResult(metadata={"status": "skipped", "reason": reason})
+        yield dg.AssetObservation(
+            asset_key=context.asset_key, metadata={"status": "skipped", "reason": reason}
+        )
+        return
     logger = progress_logger(context, "answers judged")
     report = run_answer_eval(lorehouse, evaluation.golden_set, on_case=logger)
-    return dg.MaterializeResult(metadata=answer_eval_metadata(report, evaluation.golden_set))
+    yield dg.MaterializeResult(metadata=answer_eval_metadata(report, evaluation.golden_set))
 
 
 def answer_eval_metadata(report: AnswerEvalReport, golden_set: Path) -> dict[str, object]:

@@ -5,6 +5,7 @@ import dagster as dg
 from assets._metadata import markdown_table, progress_logger
 from assets.chunks import chunks
 from assets.documents import schema_check
+from assets.policies import LLM_RETRY_POLICY
 from lorehouse.schemas import (
     CHUNK_FAQS_SCHEMA,
     CHUNK_KEYWORDS_SCHEMA,
@@ -16,7 +17,13 @@ from lorehouse.stages.features import run_document_features
 from pipelines.resources import EnrichmentResource, FeatureStoreResource
 
 
-@dg.asset(group_name="features", kinds={"duckdb"}, deps=[chunks])
+@dg.asset(
+    group_name="features",
+    kinds={"duckdb"},
+    deps=[chunks],
+    # A provider outage or rate limit can outlast one run's retries: try the step again later.
+    retry_policy=LLM_RETRY_POLICY,
+)
 def enriched_chunks(
     context: dg.AssetExecutionContext,
     feature_store: FeatureStoreResource,

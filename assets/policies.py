@@ -14,3 +14,8 @@ def index_freshness(settings: Settings) -> dg.FreshnessPolicy:
     """A stage not materialized within this window shows as stale in the Dagster UI: the
     nightly reindex failed or did not run. Evaluated by Dagster's freshness daemon."""
     return dg.FreshnessPolicy.time_window(fail_window=timedelta(hours=settings.index_max_age_hours))
+
+
+#: For assets that call an LLM: the step retried twice, 30 s then 60 s later, when a provider
+#: outage outlasts the client's own retries.
+LLM_RETRY_POLICY = dg.RetryPolicy(max_retries=2, delay=30, backoff=dg.Backoff.EXPONENTIAL)

@@ -136,6 +136,15 @@ class Enricher:
     def model(self) -> str:
         return self.client.model if self.client else EXTRACTIVE_MODEL
 
+    @property
+    def version(self) -> str:
+        """What its answers depend on: the model, and with an LLM each prompt's name and
+        content (the cache is keyed by the same)."""
+        if not self.client:
+            return self.model
+        prompts = (CHUNK_PROMPT, TABLE_PROMPT, DOCUMENT_PROMPT)
+        return "|".join([self.model, *(self.client.prompt(p).fingerprint for p in prompts)])
+
     def enrich(
         self,
         documents: Sequence[DocumentInput],

@@ -1,7 +1,8 @@
 """The Lorehouse code location: every asset, check, job, schedule and resource.
 
 Settings are read once, here, when the Definitions are built: the resources, the schedule's
-cron, the sensor's interval and the indexing assets' freshness window all come from them.
+cron, the sensor's interval, the indexing assets' freshness window and the stages' code
+versions all come from them.
 """
 
 import dagster as dg
@@ -9,6 +10,8 @@ import dagster as dg
 from assets import chunks, documents, embeddings, evals, features, freshness
 from assets.policies import index_freshness
 from lorehouse.settings import Settings, get_settings
+from lorehouse.wiring import Lorehouse
+from pipelines.asset_attributes import code_versions, column_schemas, with_attributes
 from pipelines.jobs import index_job, nightly_reindex_schedule
 from pipelines.resources import build_resources
 from pipelines.sensors import source_change_sensor
@@ -20,14 +23,16 @@ NOT_INDEXING = "evals"
 
 def _ingest_definitions(settings: Settings) -> dg.Definitions:
     freshness_policy = index_freshness(settings)
-    assets = dg.map_asset_specs(
-        lambda spec: (
-            spec
-            if spec.group_name == NOT_INDEXING
-            else spec.replace_attributes(freshness_policy=freshness_policy)
-        ),
-        dg.load_assets_from_modules(ASSET_MODULES),
-    )
+    versions = code_versions(Lorehouse(settings))
+    schemas = column_schemas()
+
+    def described(spec: dg.AssetSpec) -> dg.AssetSpec:
+        spec = with_attributes(spec, versions, schemas)
+        if spec.group_name == NOT_INDEXING:
+            return spec
+        return spec.replace_attributes(freshness_policy=freshness_policy)
+
+    assets = dg.map_asset_specs(described, dg.load_assets_from_modules(ASSET_MODULES))
     return dg.Definitions(
         assets=assets,
         asset_checks=dg.load_asset_checks_from_modules([*ASSET_MODULES, freshness]),

@@ -8,6 +8,8 @@ from lorehouse.settings import Settings
 
 #: Runs carrying this tag write the stores; pipelines/dagster.yaml lets one run at a time.
 INDEX_WRITER_TAG = "lorehouse/writes"
+#: What started a run: "cli" or "source_change" (the sensor); the schedule adds Dagster's own.
+TRIGGER_TAG = "lorehouse/trigger"
 
 index_job = dg.define_asset_job(
     name="index_job",

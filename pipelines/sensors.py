@@ -6,7 +6,7 @@ import dagster as dg
 
 from lorehouse.settings import Settings
 from lorehouse.sources.manifest import Manifest, take_manifest
-from pipelines.jobs import index_job
+from pipelines.jobs import TRIGGER_TAG, index_job
 from pipelines.resources import DocumentSourceResource
 
 
@@ -47,7 +47,7 @@ def evaluate_source_change(
             dg.RunRequest(
                 run_key=current.fingerprint(),
                 tags={
-                    "lorehouse/trigger": "source_change",
+                    TRIGGER_TAG: "source_change",
                     "lorehouse/added": str(len(changes.added)),
                     "lorehouse/changed": str(len(changes.changed)),
                     "lorehouse/removed": str(len(changes.removed)),

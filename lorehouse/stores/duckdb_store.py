@@ -710,3 +710,19 @@ def _known(table: str) -> str:
     if table not in _TABLES:
         raise ValueError(f"unknown table {table!r}")
     return table
+
+
+def declared_columns() -> dict[str, list[tuple[str, str]]]:
+    """table -> (column, SQL type) of every table the store creates, read from an in-memory
+    database the schema is applied to (what the orchestrator shows as column schemas)."""
+    with duckdb.connect(":memory:") as connection:
+        connection.execute(_SCHEMA)
+        connection.execute(_MIGRATIONS)
+        rows = connection.execute(
+            "SELECT table_name, column_name, data_type FROM information_schema.columns "
+            "ORDER BY table_name, ordinal_position"
+        ).fetchall()
+    columns: dict[str, list[tuple[str, str]]] = {}
+    for table, column, data_type in rows:
+        columns.setdefault(table, []).append((column, data_type))
+    return columns

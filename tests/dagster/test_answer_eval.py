@@ -36,13 +36,17 @@ def stores(materialized_sample: Path, tmp_path: Path) -> Path:
     return Path(shutil.copytree(materialized_sample, tmp_path / "data"))
 
 
-def test_without_a_judge_the_answer_eval_says_skipped_and_stores_nothing(stores: Path) -> None:
+def test_without_a_judge_the_answer_eval_says_skipped_and_is_not_materialized(
+    stores: Path,
+) -> None:
     result = _answer_eval(stores)
     assert result.success
-    meta = metadata_of(result, "answer_eval")
+    # A skipped eval is not a fresh one: no materialization, an observation saying why.
+    assert result.asset_materializations_for_node("answer_eval") == []
+    [observation] = result.asset_observations_for_node("answer_eval")
+    meta = {key: value.value for key, value in observation.metadata.items()}
     assert meta["status"] == "skipped"
     assert "LOREHOUSE_JUDGE_MODEL" in meta["reason"]
-    assert "mean_score" not in meta
     assert DuckDBStore(stores / "lorehouse.duckdb").table("eval_answers").empty
 
 

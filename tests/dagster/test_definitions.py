@@ -8,8 +8,8 @@ from pathlib import Path
 
 import dagster as dg
 
-from lorehouse.settings import REPO_ROOT
-from pipelines.definitions import defs
+from lorehouse.settings import REPO_ROOT, Settings
+from pipelines.definitions import build_definitions, defs
 from pipelines.jobs import INDEX_WRITER_TAG
 
 
@@ -75,3 +75,61 @@ def test_index_runs_are_limited_to_one_at_a_time(tmp_path: Path) -> None:
     sensor = defs.resolve_sensor_def("source_change_sensor")
     schedule = defs.resolve_schedule_def("nightly_reindex_schedule")
     assert sensor.job_name == schedule.job_name == "index_job"
+
+
+def _code_versions(settings: Settings) -> dict[str, str | None]:
+    graph = build_definitions(settings).resolve_asset_graph()
+    return {key.to_user_string(): graph.get(key).code_version for key in graph.get_all_asset_keys()}
+
+
+def test_a_stage_version_change_shows_as_new_code_from_that_stage_on(tmp_path: Path) -> None:
+    """The UI marks an asset changed when its code version moves: only the stage whose
+    version changed moves, so only it and what depends on it are flagged."""
+    base = _code_versions(Settings(data_dir=tmp_path))
+    staged = ["parsed_documents", "chunks", "enriched_chunks", "document_features"]
+    assert all(base[name] for name in [*staged, "chunk_embeddings"])
+
+    smaller_chunks = _code_versions(Settings(data_dir=tmp_path, chunk_max_tokens=128))
+    assert {k for k in base if base[k] != smaller_chunks[k]} == {"chunks"}
+
+    embed_model = "openai/text-embedding-3-small"
+    other_model = _code_versions(Settings(data_dir=tmp_path, embed_model=embed_model))
+    assert {k for k in base if base[k] != other_model[k]} == {"chunk_embeddings"}
+
+    ocr = _code_versions(Settings(data_dir=tmp_path, pdf_ocr_languages="eng"))
+    assert {k for k in base if base[k] != ocr[k]} == {"parsed_documents"}
+
+    prompts = tmp_path / "prompts"
+    prompts.mkdir()
+    with_llm = Settings(data_dir=tmp_path, llm_model="openai/gpt-4o-mini", prompts_dir=prompts)
+    before_edit = _code_versions(with_llm)
+    (prompts / "chunk_enrichment.v1.md").write_text("Summarise {text} under {breadcrumb}.")
+    after_edit = _code_versions(with_llm)
+    assert {k for k in base if before_edit[k] != after_edit[k]} == {"enriched_chunks"}
+
+
+def test_every_table_asset_names_its_table_and_columns() -> None:
+    graph = defs.resolve_asset_graph()
+    tables = {}
+    for key in graph.get_all_asset_keys():
+        metadata = graph.get(key).metadata
+        schema = metadata["dagster/column_schema"]
+        tables[key.to_user_string()] = (
+            metadata["dagster/table_name"],
+            [column.name for column in schema.columns],
+        )
+    assert set(tables) == {
+        "raw_documents",
+        "parsed_documents",
+        "chunks",
+        "enriched_chunks",
+        "document_features",
+        "chunk_embeddings",
+        "retrieval_eval",
+        "answer_eval",
+    }
+    assert tables["raw_documents"][0] == "documents_raw"
+    assert {"doc_id", "rel_path", "content_sha256"} <= set(tables["raw_documents"][1])
+    assert {"chunk_id", "vector", "acl"} <= set(tables["chunk_embeddings"][1])
+    assert {"question", "answer", "score"} <= set(tables["answer_eval"][1])
+    assert all(graph.get(key).owners == ["team:lorehouse"] for key in graph.get_all_asset_keys())

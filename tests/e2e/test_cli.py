@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import dagster as dg
 import httpx
 
 from lorehouse.settings import REPO_ROOT
@@ -38,6 +39,15 @@ def test_lorehouse_materialize_then_docs(tmp_path: Path) -> None:
     run = _run([str(BIN / "lorehouse"), "materialize"], tmp_path)
     assert run.returncode == 0, run.stderr[-3000:]
     assert "parsed: 10/10 (100%)" in run.stderr
+    # The run is index_job's, tagged as the CLI's, so the UI lists it like a scheduled one.
+    instance = dg.DagsterInstance.from_config(str(tmp_path / "dagster_home"))
+    try:
+        [cli_run] = instance.get_runs()
+    finally:
+        instance.dispose()
+    assert cli_run.job_name == "index_job"
+    assert cli_run.tags["lorehouse/trigger"] == "cli"
+    assert cli_run.tags["lorehouse/writes"] == "index"
     assert "check parsed_documents.parsed_documents_contract: passed" in run.stderr
     assert "│ pdf " in run.stdout and "│ all " in run.stdout
     docs = _run([str(BIN / "lorehouse"), "docs"], tmp_path)
