@@ -15,6 +15,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from lorehouse.display import cut_right, pages_label, passage
+from lorehouse.models import SearchMode
 from lorehouse.settings import Settings, get_settings
 from lorehouse.stages.progress import ProgressCallback
 from lorehouse.wiring import Lorehouse
@@ -29,7 +31,16 @@ if TYPE_CHECKING:
     from lorehouse.stores import DuckDBStore
     from lorehouse.stores.lance_index import ChunkIndex
 
-app = typer.Typer(help="Lorehouse: document question answering over your own files.")
+#: Characters of a chunk id `search` shows; `show` takes them back.
+SHORT_ID = 10
+
+app = typer.Typer(
+    help=(
+        "Lorehouse: document question answering over your own files.\n\n"
+        "The data folder is LOREHOUSE_DATA_DIR, else the nearest `.lorehouse` folder in the "
+        "working directory or above it, else ~/.local/share/lorehouse."
+    )
+)
 console = Console(stderr=True)
 # Piped output (CI logs, `| less`) gets a wide table instead of rich's 80-column default.
 out = Console(width=None if sys.stdout.isatty() else 160)
@@ -103,6 +114,10 @@ def docs(
     rows = Lorehouse(settings).feature_store().document_statuses()
     if status:
         rows = [r for r in rows if r.status == status]
+    if not rows:
+        which = f"{status} " if status else ""
+        console.print(f"No {which}documents in {settings.data_dir.resolve()}.")
+        return
     table = Table("document", "type", "status", "reason", "access", "title / detail")
     for row in rows:
         colour = {"parsed": "green", "failed": "red"}.get(row.status, "yellow")
@@ -120,7 +135,7 @@ def docs(
 @app.command()
 def search(
     query: Annotated[str, typer.Argument(help="What to look for")],
-    mode: Annotated[str, typer.Option(help="vector, bm25 or hybrid")] = "hybrid",
+    mode: Annotated[SearchMode, typer.Option(help="How to rank")] = SearchMode.HYBRID,
     top_k: Annotated[int, typer.Option("--top-k", min=1, max=100)] = 8,
     rerank: Annotated[str | None, typer.Option(help="none or a litellm rerank model")] = None,
     group: Annotated[
@@ -129,14 +144,17 @@ def search(
     ] = None,
     doc_id: Annotated[list[str] | None, typer.Option("--doc-id", help="Only this document")] = None,
     file_type: Annotated[list[str] | None, typer.Option("--file-type", help="pdf, docx...")] = None,
+    explain: Annotated[
+        bool, typer.Option("--explain", help="Also each retriever's rank and score")
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON")] = False,
 ) -> None:
-    """Search the index as the API does; without --group only public documents are seen."""
-    from lorehouse.retrieval import SearchFilters, SearchMode
+    """Search the index as the API does; without --group only public documents are seen.
 
-    if mode not in {m.value for m in SearchMode}:
-        console.print(f"[red]--mode must be one of vector, bm25, hybrid; got {mode!r}[/red]")
-        raise typer.Exit(2)
+    Each hit shows a short chunk id: `lorehouse show ID` prints the chunk in full.
+    """
+    from lorehouse.retrieval import SearchFilters
+
     settings = get_settings()
     retriever = _retriever(settings)
     filters = SearchFilters(doc_ids=doc_id or None, file_types=file_type or None)
@@ -148,20 +166,64 @@ def search(
     if as_json:
         print(result.model_dump_json(indent=2))
         return
-    table = Table("#", "score", "document", "section", "pages", "text")
+    table = Table("#", "document", "section", "page", "id", "text")
+    stages = sorted({stage for hit in result.hits for stage in hit.scores})
+    if explain:
+        for stage in stages:
+            table.add_column(stage)
     for hit in result.hits:
-        pages = "" if hit.page_start is None else f"{hit.page_start}-{hit.page_end}"
-        table.add_row(
+        section = hit.heading_path[1:] if hit.heading_path[:1] == [hit.title] else hit.heading_path
+        row = [
             str(hit.rank),
-            f"{hit.score:.3f}",
             hit.title or hit.rel_path,
-            " > ".join(hit.heading_path)[-60:],
-            pages,
-            " ".join(hit.text_chat.split())[:160],
-        )
+            cut_right(" > ".join(section), 50),
+            pages_label(hit.rel_path, hit.page_start, hit.page_end),
+            hit.chunk_id[:SHORT_ID],
+            passage(hit.text_chat, hit.heading_path, 160),
+        ]
+        if explain:
+            row += [f"{hit.scores[stage]:.3f}" if stage in hit.scores else "" for stage in stages]
+        table.add_row(*row)
     out.print(table)
     for warning in result.warnings:
         console.print(f"[yellow]{warning}[/yellow]")
+
+
+@app.command()
+def show(
+    chunk: Annotated[str, typer.Argument(help="A chunk id, or its first characters")],
+    group: Annotated[
+        list[str] | None,
+        typer.Option("--group", "-g", help="Access group to read as (repeatable)"),
+    ] = None,
+) -> None:
+    """Print one chunk in full, with where it comes from (the ids `search` shows)."""
+    from lorehouse.stores.lance_index import sql_string
+
+    settings = get_settings()
+    index = _require_index(settings)
+    prefix = chunk.strip().lower()
+    if not prefix.isalnum():
+        console.print("[red]A chunk id is letters and digits.[/red]")
+        raise typer.Exit(2)
+    matches = index.rows(f"chunk_id LIKE {sql_string(prefix + '%')}", ["chunk_id"], 2)
+    if len(matches) != 1:
+        console.print(
+            f"[red]{'No' if not matches else 'More than one'} chunk starts with {chunk!r}.[/red]"
+        )
+        raise typer.Exit(1)
+    found = (
+        Lorehouse(settings).retriever().chunk_preview(matches[0]["chunk_id"], group or [], window=0)
+    )
+    if found is None:
+        console.print(f"[red]No chunk {chunk!r} you may read.[/red]")
+        raise typer.Exit(1)
+    row = found[0]
+    where = " > ".join(row["heading_path"])
+    page = pages_label(row["rel_path"], row["page_start"], row["page_end"])
+    out.print(f"[bold]{row['title'] or row['rel_path']}[/bold]  {row['rel_path']}  {page}")
+    out.print(f"[dim]{where}  ·  {row['chunk_id']}[/dim]\n")
+    out.print(row["text_chat"], markup=False, highlight=False)
 
 
 @app.command()
@@ -175,10 +237,16 @@ def ask(
     trace: Annotated[bool, typer.Option("--trace", help="Show each step")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the response as JSON")] = False,
 ) -> None:
-    """Answer a question with numbered citations (extractive unless an LLM is configured)."""
+    """Answer a question with numbered citations.
+
+    Without an LLM the answer is extractive: sentences of the retrieved passages. Set
+    LOREHOUSE_LLM_MODEL (any litellm model, or `local` for the bundled Gemma) to have a model
+    rewrite the question, choose sources and write the answer.
+    """
     settings = get_settings()
     _require_index(settings)
-    pipeline = Lorehouse(settings).ask_pipeline()
+    lorehouse = Lorehouse(settings)
+    pipeline = lorehouse.ask_pipeline()
     response = _or_exit(lambda: pipeline.ask(question, top_k=top_k, caller_groups=group or []))
     if as_json:
         print(response.model_dump_json(indent=2))
@@ -187,22 +255,48 @@ def ask(
         " (degraded: " + response.degraded_reason + ")" if response.degraded else ""
     )
     out.print(
-        f"[bold]Q:[/bold] {question}\n[bold]A[/bold] [dim]({label})[/dim]: {response.answer}\n"
+        f"[bold]Q:[/bold] {question}\n[bold]A[/bold] [dim]({label})[/dim]: {response.answer}\n",
+        highlight=False,
     )
     for citation in response.citations:
-        pages = f", p. {citation.page_start}" if citation.page_start else ""
-        if citation.page_end and citation.page_end != citation.page_start:
-            pages += f"-{citation.page_end}"
-        section = " > ".join(citation.heading_path)
+        section = (
+            citation.heading_path[1:]
+            if citation.heading_path[:1] == [citation.title]
+            else citation.heading_path
+        )
+        page = pages_label(citation.rel_path, citation.page_start, citation.page_end)
+        where = ", ".join(part for part in (" > ".join(section), page) if part)
         out.print(
-            f"  [{citation.number}] {citation.title} - {section}{pages} ({citation.rel_path})"
+            f"  [{citation.number}] {citation.title or citation.rel_path} ({citation.rel_path})"
+            + (f" - {where}" if where else ""),
+            highlight=False,
+            markup=False,
         )
     if trace:
         table = Table("step", "status", "ms", "detail")
         for step in response.trace.steps:
             table.add_row(step.step, step.status, f"{step.ms:.0f}", step.detail[:100])
         out.print(table)
-        out.print(f"queries: {response.optimized_queries}  sources: {response.trace.sources}")
+        out.print(f"queries: {'; '.join(response.optimized_queries)}", markup=False)
+        out.print(f"sources: {_source_names(lorehouse, response.trace.sources)}", markup=False)
+    if pipeline.client is None:
+        console.print(
+            "[dim]Extractive answer (no LLM). Set LOREHOUSE_LLM_MODEL to a litellm model, or "
+            "to `local` for the bundled one, for written answers.[/dim]"
+        )
+
+
+def _source_names(lorehouse: Lorehouse, sources: list[str] | str) -> str:
+    """The documents the source identifier chose, by title and path (ids mean nothing)."""
+    if sources == "all":
+        return "all documents"
+    documents = lorehouse.feature_store().table("documents").set_index("doc_id")
+    return "; ".join(
+        f"{documents.at[doc_id, 'title']} ({documents.at[doc_id, 'rel_path']})"
+        if doc_id in documents.index
+        else doc_id
+        for doc_id in sources
+    )
 
 
 Answer = TypeVar("Answer")
@@ -232,7 +326,16 @@ def _require_index(settings: Settings) -> ChunkIndex:
     """The chunk index, or a clear exit telling the user to materialize first."""
     index = Lorehouse(settings).chunk_index()
     if not index.exists():
-        console.print(f"No index at {index.uri}; run `lorehouse materialize` first.")
+        chosen = (
+            "LOREHOUSE_DATA_DIR"
+            if os.environ.get("LOREHOUSE_DATA_DIR")
+            else "no LOREHOUSE_DATA_DIR, so the nearest .lorehouse folder here or above, "
+            "else the user data folder"
+        )
+        console.print(
+            f"No index in {settings.data_dir.resolve()} ({chosen}). Run `lorehouse "
+            "materialize` to build one there, or set LOREHOUSE_DATA_DIR to your data folder."
+        )
         raise typer.Exit(1)
     return index
 

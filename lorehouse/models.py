@@ -90,3 +90,11 @@ class DocumentFailure(BaseModel):
     reason: FailureReason
     detail: str
     at: datetime
+
+
+class SearchMode(StrEnum):
+    """How a search ranks: by meaning (vector), by words (bm25), or both fused (hybrid)."""
+
+    VECTOR = "vector"
+    BM25 = "bm25"
+    HYBRID = "hybrid"

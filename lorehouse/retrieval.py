@@ -11,14 +11,13 @@ import re
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from enum import StrEnum
 from functools import lru_cache
 
 import numpy as np
 from pydantic import BaseModel, Field
 
 from lorehouse.embedding.base import Embedder, EmbeddingFailure
-from lorehouse.models import PUBLIC_GROUP
+from lorehouse.models import PUBLIC_GROUP, SearchMode
 from lorehouse.rerankers import (
     MAXSIM,
     NONE,
@@ -59,12 +58,6 @@ HIT_COLUMNS = [
 #: searches at once than this wait for a free one, which bounds what the legs hold in memory.
 LEG_THREADS = 8
 _GROUP_NAME = re.compile(r"^[A-Za-z0-9_.:@-]{1,128}$")
-
-
-class SearchMode(StrEnum):
-    VECTOR = "vector"
-    BM25 = "bm25"
-    HYBRID = "hybrid"
 
 
 class IndexModelMismatch(RuntimeError):

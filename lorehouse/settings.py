@@ -33,6 +33,23 @@ def apply_offline_environment() -> None:
         os.environ.setdefault(name, value)
 
 
+#: The name of a project's data folder, found from any folder below it.
+PROJECT_DATA_DIR = ".lorehouse"
+
+
+def default_data_dir(start: Path | None = None) -> Path:
+    """The data folder when none is set: the nearest `.lorehouse` folder in `start` (the
+    working directory) or above it, as git finds its repository, so every command of a
+    project finds its stores from any subfolder; else one per user, in the user's data folder.
+    """
+    here = (start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        if (folder / PROJECT_DATA_DIR).is_dir():
+            return folder / PROJECT_DATA_DIR
+    user_data = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(user_data) / "lorehouse"
+
+
 #: Weight of the BM25 ranking in hybrid fusion, the vector ranking weighing 1 (module
 #: constants because the retriever and the eval resources default to them too).
 DEFAULT_BM25_WEIGHT = 1.0
@@ -75,8 +92,12 @@ class Settings(BaseSettings):
         description="Folder path or s3://bucket/prefix holding the raw documents.",
     )
     data_dir: Path = Field(
-        default=Path(".lorehouse"),
-        description="Where the DuckDB database and the LanceDB tables live.",
+        default_factory=lambda: default_data_dir(),
+        description=(
+            "Where the DuckDB database and the LanceDB tables live. Unset: the nearest "
+            "`.lorehouse` folder in the working directory or above it (a project's), else "
+            "`lorehouse` in the user's data folder ($XDG_DATA_HOME or ~/.local/share)."
+        ),
     )
     workers: int = Field(
         default_factory=lambda: max(1, os.cpu_count() or 1),
