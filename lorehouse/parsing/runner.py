@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import resource
 import time
+import warnings
 from collections.abc import Callable, Iterable
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -137,12 +138,23 @@ def parse_many(
     """
     workers = max(1, limits.workers)
     in_flight: dict[Future, RawDocument] = {}
-    with ProcessPool(
-        max_workers=workers,
-        max_tasks=200,
-        initializer=_cap_memory,
-        initargs=(limits.memory_mb,),
-    ) as pool:
+    with (
+        warnings.catch_warnings(),
+        ProcessPool(
+            max_workers=workers,
+            max_tasks=200,
+            initializer=_cap_memory,
+            initargs=(limits.memory_mb,),
+        ) as pool,
+    ):
+        # lancedb warns in each child forked from a process that loaded it: a fork taken
+        # while one of its operations is in flight could deadlock the child. The workers only
+        # parse bytes and never touch LanceDB, and no LanceDB operation runs while the parse
+        # stage does (stages run one after another, or each in its own process), so users are
+        # not shown it. Workers forked while this filter is set inherit it.
+        warnings.filterwarnings(
+            "ignore", message="lancedb fork support is experimental", category=RuntimeWarning
+        )
         for job in jobs:
             early = _precheck(job, limits.max_file_bytes)
             if isinstance(early, DocumentFailure):

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,6 +15,7 @@ from lorehouse.models import DocumentFailure, FailureReason, FileType, ParsedDoc
 from lorehouse.parsing import registry
 from lorehouse.parsing.registry import ParseOptions, ParseOutput, parser_for, register_parser
 from lorehouse.parsing.runner import ParseJob, ParseLimits, parse_many
+from lorehouse.settings import REPO_ROOT
 from tests.conftest import raw_document_for
 
 
@@ -76,3 +79,31 @@ def test_hanging_and_crashing_files_fail_alone(tmp_path: Path) -> None:
         "balloon.txt": FailureReason.TOO_LARGE,
         "fine.md": None,
     }
+
+
+def test_parsing_in_a_process_that_loaded_lancedb_warns_nobody(tmp_path: Path) -> None:
+    """The parse pool forks a process that has loaded LanceDB (a materialization has), and
+    lancedb warns in each forked child, on the terminal the user watches. The workers never
+    use LanceDB, so the warning is kept from them (the child inherits the pool's filter)."""
+    (tmp_path / "fine.md").write_text("# Fine\n\nA good file.\n")
+    script = (
+        "import sys, lancedb\n"
+        "from pathlib import Path\n"
+        "from lorehouse.parsing.runner import ParseJob, ParseLimits, parse_many\n"
+        "from tests.conftest import raw_document_for\n"
+        "path = Path(sys.argv[1])\n"
+        "job = ParseJob(document=raw_document_for(path, path.parent), load=path.read_bytes)\n"
+        "parse_many([job], ParseLimits(workers=2, timeout_seconds=30, max_file_bytes=10_000),"
+        " on_outcome=lambda outcome: print(type(outcome).__name__))\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path / "fine.md")],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == ["ParsedDocument"]
+    assert "lancedb fork" not in run.stderr, run.stderr
