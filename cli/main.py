@@ -39,7 +39,9 @@ app = typer.Typer(
         "Lorehouse: document question answering over your own files.\n\n"
         "The data folder is LOREHOUSE_DATA_DIR, else the nearest `.lorehouse` folder in the "
         "working directory or above it, else ~/.local/share/lorehouse."
-    )
+    ),
+    # Plain help: flags read as flags ("--trace  Show each step"), not "<bool>".
+    rich_markup_mode=None,
 )
 console = Console(stderr=True)
 # Piped output (CI logs, `| less`) gets a wide table instead of rich's 80-column default.
@@ -361,7 +363,9 @@ def serve(
     )
 
 
-eval_app = typer.Typer(help="Evaluate retrieval and answers against a golden set.")
+eval_app = typer.Typer(
+    help="Evaluate retrieval and answers against a golden set.", rich_markup_mode=None
+)
 app.add_typer(eval_app, name="eval")
 
 
@@ -648,7 +652,9 @@ def _progress_task(progress: Progress, description: str) -> ProgressCallback:
     return update
 
 
-keys_app = typer.Typer(help="API keys: create keys with access groups (stored hashed).")
+keys_app = typer.Typer(
+    help="API keys: create keys with access groups (stored hashed).", rich_markup_mode=None
+)
 app.add_typer(keys_app, name="keys")
 
 

@@ -57,7 +57,10 @@ def test_ask_names_its_sources_and_says_once_how_to_add_an_llm(in_sample: Path) 
     sources = next(line for line in shown.splitlines() if line.startswith("sources:"))
     assert "(" in sources and "/" in sources  # titles and paths, not ids
     assert shown.count("LOREHOUSE_LLM_MODEL") == 1
-    assert "LOREHOUSE_LLM_MODEL" in _run("ask", "--help")
+    shown_help = _run("ask", "--help")
+    assert "LOREHOUSE_LLM_MODEL" in shown_help
+    # Flags read as flags: "--trace  Show each step", not "--trace <bool>".
+    assert "--trace" in shown_help and "<bool>" not in shown_help
 
 
 def test_the_data_folder_is_found_from_any_folder_of_a_project(
