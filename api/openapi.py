@@ -74,7 +74,8 @@ def _event_schema(event: str, data_schema: dict[str, Any]) -> dict[str, Any]:
 ASK_EVENT_SCHEMA: dict[str, Any] = {
     "description": (
         "One Server-Sent Event; the stream is a `step` event per pipeline step done before "
-        "the answer, `token` events, then one `answer`."
+        "the answer, `token` events, then one `answer`. While it is quiet, a comment line "
+        "(`: ping`) arrives every LOREHOUSE_API_STREAM_PING_SECONDS; it is no event."
     ),
     "oneOf": [
         _event_schema("step", StepTrace.model_json_schema()),

@@ -360,6 +360,15 @@ class Settings(BaseSettings):
             "/v1/search got 18.5 requests/s with OpenBLAS's default and 76 with 1."
         ),
     )
+    api_stream_ping_seconds: float = Field(
+        default=15.0,
+        gt=0,
+        description=(
+            "Seconds of silence after which a streamed answer sends a keep-alive comment, so "
+            "proxies and load balancers (idle timeouts of 30-60 s) do not cut an answer whose "
+            "model is still thinking."
+        ),
+    )
     api_ask_wait_seconds: float = Field(
         default=30.0,
         gt=0,

@@ -9,7 +9,7 @@ from typing import Annotated
 import anyio
 from fastapi import APIRouter, Body
 from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import StreamingResponse
+from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.types import Receive, Scope, Send
 
 from api.deps import AskTurns, CallerDep, ServiceDep
@@ -19,6 +19,9 @@ from lorehouse.agents.ask import AskResponse
 from lorehouse.agents.trace import StepTrace
 
 router = APIRouter(prefix="/v1")
+
+#: Events end in a bare LF, which every SSE parser reads (the spec allows CRLF, LF or CR).
+LINE_END = "\n"
 
 
 @router.post(
@@ -37,13 +40,14 @@ async def ask(
     body: Annotated[AskRequest, Body(openapi_examples=ASK_EXAMPLES)],
     service: ServiceDep,
     caller: CallerDep,
-) -> AskResponse | StreamingResponse:
+) -> AskResponse | EventSourceResponse:
     """A cited answer from the documents the caller may see, with its trace.
 
     With `stream: true` the answer arrives as Server-Sent Events: a `step` event for each
     step done before the answer (query optimizer, source identifier, retrieval, post-
     processor), `token` events with text pieces, then one `answer` event holding this
-    response.
+    response. A comment line (`: ping`) keeps a quiet stream open every
+    `LOREHOUSE_API_STREAM_PING_SECONDS` (15) while the model thinks.
     """
     # Store reads and answering run in worker threads; only the wait for a turn runs on
     # the event loop, where it costs no thread.
@@ -64,14 +68,16 @@ async def ask(
             await run_in_threadpool(service.index.table)
             events = _events(service.pipeline.stream(**arguments))
             handed_over = True  # the response gives the turn back when it is over
-            return AnswerStream(events, service.ask_turns)
+            return AnswerStream(events, service.ask_turns, service.settings.api_stream_ping_seconds)
         return await run_in_threadpool(lambda: service.pipeline.ask(**arguments))
     finally:
         if not handed_over:
             service.ask_turns.give_back()
 
 
-def _events(stream: Iterator[str | StepTrace | AskResponse]) -> Generator[str, None, None]:
+def _events(
+    stream: Iterator[str | StepTrace | AskResponse],
+) -> Generator[ServerSentEvent, None, None]:
     """Server-Sent Events: a `step` event per pipeline step done before the answer, a `token`
     event per text piece, then the `answer` event.
 
@@ -81,23 +87,37 @@ def _events(stream: Iterator[str | StepTrace | AskResponse]) -> Generator[str, N
     with contextlib.closing(stream):  # type: ignore[type-var]
         for item in stream:
             if isinstance(item, AskResponse):
-                yield f"event: answer\ndata: {item.model_dump_json()}\n\n"
+                yield ServerSentEvent(event="answer", data=item.model_dump_json(), sep=LINE_END)
             elif isinstance(item, StepTrace):
-                yield f"event: step\ndata: {item.model_dump_json()}\n\n"
+                yield ServerSentEvent(event="step", data=item.model_dump_json(), sep=LINE_END)
             else:
-                yield f"event: token\ndata: {AskToken(text=item).model_dump_json()}\n\n"
+                token = AskToken(text=item).model_dump_json()
+                yield ServerSentEvent(event="token", data=token, sep=LINE_END)
 
 
-class AnswerStream(StreamingResponse):
+class AnswerStream(EventSourceResponse):
     """A streamed answer that holds its ask's turn for exactly as long as the response runs.
+
+    sse-starlette encodes the events, sends keep-alive pings while the stream is quiet and
+    stops when the client disconnects.
 
     The turn is given back when the body has been sent, when the client goes away mid-answer,
     and when it goes away before the first event: a generator that never started has no
     `finally` of its own to run, which is why the turn cannot be given back inside it.
     """
 
-    def __init__(self, events: Generator[str, None, None], turns: AskTurns) -> None:
-        super().__init__(events, media_type="text/event-stream")
+    def __init__(
+        self,
+        events: Generator[ServerSentEvent, None, None],
+        turns: AskTurns,
+        ping_seconds: float,
+    ) -> None:
+        super().__init__(
+            events,
+            ping=ping_seconds,
+            ping_message_factory=lambda: ServerSentEvent(comment="ping", sep=LINE_END),
+            sep=LINE_END,
+        )
         self._events = events
         self._turns = turns
 

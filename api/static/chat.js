@@ -147,7 +147,8 @@ async function* serverSentEvents(response) {
   for (;;) {
     const { value, done } = await reader.read();
     if (done) break;
-    buffer += decoder.decode(value, { stream: true });
+    // Lines may end in CRLF, LF or CR; comment blocks (": ping") carry no event and are skipped.
+    buffer += decoder.decode(value, { stream: true }).replace(/\r\n?/g, "\n");
     let end;
     while ((end = buffer.indexOf("\n\n")) >= 0) {
       const block = buffer.slice(0, end);

@@ -31,11 +31,14 @@ def api(materialized_sample: Path, keys: dict[str, object]) -> Iterator[TestClie
         yield client
 
 
-def _mocked_api(data_dir: Path, reply: str) -> TestClient:
+def _mocked_api(data_dir: Path, reply: str, **options: object) -> TestClient:
+    """The API answering with litellm's mock model; `options` go to Settings."""
     client = LLMClient(
-        "openai/gpt-4o-mini", backoff_seconds=0, call_options={"mock_response": reply}
+        "openai/gpt-4o-mini",
+        backoff_seconds=0,
+        call_options={"mock_response": reply, "mock_delay": options.pop("mock_delay", None)},
     )
-    return TestClient(create_app(Settings(data_dir=data_dir), llm_client=client))
+    return TestClient(create_app(Settings(data_dir=data_dir, **options), llm_client=client))
 
 
 def test_extractive_answer_cites_retrieved_chunks_that_exist(api: TestClient) -> None:
@@ -98,6 +101,25 @@ def test_streaming_sends_tokens_then_the_answer(materialized_sample: Path) -> No
     assert events[-1].startswith("event: answer")
     final = json.loads(events[-1].split("data: ", 1)[1])
     assert final["answer"] == reply and final["citations"]
+
+
+def test_a_quiet_stream_is_kept_open_with_pings_that_parsers_skip(
+    materialized_sample: Path,
+) -> None:
+    """While the model thinks, comment lines keep proxies from closing the stream; they carry
+    no event, so the events a client sees are the same as without them."""
+    reply = "Primary caregivers get 20 weeks [1]."
+    with _mocked_api(
+        materialized_sample, reply, mock_delay=0.8, api_stream_ping_seconds=0.1
+    ) as api:
+        response = api.post("/v1/ask", json={"question": LEAVE, "stream": True})
+    assert response.status_code == 200
+    blocks = [block for block in response.text.split("\n\n") if block.strip()]
+    pings = [block for block in blocks if block == ": ping"]
+    assert len(pings) >= 3, blocks[:12]
+    events = [block.split("\n", 1)[0] for block in blocks if block != ": ping"]
+    assert events[:4] == ["event: step"] * 4 and events[-1] == "event: answer"
+    assert set(events[4:-1]) == {"event: token"}
 
 
 def test_ask_validates_its_request(api: TestClient) -> None:
