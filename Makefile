@@ -52,8 +52,9 @@ test: install
 	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile -m "not benchmark and not serial"
 	$(BIN)/pytest -m serial
 
+# `dg dev` finds the code location in pyproject.toml's [tool.dg] and runs it in .venv.
 dev: install $(DAGSTER_HOME)/dagster.yaml
-	$(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
+	VIRTUAL_ENV=$(CURDIR)/$(VENV) $(BIN)/dg dev -h 127.0.0.1 -p 3000
 
 serve: install
 	$(BIN)/lorehouse serve

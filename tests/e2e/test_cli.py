@@ -94,10 +94,15 @@ def test_dagster_cli_materializes_with_one_process_per_step(tmp_path: Path) -> N
     assert store.row_count("documents_raw") == 10
 
 
-def test_workspace_loads_as_dagster_dev_loads_it(tmp_path: Path) -> None:
-    run = _run([str(BIN / "dagster"), "definitions", "validate", "-w", "workspace.yaml"], tmp_path)
-    assert run.returncode == 0, run.stderr[-3000:]
-    assert "All code locations passed validation" in run.stderr + run.stdout
+def test_definitions_load_as_dg_dev_loads_them(tmp_path: Path) -> None:
+    """`make dev` runs `dg dev`, which finds the code location through [tool.dg]."""
+    run = _run(
+        [str(BIN / "dg"), "check", "defs"], tmp_path, VIRTUAL_ENV=str(BIN.parent), TERM="dumb"
+    )
+    log = run.stderr + run.stdout
+    assert run.returncode == 0, log[-3000:]
+    assert "All definitions loaded successfully" in log
+    assert "virtual environment" not in log  # the venv warning `make dev` would show
 
 
 def test_lorehouse_search_prints_json_hits(materialized_sample: Path) -> None:
