@@ -17,14 +17,18 @@ export DAGSTER_DISABLE_TELEMETRY := 1
 .PHONY: install demo test lint dev serve bench sample-corpus clean
 
 # System packages: Tesseract reads scanned PDF pages when LOREHOUSE_PDF_OCR_LANGUAGES is set;
-# Chromium is the browser the chat page's tests drive (Playwright, the system browser).
+# Chromium is the browser the chat page's tests drive (Playwright, the system browser);
+# PostgreSQL is the Dagster instance storage of the shared-instance test (as on a cluster).
+PG_CTL := $(firstword $(wildcard /usr/lib/postgresql/*/bin/pg_ctl) $(shell command -v pg_ctl))
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_INSTALL := DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q
 
 $(STAMP): pyproject.toml constraints.txt
-	{ command -v tesseract && command -v chromium; } >/dev/null || $(SUDO) apt-get update -q
+	{ command -v tesseract && command -v chromium && test -n "$(PG_CTL)"; } >/dev/null \
+		|| $(SUDO) apt-get update -q
 	command -v tesseract >/dev/null || $(APT_INSTALL) tesseract-ocr
 	command -v chromium >/dev/null || $(APT_INSTALL) --no-install-recommends chromium
+	test -n "$(PG_CTL)" || $(APT_INSTALL) --no-install-recommends postgresql
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev]'

@@ -1,0 +1,206 @@
+"""The cluster configuration on one machine: a Dagster instance whose runs, events and
+schedules live in PostgreSQL, steps in their own processes (the multiprocess executor),
+documents and the LanceDB index on S3 (a real S3-compatible server on 127.0.0.1), and the
+DuckDB feature store on the index worker's volume."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import closing
+from dataclasses import dataclass
+from pathlib import Path
+
+import dagster as dg
+import psycopg2
+import pytest
+import yaml
+
+from lorehouse.settings import REPO_ROOT
+from lorehouse.stores.lance_index import ChunkIndex
+from lorehouse.wiring import lance_storage_options
+from tests.dagster.conftest import _free_port, s3_bucket
+
+pytestmark = pytest.mark.slow
+
+BIN = Path(sys.executable).parent
+EDITED = "hr/parental-leave-faq.md"
+
+
+@dataclass(frozen=True)
+class Postgres:
+    port: int
+    user: str = "lorehouse"
+
+    def connect(self, db_name: str = "postgres") -> psycopg2.extensions.connection:
+        return psycopg2.connect(host="127.0.0.1", port=self.port, user=self.user, dbname=db_name)
+
+
+def _pg_binary(name: str) -> str:
+    """Debian keeps PostgreSQL's server programs under /usr/lib/postgresql/<major>/bin."""
+    found = shutil.which(name) or next(
+        (str(p) for p in sorted(Path("/usr/lib/postgresql").glob(f"*/bin/{name}"))), None
+    )
+    if found is None:
+        pytest.fail(f"{name} not found: `make install` installs Debian's postgresql")
+    return found
+
+
+def _as_server_user(args: list[str]) -> list[str]:
+    """PostgreSQL refuses to run as root; as root the server runs as the `postgres` user."""
+    return ["runuser", "-u", "postgres", "--", *args] if os.geteuid() == 0 else args
+
+
+@pytest.fixture
+def postgres() -> Iterator[Postgres]:
+    # Not under pytest's tmp_path: its parents are private to the test user, and the server
+    # may run as another user.
+    root = Path(tempfile.mkdtemp(prefix="lorehouse-pg-"))
+    if os.geteuid() == 0:
+        shutil.chown(root, "postgres", "postgres")
+    data = root / "data"
+    server = Postgres(port=_free_port())
+    subprocess.run(
+        _as_server_user(
+            [_pg_binary("initdb"), "-D", str(data), "-U", server.user, "-A", "trust", "--no-sync"]
+        ),
+        check=True,
+        capture_output=True,
+    )
+    options = f"-p {server.port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off"
+    pg_ctl = _pg_binary("pg_ctl")
+    subprocess.run(
+        _as_server_user(
+            [pg_ctl, "-D", str(data), "-o", options, "-l", str(root / "log"), "-w", "start"]
+        ),
+        check=True,
+        capture_output=True,
+    )
+    try:
+        with closing(server.connect()) as connection:
+            connection.autocommit = True  # CREATE DATABASE runs outside a transaction
+            connection.cursor().execute("CREATE DATABASE dagster")
+        yield server
+    finally:
+        subprocess.run(
+            _as_server_user([pg_ctl, "-D", str(data), "-m", "immediate", "-w", "stop"]),
+            check=False,
+            capture_output=True,
+        )
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _instance_home(path: Path, server: Postgres) -> Path:
+    """DAGSTER_HOME with the project's instance settings and PostgreSQL storage."""
+    config = yaml.safe_load((REPO_ROOT / "pipelines" / "dagster.yaml").read_text())
+    config["storage"] = {
+        "postgres": {
+            "postgres_db": {
+                "hostname": "127.0.0.1",
+                "port": server.port,
+                "username": server.user,
+                "password": "",
+                "db_name": "dagster",
+                # SQLAlchemy 2.1 defaults to psycopg 3; dagster-postgres installs psycopg2
+                "scheme": "postgresql+psycopg2",
+            }
+        }
+    }
+    path.mkdir(parents=True)
+    (path / "dagster.yaml").write_text(yaml.safe_dump(config))
+    return path
+
+
+def _index_run(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """index_job as the run launcher would start it: Dagster's CLI against the instance."""
+    return subprocess.run(
+        [str(BIN / "dagster"), "job", "execute", "-m", "pipelines.definitions", "-j", "index_job"],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+
+
+def _latest(instance: dg.DagsterInstance, asset: str) -> dict[str, object]:
+    event = instance.get_latest_materialization_event(dg.AssetKey(asset))
+    assert event is not None and event.asset_materialization is not None, asset
+    return {k: v.value for k, v in event.asset_materialization.metadata.items()}
+
+
+def test_postgres_instance_multiprocess_steps_and_s3_stores_build_and_reindex_one_document(
+    postgres: Postgres,
+    s3_endpoint: str,
+    sample_corpus: Path,
+    tmp_path: Path,
+) -> None:
+    client = s3_bucket(s3_endpoint, "docs")
+    s3_bucket(s3_endpoint, "index")
+    for path in sorted(p for p in sample_corpus.rglob("*") if p.is_file()):
+        key = f"corpus/{path.relative_to(sample_corpus).as_posix()}"
+        client.put_object(Bucket="docs", Key=key, Body=path.read_bytes())
+    home = _instance_home(tmp_path / "dagster_home", postgres)
+    env = {
+        **os.environ,
+        "DAGSTER_HOME": str(home),
+        "LOREHOUSE_DATA_DIR": str(tmp_path / "worker-volume"),
+        "LOREHOUSE_SOURCE_URI": "s3://docs/corpus",
+        "LOREHOUSE_LANCEDB_URI": "s3://index/lancedb",
+        "LOREHOUSE_S3_ENDPOINT_URL": s3_endpoint,
+        "LOREHOUSE_S3_REGION": "eu-west-1",
+        "LOREHOUSE_DAGSTER_EXECUTOR": "multiprocess",
+        "LOREHOUSE_WORKERS": "2",
+    }
+
+    first = _index_run(env)
+    log = first.stdout + first.stderr
+    assert first.returncode == 0, log[-4000:]
+    assert 'Launching subprocess for "chunk_embeddings"' in log
+
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        # The run and its events are in PostgreSQL, where the webserver and daemon of every
+        # other machine read them.
+        (run,) = instance.get_runs()
+        assert run.status == dg.DagsterRunStatus.SUCCESS and run.job_name == "index_job"
+        assert type(instance.run_storage).__name__ == "PostgresRunStorage"
+        from pipelines.definitions import defs
+
+        graph = defs.resolve_asset_graph()
+        for key in graph.get_all_asset_keys():
+            if key.to_user_string() != "answer_eval":  # skipped without an LLM, by design
+                assert instance.get_latest_materialization_event(key) is not None, key
+        built = _latest(instance, "chunk_embeddings")
+    assert built["documents_embedded"] == built["documents"] > 5
+    with closing(postgres.connect("dagster")) as connection:
+        cursor = connection.cursor()
+        cursor.execute("SELECT count(*) FROM runs")
+        assert cursor.fetchone() == (1,)
+    listed = client.list_objects_v2(Bucket="index", Prefix="lancedb/")
+    assert listed["KeyCount"] > 0
+    assert not (tmp_path / "worker-volume" / "lancedb").exists()
+
+    text = (sample_corpus / EDITED).read_text()
+    edited = text + "\n\n## Adoption\n\nAdoptive parents get the same 20 weeks from placement.\n"
+    client.put_object(Bucket="docs", Key=f"corpus/{EDITED}", Body=edited.encode())
+    second = _index_run(env)
+    assert second.returncode == 0, (second.stdout + second.stderr)[-4000:]
+
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        assert len(instance.get_runs()) == 2
+        rerun = _latest(instance, "chunk_embeddings")
+    index = ChunkIndex(
+        "s3://index/lancedb",
+        storage_options=lance_storage_options("s3://index/lancedb", s3_endpoint, "eu-west-1"),
+    )
+    edited_chunks = [
+        row for row in index.table().to_arrow().to_pylist() if row["rel_path"] == EDITED
+    ]
+    # Only chunks of the edited document are embedded and written again; no other row moves.
+    assert 0 < rerun["embedded"] <= rerun["rows_written"] <= len(edited_chunks)
+    assert any("Adoptive parents" in row["text_chat"] for row in edited_chunks)
