@@ -1,0 +1,224 @@
+"""How a build grows with the corpus: wall time per stage, peak memory, store sizes, search.
+
+For each size a corpus of generated policy documents (bench/reindex.py's generator, fixed
+seed) is indexed into fresh stores by `lorehouse materialize` in its own process, as a user
+or the nightly job would run it, then indexed again with no change. For each run:
+
+* wall time, and each stage's seconds from its asset metadata (read from the run's Dagster
+  instance afterwards);
+* peak memory of the run's whole process tree (the run and its parse workers), sampled
+  every 100 ms: summed RSS, and summed PSS, which counts pages the forked workers share once;
+* the DuckDB file and the LanceDB folder sizes;
+* after the full build, search p50 over generated questions (default hybrid retrieval).
+
+Offline defaults: extractive enrichment, the bundled MiniLM int8 embedder. Run from the
+repository root (sizes take roughly 0.3 s per document for a full build on 2 cores):
+
+    .venv/bin/python bench/scale.py --sizes 2000 20000 [--json bench/scale.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+from machine import machine_info, write_raw_numbers  # bench/machine.py, beside this script
+from reindex import _CITIES, _TOPICS, STAGES, generate_corpus
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO_ROOT))
+
+#: The indexing stages and their checks; the eval assets score the sample corpus only.
+SELECTION = "not group:evals"
+QUERIES = 50
+
+
+class PeakRss:
+    """Samples the memory of a process and its descendants until stopped: summed RSS, and
+    summed PSS, which counts pages shared by forked workers once (the memory the run costs).
+    """
+
+    def __init__(self, pid: int, interval: float = 0.1) -> None:
+        self.peak = 0
+        self.peak_pss = 0
+        self._root = psutil.Process(pid)
+        self._interval = interval
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+
+    def _sample(self) -> None:
+        while not self._done.is_set():
+            total = pss = 0
+            try:
+                for process in [self._root, *self._root.children(recursive=True)]:
+                    try:
+                        memory = process.memory_full_info()
+                    except (psutil.NoSuchProcess, psutil.ZombieProcess):
+                        continue
+                    total += memory.rss
+                    pss += getattr(memory, "pss", memory.rss)
+            except psutil.NoSuchProcess:
+                return
+            self.peak = max(self.peak, total)
+            self.peak_pss = max(self.peak_pss, pss)
+            self._done.wait(self._interval)
+
+    def stop(self) -> tuple[int, int]:
+        self._done.set()
+        self._thread.join()
+        return self.peak, self.peak_pss
+
+
+def _size(path: Path) -> int:
+    if path.is_file():
+        return path.stat().st_size
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.exists() else 0
+
+
+def materialize(source: Path, data_dir: Path, log: Path) -> dict[str, Any]:
+    """One `lorehouse materialize` of the indexing stages in a child process."""
+    env = {
+        **os.environ,
+        "LOREHOUSE_SOURCE_URI": str(source),
+        "LOREHOUSE_DATA_DIR": str(data_dir),
+        "DAGSTER_HOME": str(data_dir / "dagster_home"),
+    }
+    (data_dir / "dagster_home").mkdir(parents=True, exist_ok=True)
+    command = [str(Path(sys.executable).parent / "lorehouse"), "materialize", "--select", SELECTION]
+    started = time.perf_counter()
+    with log.open("a") as output:
+        child = subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=output, stderr=output)
+        sampler = PeakRss(child.pid)
+        code = child.wait()
+        peak, peak_pss = sampler.stop()
+    wall = time.perf_counter() - started
+    if code != 0:
+        raise SystemExit(f"materialize of {source} failed ({code}); see {log}")
+    metadata = _latest_metadata(data_dir / "dagster_home")
+    return {
+        "wall_seconds": round(wall, 2),
+        "peak_rss_mib": round(peak / 2**20, 1),
+        "peak_pss_mib": round(peak_pss / 2**20, 1),
+        "stage_seconds": {
+            label: metadata.get(asset, {}).get("seconds", 0) for asset, label in STAGES.items()
+        },
+        "chunks": metadata["chunks"]["dagster/row_count"],
+        "embedded": metadata["chunk_embeddings"]["embedded"],
+        "duckdb_mib": round(_size(data_dir / "lorehouse.duckdb") / 2**20, 1),
+        "lancedb_mib": round(_size(data_dir / "lancedb") / 2**20, 1),
+    }
+
+
+def _latest_metadata(home: Path) -> dict[str, dict[str, Any]]:
+    import dagster as dg
+
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        found = {}
+        for asset in [*STAGES, "chunks", "chunk_embeddings"]:
+            event = instance.get_latest_materialization_event(dg.AssetKey(asset))
+            if event and event.asset_materialization:
+                found[asset] = {
+                    k: v.value for k, v in event.asset_materialization.metadata.items()
+                }
+        return found
+
+
+def search_p50(data_dir: Path, queries: int = QUERIES) -> float:
+    """Median ms of the default search over generated questions, after one warm-up query."""
+    from lorehouse.settings import Settings
+    from lorehouse.wiring import Lorehouse
+
+    retriever = Lorehouse(Settings(data_dir=data_dir)).retriever()
+    rng = random.Random(5)
+    questions = [
+        f"Who approves {rng.choice(_TOPICS)} requests in {rng.choice(_CITIES)}?"
+        for _ in range(queries + 1)
+    ]
+    retriever.search(questions[0])
+    timings = []
+    for question in questions[1:]:
+        started = time.perf_counter()
+        retriever.search(question)
+        timings.append((time.perf_counter() - started) * 1000)
+    return round(statistics.median(timings), 2)
+
+
+def measure(documents: int, workdir: Path) -> dict[str, Any]:
+    source = workdir / f"corpus-{documents}"
+    data_dir = workdir / f"data-{documents}"
+    log = workdir / f"run-{documents}.log"
+    generate_corpus(source, documents)
+    print(f"[{documents}] full build...", file=sys.stderr)
+    full = materialize(source, data_dir, log)
+    full["search_p50_ms"] = search_p50(data_dir)
+    print(f"[{documents}] no-change rerun...", file=sys.stderr)
+    unchanged = materialize(source, data_dir, log)
+    return {
+        "documents": documents,
+        "full": full,
+        "no_change": unchanged,
+        "no_change_ratio": round(unchanged["wall_seconds"] / full["wall_seconds"], 4),
+    }
+
+
+def _table(results: list[dict[str, Any]]) -> str:
+    lines = [
+        "| documents | chunks | run | wall s | parse s | chunk s | enrich s | embed s "
+        "| peak RSS MiB | peak PSS MiB | DuckDB MiB | LanceDB MiB | search p50 ms "
+        "| ratio to full |",
+        "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for result in results:
+        for run in ("full", "no_change"):
+            figures = result[run]
+            stages = figures["stage_seconds"]
+            ratio = figures["wall_seconds"] / result["full"]["wall_seconds"]
+            lines.append(
+                f"| {result['documents']} | {figures['chunks']} | {run.replace('_', ' ')} "
+                f"| {figures['wall_seconds']:.1f} | {stages['parse']:.1f} "
+                f"| {stages['chunk']:.1f} | {stages['enrich']:.1f} | {stages['embed']:.1f} "
+                f"| {figures['peak_rss_mib']:.0f} | {figures['peak_pss_mib']:.0f} "
+                f"| {figures['duckdb_mib']:.1f} "
+                f"| {figures['lancedb_mib']:.1f} | {figures.get('search_p50_ms', '')} "
+                f"| {ratio:.3f} |"
+            )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[2000], help="corpus sizes")
+    parser.add_argument("--json", type=Path, default=None, help="also write raw numbers here")
+    parser.add_argument("--workdir", type=Path, default=None, help="keep corpora and stores here")
+    args = parser.parse_args()
+
+    from lorehouse.settings import apply_offline_environment
+
+    apply_offline_environment()
+    results = []
+    with tempfile.TemporaryDirectory() as scratch:
+        workdir = args.workdir or Path(scratch)
+        workdir.mkdir(parents=True, exist_ok=True)
+        for size in args.sizes:
+            results.append(measure(size, workdir))
+            print(_table(results), file=sys.stderr)
+    print(_table(results))
+    info = machine_info(["dagster", "lancedb", "duckdb", "onnxruntime"])
+    print(f"\n{info['cpu_count']} cores, Python {info['python']}, {info['platform']}")
+    if args.json:
+        write_raw_numbers(args.json, {"machine": info, "results": results})
+
+
+if __name__ == "__main__":
+    main()
