@@ -51,6 +51,8 @@ class PeakRss:
     def __init__(self, pid: int, interval: float = 0.1) -> None:
         self.peak = 0
         self.peak_pss = 0
+        #: (wall clock time, PSS bytes) of every sample, to find each stage's peak.
+        self.samples: list[tuple[float, int]] = []
         self._root = psutil.Process(pid)
         self._interval = interval
         self._done = threading.Event()
@@ -72,6 +74,7 @@ class PeakRss:
                 return
             self.peak = max(self.peak, total)
             self.peak_pss = max(self.peak_pss, pss)
+            self.samples.append((time.time(), pss))
             self._done.wait(self._interval)
 
     def stop(self) -> tuple[int, int]:
@@ -105,8 +108,21 @@ def materialize(source: Path, data_dir: Path, log: Path) -> dict[str, Any]:
     wall = time.perf_counter() - started
     if code != 0:
         raise SystemExit(f"materialize of {source} failed ({code}); see {log}")
-    metadata = _latest_metadata(data_dir / "dagster_home")
+    metadata, spans = _latest_run(data_dir / "dagster_home")
+    stage_peaks = {
+        label: round(
+            max(
+                (pss for at, pss in sampler.samples if spans[asset][0] <= at <= spans[asset][1]),
+                default=0,
+            )
+            / 2**20,
+            1,
+        )
+        for asset, label in STAGES.items()
+        if asset in spans
+    }
     return {
+        "stage_peak_pss_mib": stage_peaks,
         "wall_seconds": round(wall, 2),
         "peak_rss_mib": round(peak / 2**20, 1),
         "peak_pss_mib": round(peak_pss / 2**20, 1),
@@ -120,18 +136,29 @@ def materialize(source: Path, data_dir: Path, log: Path) -> dict[str, Any]:
     }
 
 
-def _latest_metadata(home: Path) -> dict[str, dict[str, Any]]:
+def _latest_run(
+    home: Path,
+) -> tuple[dict[str, dict[str, Any]], dict[str, tuple[float, float]]]:
+    """The stages' metadata, and when each stage's step started and ended, from the instance."""
     import dagster as dg
 
     with dg.DagsterInstance.from_config(str(home)) as instance:
+        run = instance.get_runs(limit=1)[0]
+        spans: dict[str, list[float]] = {}
+        for record in instance.all_logs(run.run_id):
+            event = record.dagster_event
+            if event is None or event.step_key not in STAGES:
+                continue
+            if event.event_type_value == "STEP_START":
+                spans[event.step_key] = [record.timestamp, float("inf")]
+            elif event.event_type_value in ("STEP_SUCCESS", "STEP_FAILURE"):
+                spans.setdefault(event.step_key, [0.0, 0.0])[1] = record.timestamp
         found = {}
         for asset in [*STAGES, "chunks", "chunk_embeddings"]:
             event = instance.get_latest_materialization_event(dg.AssetKey(asset))
             if event and event.asset_materialization:
-                found[asset] = {
-                    k: v.value for k, v in event.asset_materialization.metadata.items()
-                }
-        return found
+                found[asset] = {k: v.value for k, v in event.asset_materialization.metadata.items()}
+        return found, {step: (start, end) for step, (start, end) in spans.items()}
 
 
 def search_p50(data_dir: Path, queries: int = QUERIES) -> float:
@@ -175,9 +202,9 @@ def measure(documents: int, workdir: Path) -> dict[str, Any]:
 def _table(results: list[dict[str, Any]]) -> str:
     lines = [
         "| documents | chunks | run | wall s | parse s | chunk s | enrich s | embed s "
-        "| peak RSS MiB | peak PSS MiB | DuckDB MiB | LanceDB MiB | search p50 ms "
-        "| ratio to full |",
-        "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| peak RSS MiB | peak PSS MiB | PSS MiB parse / chunk / enrich / embed "
+        "| DuckDB MiB | LanceDB MiB | search p50 ms | ratio to full |",
+        "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|",
     ]
     for result in results:
         for run in ("full", "no_change"):
@@ -189,6 +216,7 @@ def _table(results: list[dict[str, Any]]) -> str:
                 f"| {figures['wall_seconds']:.1f} | {stages['parse']:.1f} "
                 f"| {stages['chunk']:.1f} | {stages['enrich']:.1f} | {stages['embed']:.1f} "
                 f"| {figures['peak_rss_mib']:.0f} | {figures['peak_pss_mib']:.0f} "
+                f"| {' / '.join(f'{v:.0f}' for v in figures['stage_peak_pss_mib'].values())} "
                 f"| {figures['duckdb_mib']:.1f} "
                 f"| {figures['lancedb_mib']:.1f} | {figures.get('search_p50_ms', '')} "
                 f"| {ratio:.3f} |"
