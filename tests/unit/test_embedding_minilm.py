@@ -7,6 +7,7 @@ import pytest
 
 from lorehouse.embedding.minilm import (
     EMBEDDING_DIMENSION,
+    MAX_BATCH_TOKENS,
     OnnxMiniLMEmbedder,
     TokenCounter,
     default_embedder,
@@ -97,6 +98,31 @@ def test_small_batches_match_one_by_one(embedder: OnnxMiniLMEmbedder) -> None:
     batched = embedder.embed(texts, batch_size=2)
     singles = np.vstack([embedder.embed([t]) for t in texts])
     np.testing.assert_allclose(batched, singles, atol=1e-5)
+
+
+def test_long_texts_run_in_token_capped_batches_with_the_same_vectors() -> None:
+    """A full-width batch of long chunks would hold gigabytes of attention buffers for good;
+    each model run takes at most MAX_BATCH_TOKENS tokens, whatever the caller's batch size,
+    and the vectors are those of texts embedded alone."""
+    embedder = OnnxMiniLMEmbedder()
+    session = embedder._get_session()
+    widths: list[tuple[int, int]] = []
+
+    class Recording:
+        def __getattr__(self, name: str) -> object:
+            return getattr(session, name)
+
+        def run(self, outputs: list[str], feed: dict[str, np.ndarray]) -> list[np.ndarray]:
+            widths.append(feed["input_ids"].shape)
+            return session.run(outputs, feed)
+
+    embedder._session = Recording()  # type: ignore[assignment]
+    texts = [LONG_TEXT[: 900 + 40 * i] for i in range(40)] + ["Hi.", QUESTION] * 20
+    batched = embedder.embed(texts, batch_size=64)
+    assert max(rows * width for rows, width in widths) <= MAX_BATCH_TOKENS
+    assert widths[0][0] == 40  # the short texts still share one run
+    singles = np.vstack([embedder.embed([t], batch_size=1) for t in texts[:2] + texts[-2:]])
+    np.testing.assert_allclose(batched[[0, 1, -2, -1]], singles, atol=1e-5)
 
 
 def test_inputs_are_truncated_at_256_tokens(
