@@ -30,6 +30,7 @@ def chunk_embeddings(
         batch_size=vector_index.embed_batch_size,
         on_progress=progress_logger(context, "embedded"),
         token_encoder=vector_index.token_encoder(),
+        batch_documents=vector_index.index_batch_documents,
     )
     if report.provider_failure:
         # Recorded, not raised: what was embedded is committed, the rest keep their old rows,

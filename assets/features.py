@@ -32,7 +32,10 @@ def enriched_chunks(
     """FAQs, keywords and table summaries per chunk and a summary per document (cached)."""
     store = feature_store.open()
     report = run_enrichment(
-        store, enrichment.enricher(), on_progress=progress_logger(context, "enriched")
+        store,
+        enrichment.enricher(),
+        on_progress=progress_logger(context, "enriched"),
+        batch_documents=enrichment.index_batch_documents,
     )
     for item_id, error in report.failures[:20]:
         context.log.warning(f"enrichment failed for {item_id}: {error}")

@@ -165,6 +165,14 @@ class Settings(BaseSettings):
             "cached by prompt content, so editing a prompt re-enriches on the next run."
         ),
     )
+    index_batch_documents: int = Field(
+        default=500,
+        ge=1,
+        description=(
+            "Documents the enrichment and embedding stages read, compare and write at a "
+            "time: a run's memory depends on this, not on the corpus size."
+        ),
+    )
     llm_concurrency: int = Field(default=4, ge=1, le=64, description="LLM calls in flight.")
     llm_max_attempts: int = Field(
         default=3, ge=1, le=10, description="Tries per call (invalid output, rate limits)."

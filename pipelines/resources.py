@@ -130,6 +130,7 @@ class EnrichmentResource(SettingsResource):
     llm_max_attempts: int = _setting("llm_max_attempts", ge=1)
     llm_timeout_seconds: float = _setting("llm_timeout_seconds", gt=0)
     enrichment_max_output_tokens: int = _setting("enrichment_max_output_tokens", ge=16)
+    index_batch_documents: int = _setting("index_batch_documents", ge=1)
     prompts_dir: str | None = _setting("prompts_dir", default=None)
     data_dir: str = _setting("data_dir")
 
@@ -148,6 +149,7 @@ class VectorIndexResource(SettingsResource):
     embed_model: str = _setting("embed_model")
     embed_api_base: str | None = _setting("embed_api_base", default=None)
     embed_batch_size: int = _setting("embed_batch_size", ge=1)
+    index_batch_documents: int = _setting("index_batch_documents", ge=1)
     index_token_vectors: bool = _setting("index_token_vectors")
     ann_index_min_rows: int = _setting("ann_index_min_rows", ge=1)
     s3_endpoint_url: str | None = _setting("s3_endpoint_url", default=None)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -26,6 +26,7 @@ from lorehouse.stores.lance_index import (
     ChunkIndex,
     IndexState,
     LanceTable,
+    TokenVectorIndex,
     chunk_schema,
     document_schema,
     sentence_schema,
@@ -186,42 +187,111 @@ def run_embedding(
     batch_size: int = 64,
     on_progress: ProgressCallback | None = None,
     token_encoder: TokenEncoder | None = None,
+    batch_documents: int = 500,
 ) -> EmbedReport:
     """Brings the LanceDB chunk and document tables in line with DuckDB; returns what it did.
 
     With a `token_encoder`, each chunk's token vectors are stored too, for late interaction.
+    Documents are read, compared with what the index holds and written `batch_documents` at a
+    time, so a run's memory depends on the batch, not on the corpus. A table to be rebuilt
+    (a new model or layout) is rebuilt in one commit, from every document at once.
     """
     started = time.perf_counter()
     model = embedder.name
     report = EmbedReport(model=model, dimension=getattr(embedder, "dimension", None))
-    chunks = index_rows(store.chunks_for_index(), model)
-    report.chunks = len(chunks)
-    chunk_embedder, captured = joint_pass(embedder, token_encoder)
-    outcome = sync_table(
-        index, chunks, "text_embed", chunk_schema, chunk_embedder, batch_size, report, on_progress
-    )
-    report.embedded = outcome.embedded
-    report.reused_vectors = outcome.reused
-    report.rows_written = outcome.written
-    report.rows_deleted = outcome.deleted
-    report.rebuilt = outcome.rebuilt
-    report.chunk_embed_seconds = report.embed_seconds
-    report.documents_not_embedded = sorted(outcome.not_embedded)
-    report.provider_failure = outcome.failure
-    sync_sentences(index, chunks, embedder, batch_size, report, on_progress)
-    sync_token_vectors(index, chunks, token_encoder, batch_size, report, on_progress, captured)
-
-    documents = document_rows(store.documents_for_index(), model)
-    report.documents = len(documents)
-    outcome = sync_table(
-        index.documents(), documents, "profile_text", document_schema, embedder, batch_size, report
-    )
-    report.documents_embedded = outcome.embedded
-    report.provider_failure = report.provider_failure or outcome.failure
+    doc_ids = store.document_ids_for_index()
+    tables = [index, index.sentences(), index.documents()]
+    if token_encoder is not None:
+        tables.append(index.token_vectors())
+    if any(
+        table.exists() and not table.is_current(_model_of(table, model, token_encoder))
+        for table in tables
+    ):
+        batches = [None]  # every document in one pass: the rebuild is one commit
+    else:
+        batches = [
+            doc_ids[start : start + batch_documents]
+            for start in range(0, len(doc_ids), batch_documents)
+        ]
+    for number, batch in enumerate(batches):
+        if report.provider_failure:
+            # The provider is down: the documents of the batches left keep their rows.
+            report.documents_not_embedded.extend(batch or [])
+            continue
+        chunks = index_rows(store.chunks_for_index(batch), model)
+        report.chunks += len(chunks)
+        chunk_embedder, captured = joint_pass(embedder, token_encoder)
+        outcome = sync_table(
+            index,
+            chunks,
+            "text_embed",
+            chunk_schema,
+            chunk_embedder,
+            batch_size,
+            report,
+            _batch_progress(on_progress, number, len(batches)),
+            scope=batch,
+        )
+        report.embedded += outcome.embedded
+        report.reused_vectors += outcome.reused
+        report.rows_written += outcome.written
+        report.rows_deleted += outcome.deleted
+        report.rebuilt = report.rebuilt or outcome.rebuilt
+        report.documents_not_embedded.extend(sorted(outcome.not_embedded))
+        report.provider_failure = outcome.failure
+        report.chunk_embed_seconds = report.embed_seconds
+        sync_sentences(index, chunks, embedder, batch_size, report, None, scope=batch)
+        sync_token_vectors(
+            index, chunks, token_encoder, batch_size, report, None, captured, scope=batch
+        )
+        documents = document_rows(store.documents_for_index(batch), model)
+        report.documents += len(documents)
+        outcome = sync_table(
+            index.documents(),
+            documents,
+            "profile_text",
+            document_schema,
+            embedder,
+            batch_size,
+            report,
+            scope=batch,
+        )
+        report.documents_embedded += outcome.embedded
+        report.provider_failure = report.provider_failure or outcome.failure
+    if not report.provider_failure:
+        # Rows of documents that are gone (removed, or now failing to parse).
+        current = set(doc_ids)
+        report.rows_deleted += index.delete_documents_except(current)
+        for table in tables[1:]:
+            table.delete_documents_except(current)
+    for table in tables:
+        if table.exists():
+            table.refresh_indexes()
     if index.exists():
         report.indexes = index.index_state()
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _model_of(table: LanceTable, model: str, token_encoder: TokenEncoder | None) -> str:
+    """The model name a table's rows are stored under (token vectors: the packed encoder's)."""
+    if token_encoder is not None and isinstance(table, TokenVectorIndex):
+        return PackedTokenEncoder(token_encoder).name
+    return model
+
+
+def _batch_progress(
+    on_progress: ProgressCallback | None, number: int, batches: int
+) -> ProgressCallback | None:
+    """Progress of the chunk vectors across batches, on a scale of 1,000 per batch."""
+    if on_progress is None:
+        return None
+
+    def progress(done: int, total: int) -> None:
+        share = done / total if total else 1.0
+        on_progress(int((number + share) * 1000), batches * 1000)
+
+    return progress
 
 
 def sync_sentences(
@@ -231,8 +301,10 @@ def sync_sentences(
     batch_size: int,
     report: EmbedReport,
     on_progress: ProgressCallback | None = None,
+    scope: Sequence[str] | None = None,
 ) -> None:
-    """Makes the `sentences` table hold the sentence windows of `chunks` (index rows).
+    """Makes the `sentences` table hold the sentence windows of `chunks` (index rows), for
+    the documents of `scope` (every document when None).
 
     Skipped when the chunk sync has just failed on the provider: search reads chunk rows
     from the chunks table, so sentence rows that lag behind cost recall for a run, never
@@ -241,7 +313,7 @@ def sync_sentences(
     if report.provider_failure:
         return
     rows = sentence_rows(chunks, embedder.name)
-    report.sentences = len(rows)
+    report.sentences += len(rows)
     outcome = sync_table(
         index.sentences(),
         rows,
@@ -251,8 +323,9 @@ def sync_sentences(
         batch_size,
         report,
         on_progress,
+        scope=scope,
     )
-    report.sentences_embedded = outcome.embedded
+    report.sentences_embedded += outcome.embedded
     report.provider_failure = outcome.failure
 
 
@@ -278,8 +351,10 @@ def sync_token_vectors(
     report: EmbedReport,
     on_progress: ProgressCallback | None = None,
     captured: dict[str, np.ndarray] | None = None,
+    scope: Sequence[str] | None = None,
 ) -> None:
-    """Makes the `token_vectors` table hold the packed token vectors of `chunks` (index rows).
+    """Makes the `token_vectors` table hold the packed token vectors of `chunks` (index rows),
+    for the documents of `scope` (every document when None).
 
     Keyed by the encoder and the chunk's embedded text, like every vector: a rerun encodes
     nothing, an edited chunk is encoded again, and the reranker ignores a stored row whose
@@ -291,7 +366,7 @@ def sync_token_vectors(
         return
     packed = PackedTokenEncoder(encoder, captured)
     rows = keyed_rows(chunks[["chunk_id", "doc_id", "text_embed"]], "text_embed", packed.name)
-    report.token_vectors = len(rows)
+    report.token_vectors += len(rows)
     outcome = sync_table(
         index.token_vectors(),
         rows,
@@ -301,8 +376,9 @@ def sync_token_vectors(
         batch_size,
         report,
         on_progress,
+        scope=scope,
     )
-    report.token_vectors_embedded = outcome.embedded
+    report.token_vectors_embedded += outcome.embedded
 
 
 @dataclass
@@ -325,8 +401,12 @@ def sync_table(
     batch_size: int,
     report: EmbedReport,
     on_progress: ProgressCallback | None = None,
+    scope: Sequence[str] | None = None,
 ) -> SyncOutcome:
     """Makes `table` hold exactly `rows`, embedding only text it has no vector for.
+
+    With a `scope` (a batch of document ids) only those documents' stored rows are compared
+    and replaced, and the caller refreshes the indexes after its last batch.
 
     `rows` carry the table's key column, `doc_id`, `embed_key` and `row_hash` (see
     `keyed_rows`). Changed rows are embedded and committed about `batch_size * 8` at a time,
@@ -360,7 +440,7 @@ def sync_table(
             rebuilt=True,
         )
     outcome = SyncOutcome()
-    stored = table.stored_keys()
+    stored = table.stored_keys(scope)
     key = table.key_column
     is_changed = [
         row_key not in stored or stored[row_key].row_hash != row_hash
@@ -410,7 +490,7 @@ def sync_table(
     ]
     table.delete_keys(remaining)
     outcome.deleted += len(remaining)
-    if table.exists():
+    if table.exists() and scope is None:
         table.refresh_indexes()
     return outcome
 

@@ -470,14 +470,31 @@ class DuckDBStore:
 
     # -- enrichment and the document list -------------------------------------------------------
 
-    def chunks_by_document(self) -> list[tuple[str, str, str | None, list[dict]]]:
-        """(doc_id, rel_path, title, chunks in order) for every chunked document."""
+    def chunked_document_ids(self) -> list[str]:
+        """Every chunked document's id, in path order (what the enrichment stage batches)."""
         with self.connect() as connection:
-            frame = connection.execute(
-                "SELECT c.doc_id, r.rel_path, p.title, c.chunk_id, c.heading_path, c.text_chat, "
-                "c.text_embed, c.is_table FROM chunks c JOIN documents_raw r USING (doc_id) "
-                "JOIN documents_parsed p USING (doc_id) ORDER BY r.rel_path, c.position"
-            ).df()
+            rows = connection.execute(
+                "SELECT doc_id FROM documents_raw WHERE doc_id IN (SELECT doc_id FROM chunks) "
+                "ORDER BY rel_path"
+            ).fetchall()
+        return [row[0] for row in rows]
+
+    def chunks_by_document(
+        self, doc_ids: Sequence[str]
+    ) -> list[tuple[str, str, str | None, list[dict]]]:
+        """(doc_id, rel_path, title, chunks in order) for these chunked documents."""
+        wanted = pd.DataFrame({"doc_id": list(doc_ids)})
+        with self.connect() as connection:
+            connection.register("wanted", wanted)
+            try:
+                frame = connection.execute(
+                    "SELECT c.doc_id, r.rel_path, p.title, c.chunk_id, c.heading_path, "
+                    "c.text_chat, c.text_embed, c.is_table FROM chunks c "
+                    "JOIN documents_raw r USING (doc_id) JOIN documents_parsed p USING (doc_id) "
+                    "WHERE c.doc_id IN (SELECT doc_id FROM wanted) ORDER BY r.rel_path, c.position"
+                ).df()
+            finally:
+                connection.unregister("wanted")
         grouped: list[tuple[str, str, str | None, list[dict]]] = []
         for (doc_id, rel_path, title), rows in frame.groupby(
             ["doc_id", "rel_path", "title"], sort=False, dropna=False
@@ -507,19 +524,41 @@ class DuckDBStore:
         with self._transaction(new_cache=frame) as connection:
             _insert_frame(connection, "enrichment_cache", "new_cache", frame, keep_existing=True)
 
-    def write_enrichment(self, chunk_rows: Sequence[dict], document_rows: Sequence[dict]) -> None:
-        """Replaces the enriched chunk and document tables in one transaction."""
+    def replace_enrichment(
+        self, doc_ids: Sequence[str], chunk_rows: Sequence[dict], document_rows: Sequence[dict]
+    ) -> None:
+        """Swaps these documents' enriched chunks and document enrichment in one transaction:
+        a reader sees each document's old enrichment or its new one, never a mix."""
         targets = {"enriched_chunks": chunk_rows, "document_enrichment": document_rows}
         # DuckDB cannot register a frame without columns, so empty row lists are left out.
         frames = {
             f"new_{table}": pd.DataFrame(list(rows)) for table, rows in targets.items() if rows
         }
-        with self._transaction(**frames) as connection:
+        replaced = pd.DataFrame({"doc_id": list(doc_ids)})
+        with self._transaction(replaced=replaced, **frames) as connection:
             for table in targets:
-                connection.execute(f"DELETE FROM {table}")
+                connection.execute(
+                    f"DELETE FROM {table} WHERE doc_id IN (SELECT doc_id FROM replaced)"
+                )
                 name = f"new_{table}"
                 if name in frames:
                     _insert_frame(connection, table, name, frames[name])
+
+    def drop_enrichment_of_unchunked(self) -> int:
+        """Deletes the enrichment of documents that no longer have chunks; returns the rows."""
+        tables = ("enriched_chunks", "document_enrichment")
+        with self._transaction() as connection:
+            dropped = 0
+            for table in tables:
+                row = connection.execute(
+                    f"SELECT count(*) FROM {table} "
+                    "WHERE doc_id NOT IN (SELECT DISTINCT doc_id FROM chunks)"
+                ).fetchone()
+                dropped += int(row[0]) if row else 0
+                connection.execute(
+                    f"DELETE FROM {table} WHERE doc_id NOT IN (SELECT DISTINCT doc_id FROM chunks)"
+                )
+        return dropped
 
     def execute_in_transaction(self, statements: Sequence[str]) -> None:
         """Runs SQL statements as one transaction: readers see all of them or none."""
@@ -527,20 +566,48 @@ class DuckDBStore:
             for statement in statements:
                 connection.execute(statement)
 
-    def chunks_for_index(self) -> pd.DataFrame:
-        """Every chunk with what the search index stores beside it: title, file, enrichment."""
+    def document_ids_for_index(self) -> list[str]:
+        """Every document of the `documents` table, in path order (the index's batches)."""
         with self.connect() as connection:
-            return connection.execute(
-                "SELECT c.chunk_id, c.doc_id, d.title, r.rel_path, r.source_uri, r.file_type, "
-                "c.position, "
-                "c.heading_path, c.page_start, c.page_end, c.is_table, c.acl, c.text_chat, "
-                "c.text_embed, e.summary, coalesce(e.faqs, []) AS faqs, "
-                "coalesce(e.keywords, []) AS keywords "
-                "FROM chunks c JOIN documents d USING (doc_id) "
-                "JOIN documents_raw r USING (doc_id) "
-                "LEFT JOIN enriched_chunks e USING (chunk_id) "
-                "ORDER BY r.rel_path, c.position"
-            ).df()
+            rows = connection.execute("SELECT doc_id FROM documents ORDER BY rel_path").fetchall()
+        return [row[0] for row in rows]
+
+    def chunks_for_index(self, doc_ids: Sequence[str] | None = None) -> pd.DataFrame:
+        """Every chunk (of `doc_ids`, when given) with what the search index stores beside
+        it: title, file, enrichment."""
+        return self._for_documents(
+            "SELECT c.chunk_id, c.doc_id, d.title, r.rel_path, r.source_uri, r.file_type, "
+            "c.position, "
+            "c.heading_path, c.page_start, c.page_end, c.is_table, c.acl, c.text_chat, "
+            "c.text_embed, e.summary, coalesce(e.faqs, []) AS faqs, "
+            "coalesce(e.keywords, []) AS keywords "
+            "FROM chunks c JOIN documents d USING (doc_id) "
+            "JOIN documents_raw r USING (doc_id) "
+            "LEFT JOIN enriched_chunks e USING (chunk_id) "
+            "{where} ORDER BY r.rel_path, c.position",
+            "c.doc_id",
+            doc_ids,
+        )
+
+    def _for_documents(
+        self,
+        query: str,
+        doc_column: str,
+        doc_ids: Sequence[str] | None,
+        parameters: Sequence[object] = (),
+    ) -> pd.DataFrame:
+        """`query` with its `{where}` limited to `doc_ids` (all documents when None)."""
+        if doc_ids is None:
+            with self.connect() as connection:
+                return connection.execute(query.format(where=""), list(parameters)).df()
+        wanted = pd.DataFrame({"doc_id": list(doc_ids)})
+        with self.connect() as connection:
+            connection.register("wanted_documents", wanted)
+            try:
+                where = f"WHERE {doc_column} IN (SELECT doc_id FROM wanted_documents)"
+                return connection.execute(query.format(where=where), list(parameters)).df()
+            finally:
+                connection.unregister("wanted_documents")
 
     def parsed_for_baseline(self) -> pd.DataFrame:
         """Every parsed document's whole Markdown with its path and ACL (for baselines)."""
@@ -550,17 +617,21 @@ class DuckDBStore:
                 "FROM documents_parsed p JOIN documents_raw r USING (doc_id) ORDER BY r.rel_path"
             ).df()
 
-    def documents_for_index(self, faqs_per_document: int = 12) -> pd.DataFrame:
-        """Each document's profile inputs: title, summary and some of its chunks' FAQs."""
-        with self.connect() as connection:
-            return connection.execute(
-                "SELECT d.doc_id, d.title, d.rel_path, d.acl, d.summary, "
-                "coalesce(list(f.question ORDER BY f.chunk_id, f.question) "
-                "FILTER (WHERE f.question IS NOT NULL)[1:?], []) AS faqs "
-                "FROM documents d LEFT JOIN chunk_faqs f USING (doc_id) "
-                "GROUP BY ALL ORDER BY d.rel_path",
-                [faqs_per_document],
-            ).df()
+    def documents_for_index(
+        self, doc_ids: Sequence[str] | None = None, faqs_per_document: int = 12
+    ) -> pd.DataFrame:
+        """Each document's (of `doc_ids`, when given) profile inputs: title, summary and some
+        of its chunks' FAQs."""
+        return self._for_documents(
+            "SELECT d.doc_id, d.title, d.rel_path, d.acl, d.summary, "
+            "coalesce(list(f.question ORDER BY f.chunk_id, f.question) "
+            "FILTER (WHERE f.question IS NOT NULL)[1:?], []) AS faqs "
+            "FROM documents d LEFT JOIN chunk_faqs f USING (doc_id) "
+            "{where} GROUP BY ALL ORDER BY d.rel_path",
+            "d.doc_id",
+            doc_ids,
+            [faqs_per_document],
+        )
 
     def access_groups(self) -> list[str]:
         """Every access group any document names (an evaluation sees all of them)."""

@@ -198,6 +198,14 @@ def with_public_group(rows: pa.Table) -> pa.Table:
     return rows.set_column(column, field, pa.array(groups, type=field.type))
 
 
+def _slices(values: list[str]) -> list[list[str]]:
+    """`values` in runs short enough for one SQL statement's IN list."""
+    return [
+        values[start : start + _IDS_PER_STATEMENT]
+        for start in range(0, len(values), _IDS_PER_STATEMENT)
+    ]
+
+
 class StoredRow(NamedTuple):
     """What the embedding stage compares a stored row by: its vector's key and its content."""
 
@@ -271,21 +279,47 @@ class LanceTable:
 
     # -- writing ---------------------------------------------------------------------------------
 
-    def stored_keys(self) -> dict[str, StoredRow]:
-        """key -> what identifies the stored row's content, without reading vectors."""
+    def stored_keys(self, doc_ids: Sequence[str] | None = None) -> dict[str, StoredRow]:
+        """key -> what identifies the stored row's content, without reading vectors; only the
+        rows of `doc_ids` when given (the embedding stage compares a batch at a time)."""
         if not self.exists():
             return {}
         table = self.table()
         columns = list(dict.fromkeys([self.key_column, *StoredRow._fields]))
-        arrow = table.search().select(columns).limit(max(1, table.count_rows())).to_arrow()
-        values = [arrow[name].to_pylist() for name in StoredRow._fields]
-        return dict(
-            zip(
-                arrow[self.key_column].to_pylist(),
-                (StoredRow(*row) for row in zip(*values, strict=True)),
-                strict=True,
+        if doc_ids is None:
+            parts = [table.search().select(columns).limit(max(1, table.count_rows())).to_arrow()]
+        else:
+            parts = [
+                table.search()
+                .where(sql_in("doc_id", ids))
+                .select(columns)
+                .limit(max(1, table.count_rows()))
+                .to_arrow()
+                for ids in _slices(list(doc_ids))
+            ]
+        found: dict[str, StoredRow] = {}
+        for arrow in parts:
+            values = [arrow[name].to_pylist() for name in StoredRow._fields]
+            found.update(
+                zip(
+                    arrow[self.key_column].to_pylist(),
+                    (StoredRow(*row) for row in zip(*values, strict=True)),
+                    strict=True,
+                )
             )
-        )
+        return found
+
+    def delete_documents_except(self, doc_ids: set[str]) -> int:
+        """Deletes the rows of every document not in `doc_ids`; returns how many rows."""
+        if not self.exists():
+            return 0
+        table = self.table()
+        stored = table.search().select(["doc_id"]).limit(max(1, table.count_rows())).to_arrow()
+        gone = sorted(set(stored["doc_id"].to_pylist()) - doc_ids)
+        before = table.count_rows()
+        for ids in _slices(gone):
+            table.delete(sql_in("doc_id", ids))
+        return before - table.count_rows() if gone else 0
 
     def vectors_for(self, embed_keys: Sequence[str]) -> dict[str, np.ndarray]:
         """Stored vectors by embed key, so text that did not change is never embedded twice."""
@@ -332,8 +366,8 @@ class LanceTable:
         if not keys or not self.exists():
             return
         table = self.table()
-        for start in range(0, len(keys), _IDS_PER_STATEMENT):
-            table.delete(sql_in(self.key_column, keys[start : start + _IDS_PER_STATEMENT]))
+        for part in _slices(list(keys)):
+            table.delete(sql_in(self.key_column, part))
 
     def replace_all(self, rows: pa.Table) -> None:
         """Overwrites the table in one commit: readers see the old model's rows or the new."""

@@ -46,11 +46,13 @@ def _token_vector_chunks(data_dir: Path) -> set[str]:
 
 
 def test_rerun_changes_nothing_and_a_deleted_file_leaves_every_store(tmp_path: Path) -> None:
+    """In batches of 3 documents (4 per run), as a large corpus is enriched and embedded: a
+    batch compares and replaces only its own documents' rows, never another batch's."""
     source = tmp_path / "corpus"
     shutil.copytree(BUNDLED_SAMPLE_CORPUS, source)
     data_dir = tmp_path / "data"
 
-    first = materialize_everything(source, data_dir, with_evals=False)
+    first = materialize_everything(source, data_dir, with_evals=False, index_batch_documents=3)
     assert first.success
     embedded = metadata_of(first, "chunk_embeddings")
     store = DuckDBStore(data_dir / "lorehouse.duckdb")
@@ -61,12 +63,13 @@ def test_rerun_changes_nothing_and_a_deleted_file_leaves_every_store(tmp_path: P
     assert embedded["chunks_per_second"] > 0
     before = _lance_rows(data_dir)
     assert set(before) == chunk_ids
+    assert set(store.table("enriched_chunks")["chunk_id"]) == chunk_ids  # every batch kept
     assert 0 < embedded["sentence_windows_embedded"] <= embedded["sentence_windows"]
     assert _sentence_owners(data_dir) < chunk_ids
     assert embedded["token_vectors_embedded"] == embedded["token_vectors"] == len(chunk_ids)
     assert _token_vector_chunks(data_dir) == chunk_ids
 
-    second = materialize_everything(source, data_dir, with_evals=False)
+    second = materialize_everything(source, data_dir, with_evals=False, index_batch_documents=3)
     assert second.success
     again = metadata_of(second, "chunk_embeddings")
     assert (again["embedded"], again["rows_written"], again["rows_deleted"]) == (0, 0, 0)
@@ -80,7 +83,7 @@ def test_rerun_changes_nothing_and_a_deleted_file_leaves_every_store(tmp_path: P
     runbook.write_text(
         runbook.read_text().replace("On-call pay is EUR 250", "On-call pay is EUR 275")
     )
-    edited = materialize_everything(source, data_dir, with_evals=False)
+    edited = materialize_everything(source, data_dir, with_evals=False, index_batch_documents=3)
     assert edited.success
     documents = metadata_of(edited, "raw_documents")["dagster/row_count"]
     parsed = metadata_of(edited, "parsed_documents")
@@ -103,7 +106,7 @@ def test_rerun_changes_nothing_and_a_deleted_file_leaves_every_store(tmp_path: P
 
     owners_before = _sentence_owners(data_dir)
     (source / "hr" / "parental-leave-faq.md").unlink()
-    third = materialize_everything(source, data_dir, with_evals=False)
+    third = materialize_everything(source, data_dir, with_evals=False, index_batch_documents=3)
     assert third.success
     removed = {c for c, (text, _) in before.items() if "Parental Leave FAQ" in text}
     assert removed

@@ -55,7 +55,7 @@ def _client(mock: object, **options: object) -> LLMClient:
 
 
 def _job_count(store: DuckDBStore) -> int:
-    return store.row_count("chunks") + len(store.chunks_by_document())
+    return store.row_count("chunks") + len(store.chunked_document_ids())
 
 
 def test_answers_are_parsed_into_the_models(chunked_store: DuckDBStore) -> None:
