@@ -50,9 +50,16 @@ def _automation_definitions(settings: Settings) -> dg.Definitions:
 def _executor(settings: Settings) -> dg.ExecutorDefinition:
     """In-process by default: stages run one after another and parsing has its own process
     pool, so one process loses nothing and keeps steps from queueing on the DuckDB file lock.
-    Multiprocess runs each step (and check) in its own process, as a cluster executor would."""
+    Multiprocess runs each step (and check) in its own process, as a cluster executor would.
+    Its processes fork from a server that has imported the code location once, so a step
+    starts in well under a second instead of paying the imports (~5 s) again."""
     if settings.dagster_executor == "multiprocess":
-        return dg.multiprocess_executor.configured({"max_concurrent": settings.workers})
+        return dg.multiprocess_executor.configured(
+            {
+                "max_concurrent": settings.workers,
+                "start_method": {"forkserver": {"preload_modules": [__name__]}},
+            }
+        )
     return dg.in_process_executor
 
 

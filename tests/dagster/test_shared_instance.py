@@ -25,7 +25,8 @@ from lorehouse.stores.lance_index import ChunkIndex
 from lorehouse.wiring import lance_storage_options
 from tests.dagster.conftest import _free_port, s3_bucket
 
-pytestmark = pytest.mark.slow
+# Two builds with a process per step: ~2 minutes alone, more beside the other tests.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 BIN = Path(sys.executable).parent
 EDITED = "hr/parental-leave-faq.md"

@@ -15,7 +15,6 @@ import dagster as dg
 import httpx
 
 from lorehouse.settings import REPO_ROOT
-from lorehouse.stores.duckdb_store import DuckDBStore
 
 BIN = Path(sys.executable).parent
 
@@ -66,32 +65,6 @@ def test_docs_before_any_run_says_what_to_do(tmp_path: Path) -> None:
     run = _run([str(BIN / "lorehouse"), "docs"], tmp_path)
     assert run.returncode == 1
     assert "lorehouse materialize" in run.stderr
-
-
-def test_dagster_cli_materializes_with_one_process_per_step(tmp_path: Path) -> None:
-    """The scale-out configuration: the same code location under the multiprocess executor,
-    started with Dagster's own CLI. (One stage and its checks: every step pays seconds of
-    process start and code-location imports, and `lorehouse materialize` covers the graph.)"""
-    run = _run(
-        [
-            str(BIN / "dagster"),
-            "asset",
-            "materialize",
-            "-m",
-            "pipelines.definitions",
-            "--select",
-            "raw_documents",
-        ],
-        tmp_path,
-        LOREHOUSE_DAGSTER_EXECUTOR="multiprocess",
-    )
-    log = run.stderr + run.stdout
-    assert run.returncode == 0, run.stderr[-3000:]
-    assert "RUN_SUCCESS" in log
-    assert 'Launching subprocess for "raw_documents"' in log
-    assert "STEP_FAILURE" not in log
-    store = DuckDBStore(tmp_path / "lorehouse.duckdb")
-    assert store.row_count("documents_raw") == 10
 
 
 def test_definitions_load_as_dg_dev_loads_them(tmp_path: Path) -> None:
