@@ -235,17 +235,17 @@ def main() -> None:
 
     apply_offline_environment()
     results = []
+    info = machine_info(["dagster", "lancedb", "duckdb", "onnxruntime"])
     with tempfile.TemporaryDirectory() as scratch:
         workdir = args.workdir or Path(scratch)
         workdir.mkdir(parents=True, exist_ok=True)
         for size in args.sizes:
             results.append(measure(size, workdir))
             print(_table(results), file=sys.stderr)
+            if args.json:  # after every size: a large size may run for hours
+                write_raw_numbers(args.json, {"machine": info, "results": results})
     print(_table(results))
-    info = machine_info(["dagster", "lancedb", "duckdb", "onnxruntime"])
     print(f"\n{info['cpu_count']} cores, Python {info['python']}, {info['platform']}")
-    if args.json:
-        write_raw_numbers(args.json, {"machine": info, "results": results})
 
 
 if __name__ == "__main__":
