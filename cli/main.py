@@ -187,6 +187,9 @@ def search(
             row += [f"{hit.scores[stage]:.3f}" if stage in hit.scores else "" for stage in stages]
         table.add_row(*row)
     out.print(table)
+    if result.asks:
+        asks = "; ".join(f"'{ask}'" for ask in result.asks)
+        console.print(f"Searched whole and per ask ({asks}); the hits take turns.")
     for warning in result.warnings:
         console.print(f"[yellow]{warning}[/yellow]")
 

@@ -16,6 +16,7 @@ from functools import lru_cache
 import numpy as np
 from pydantic import BaseModel, Field
 
+from lorehouse.asks import interleave, question_asks
 from lorehouse.embedding.base import Embedder, EmbeddingFailure
 from lorehouse.models import PUBLIC_GROUP, SearchMode
 from lorehouse.rerankers import (
@@ -143,6 +144,13 @@ class SearchResult(BaseModel):
     hits: list[SearchHit]
     timings_ms: dict[str, float]
     warnings: list[str] = Field(default_factory=list)
+    asks: list[str] = Field(
+        default_factory=list,
+        description=(
+            "The queries of a question with several asks, each also searched; its hits take "
+            "turns with the whole question's. Empty for a single ask."
+        ),
+    )
 
 
 class Retriever:
@@ -158,8 +166,10 @@ class Retriever:
         rerank_api_base: str | None = None,
         bm25_weight: float = DEFAULT_BM25_WEIGHT,
         enriched_weight: float = DEFAULT_ENRICHED_WEIGHT,
+        split_asks: bool = True,
     ) -> None:
         self.index = index
+        self.split_asks = split_asks
         self.embedder = embedder
         self.candidates = candidates
         self.bm25_weight = bm25_weight
@@ -199,7 +209,49 @@ class Retriever:
         caller_groups: Sequence[str] = (),
         rerank: str | None = None,
     ) -> SearchResult:
-        """The top_k chunks for `query` the caller may see, best first."""
+        """The top_k chunks for `query` the caller may see, best first.
+
+        A question with several asks is also searched once per ask, and the rankings take
+        turns (lorehouse/asks.py), so the second ask's answer is not crowded out by the
+        first's.
+        """
+        result = self._search_one(query, top_k, mode, filters, caller_groups, rerank)
+        split = question_asks(query) if self.split_asks else None
+        if split is None:
+            return result
+        started = time.perf_counter()
+        per_ask = [
+            self._search_one(ask_query, top_k, mode, filters, caller_groups, rerank)
+            for ask_query in split.queries()
+        ]
+        hits = interleave(
+            result.hits, [r.hits for r in per_ask], key=lambda hit: hit.chunk_id, limit=top_k
+        )
+        for rank, hit in enumerate(hits, start=1):
+            hit.rank = rank
+        warnings = [*result.warnings, *(w for r in per_ask for w in r.warnings)]
+        return result.model_copy(
+            update={
+                "hits": hits,
+                "asks": list(split.queries()),
+                "warnings": list(dict.fromkeys(warnings)),
+                "timings_ms": {
+                    **result.timings_ms,
+                    "asks": round(1000 * (time.perf_counter() - started), 2),
+                },
+            }
+        )
+
+    def _search_one(
+        self,
+        query: str,
+        top_k: int,
+        mode: SearchMode | str,
+        filters: SearchFilters | None,
+        caller_groups: Sequence[str],
+        rerank: str | None,
+    ) -> SearchResult:
+        """One query's top_k: both legs, fusion, the reranker."""
         mode = SearchMode(mode)
         rerank = rerank or self.default_rerank
         reranker = build_reranker(

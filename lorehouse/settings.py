@@ -259,6 +259,14 @@ class Settings(BaseSettings):
             "text weighing 1."
         ),
     )
+    search_split_asks: bool = Field(
+        default=True,
+        description=(
+            "Search a question with several asks ('..., and how long ...?') once whole and "
+            "once per ask, and interleave the rankings, so each ask's answer reaches the top "
+            "hits."
+        ),
+    )
     rerank: str = Field(
         default="maxsim",
         description=(

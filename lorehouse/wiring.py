@@ -223,6 +223,7 @@ class Lorehouse:
             rerank_api_base=self.settings.rerank_api_base,
             bm25_weight=self.settings.search_bm25_weight,
             enriched_weight=self.settings.search_enriched_weight,
+            split_asks=self.settings.search_split_asks,
         )
 
     def retriever(self) -> Retriever:

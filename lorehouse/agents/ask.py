@@ -323,7 +323,8 @@ class AskPipeline:
         trace: AskTrace,
         step,  # noqa: ANN001
     ) -> list[SearchHit]:
-        """Each query in hybrid mode, the results unioned (best score of each chunk kept).
+        """Each query in hybrid mode, the results unioned (best score of each chunk kept);
+        a single query's hits in the retriever's order.
 
         Required sources restrict the search to them (all documents when that finds nothing).
         Sources that are only a guess are a soft prior: each query is searched everywhere and
@@ -337,6 +338,7 @@ class AskPipeline:
         favour = sources != "all" and not required and self.options.source_prior_weight > 0
         best: dict[str, SearchHit] = {}
         widened = []
+        hits: list[SearchHit] = []
         for query in queries:
             if favour:
                 everywhere = self.retriever.search(
@@ -364,6 +366,10 @@ class AskPipeline:
             step.detail = f"nothing in the chosen documents for {widened}; searched all"
         elif favour:
             step.detail = f"favouring {len(sources)} likely documents"
+        if len(queries) == 1:
+            # One query's order is the retriever's: a question with several asks comes back
+            # with each ask's hits taking turns, which a sort by score would undo.
+            return hits
         return sorted(best.values(), key=lambda h: (-h.score, h.chunk_id))
 
     def _with_neighbours(

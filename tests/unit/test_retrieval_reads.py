@@ -89,7 +89,8 @@ def _eager_search(
 @pytest.fixture(scope="module")
 def retriever(materialized_sample: Path) -> Retriever:
     index = ChunkIndex(str(materialized_sample / "lancedb"))
-    return Retriever(index, default_embedder())
+    # One query, one search: the eager search below has no per-ask searches to compare with.
+    return Retriever(index, default_embedder(), split_asks=False)
 
 
 @pytest.mark.parametrize("rerank", [NONE, MAXSIM])
