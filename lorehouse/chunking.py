@@ -421,6 +421,33 @@ _FENCE = re.compile(r"(?m)^(```|~~~).*$\n?")
 _LIST_MARKER = re.compile(r"^\s*(?:[-*+]|\d{1,3}[.)])\s+")
 #: A fragment shorter than this ("See below.", "Renewals") says nothing on its own.
 MIN_SENTENCE_WORDS = 3
+#: A line that starts a block of its own (a blank line, heading, table row, list item, fence,
+#: HTML, callout) rather than continuing the paragraph above it.
+_BLOCK_START = re.compile(r"^\s*(?:$|#|\||[-*+]\s|\d{1,3}[.)]\s|```|~~~|<|\[!)")
+_QUOTE_MARKER = re.compile(r"^\s*>\s?")
+
+
+def unwrap_soft_breaks(markdown: str) -> str:
+    """Markdown with each paragraph on one line: a line break inside a paragraph is a space.
+
+    Handbooks are often hard-wrapped at 80 columns, and a sentence split line by line comes
+    out as fragments ("products, please reach out to security@... and we will assess
+    whether"). CommonMark reads such a break as a space; so does this, inside block quotes
+    too, while list items, table rows, headings and blank lines still end where they did.
+    """
+    lines: list[str] = []
+    continues = False  # the last line is paragraph text the next line may continue
+    last_quoted = False
+    for raw in markdown.splitlines():
+        quoted = bool(_QUOTE_MARKER.match(raw))
+        line = _QUOTE_MARKER.sub("", raw) if quoted else raw
+        if continues and quoted == last_quoted and not _BLOCK_START.match(line):
+            lines[-1] = f"{lines[-1].rstrip()} {line.strip()}"
+        else:
+            lines.append(raw)
+        continues = bool(line.strip()) and not line.lstrip().startswith(("#", "|", "```", "~~~"))
+        last_quoted = quoted
+    return "\n".join(lines)
 
 
 def sentences(plain: str) -> list[str]:

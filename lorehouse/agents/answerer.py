@@ -17,7 +17,7 @@ from functools import cached_property
 
 import numpy as np
 
-from lorehouse.chunking import plain_text, sentences
+from lorehouse.chunking import plain_text, sentences, unwrap_soft_breaks
 from lorehouse.embedding.base import Embedder
 from lorehouse.llm import LLMClient
 from lorehouse.retrieval import SearchHit
@@ -152,7 +152,8 @@ def _units(hit: SearchHit) -> list[str]:
                 pairs = [f"{h}: {c}" for h, c in zip(header, cells, strict=False) if c]
                 units.append("; ".join(pairs) + ".")
             return units
-    return sentences(plain_text(body))
+    # A hard-wrapped paragraph is one run of sentences, not one fragment per line.
+    return sentences(plain_text(unwrap_soft_breaks(body)))
 
 
 #: Questions that ask for an amount, a limit, a duration or a date: their answer holds a number.

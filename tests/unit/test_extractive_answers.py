@@ -130,3 +130,24 @@ def test_links_read_as_their_text() -> None:
     answer = _answer("How much is the desk set-up budget?", [linked])
     assert "Every teammate gets a $2,000 desk set-up budget for a comfortable workspace." in answer
     assert ".md" not in answer and "](" not in answer
+
+
+def test_a_hard_wrapped_sentence_is_quoted_whole() -> None:
+    """Source Markdown wrapped at 80 columns: the answer quotes the sentence, not its lines."""
+    wrapped = _hit(
+        1,
+        "The public bug bounty scheme closed in March 2022.\n"
+        "If you have found a high or critical severity vulnerability in one of our\n"
+        "products, please email security@example.com and we will assess whether\n"
+        "the severity of the issue merits an invite to the program.\n\n"
+        "> Spending on travel over $300 USD per night requires additional approvals from\n"
+        "> Finance / People Ops.",
+    )
+    answer = _answer("Where do I report a critical vulnerability I found in a product?", [wrapped])
+    assert (
+        "If you have found a high or critical severity vulnerability in one of our products, "
+        "please email security@example.com and we will assess whether the severity of the issue "
+        "merits an invite to the program. [1]"
+    ) in answer
+    limit = _answer("Who approves hotel spending over $300 USD per night?", [wrapped])
+    assert "requires additional approvals from Finance / People Ops." in limit
