@@ -19,6 +19,7 @@ embedder or into an LLM prompt.
 from __future__ import annotations
 
 import hashlib
+import html
 import itertools
 import re
 from collections.abc import Callable, Iterable, Sequence
@@ -31,7 +32,7 @@ from segtok.segmenter import split_multi, split_single
 
 from lorehouse.models import PageSpan, ParsedDocument
 
-CHUNKER_VERSION = "2"
+CHUNKER_VERSION = "3"
 BREADCRUMB_SEPARATOR = " > "
 # The embedding model adds [CLS] and [SEP] to every input.
 _SPECIAL_TOKENS = 2
@@ -164,6 +165,8 @@ class Chunker:
         used = 0
         for token, start, end in section.blocks:
             for piece in self._pieces(text, token, start, end, budget, line_starts):
+                if not piece.plain.strip():  # markup alone ("&nbsp;" spacers): nothing to read
+                    continue
                 joinable = current and not piece.is_table and not current[-1].is_table
                 if joinable and used + piece.tokens <= budget:
                     current.append(piece)
@@ -479,6 +482,8 @@ def plain_text(markdown: str) -> str:
     for _ in range(2):  # nested emphasis (***bold italic***)
         text = _EMPHASIS.sub(r"\2", text)
     text = _HEADING.sub("", text)
+    # Entities read as their characters: "AT&amp;T" is AT&T, a row of "&nbsp;" is blank.
+    text = html.unescape(text).replace("\u00a0", " ")
     lines = [_plain_table_line(line) for line in text.splitlines()]
     return "\n".join(line for line in lines if line.strip()).strip()
 

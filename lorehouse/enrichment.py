@@ -33,7 +33,7 @@ from lorehouse.llm import LLMClient, LLMFailure, as_json
 from lorehouse.stages.progress import ProgressCallback
 
 EXTRACTIVE_MODE = "extractive"
-EXTRACTIVE_MODEL = "extractive/textrank-minilm+yake-2"
+EXTRACTIVE_MODEL = "extractive/textrank-minilm+yake-3"
 CHUNK_PROMPT = "chunk_enrichment.v1"
 TABLE_PROMPT = "table_enrichment.v1"
 DOCUMENT_PROMPT = "document_summary.v1"
@@ -241,7 +241,7 @@ class Enricher:
             )
         if chunk.is_table:
             return lambda: self._extractive_table(chunk)
-        return lambda: _Keywords(keywords=self._extract_keywords(chunk.text_embed))
+        return lambda: _Keywords(keywords=self._extract_keywords(chunk))
 
     def _document_work(self, document: DocumentInput) -> Callable[[], BaseModel]:
         if self.client is not None:
@@ -258,8 +258,12 @@ class Enricher:
             )
         return lambda: _extractive_summary(document)
 
-    def _extract_keywords(self, text: str) -> list[str]:
-        body = text.split("\n", 1)[-1] if "\n" in text else text
+    def _extract_keywords(self, chunk: ChunkInput) -> list[str]:
+        # The breadcrumb line repeats the headings every chunk of the section shares; a chunk
+        # without headings starts with its own words, which are its keywords.
+        text = chunk.text_embed
+        has_breadcrumb = bool(chunk.breadcrumb) and text.startswith(chunk.breadcrumb)
+        body = text[len(chunk.breadcrumb) :].lstrip("\n") if has_breadcrumb else text
         found = [phrase for phrase, _ in self._keywords.extract_keywords(body)]
         kept: list[str] = []
         # YAKE returns "Marcus Lee", "Marcus" and "Lee" alike; a word already inside a kept
@@ -282,7 +286,7 @@ class Enricher:
             f"{rows} row(s) in this part; first row: {table[2].strip('| ') if rows else 'none'}."
         )
         keywords = [h for h in header if h][:8]
-        keywords += [k for k in self._extract_keywords(chunk.text_embed) if k not in keywords]
+        keywords += [k for k in self._extract_keywords(chunk) if k not in keywords]
         return _TableExtract(summary=summary[:600], keywords=keywords[:8])
 
     def _key(self, kind: str, text: str, prompt: str) -> str:

@@ -164,3 +164,26 @@ def test_a_run_of_characters_without_a_break_is_split_into_bounded_chunks_losing
     assert max(len(c.text_chat) for c in chunks) <= 3000
     assert all(c.token_count <= LIMIT for c in chunks)
     assert "".join(_body(c).replace(" ", "") for c in chunks) == f"Thekeyfollows.{blob}"
+
+
+def test_entities_read_as_characters_and_a_spacer_row_makes_no_chunk(
+    counter: TokenCounter,
+) -> None:
+    """A row of `&nbsp;` spacers (a layout trick in Markdown pages) is blank to a reader:
+    no chunk of nothing, and an entity in prose is embedded as the character it stands for."""
+    document = ParsedDocument(
+        doc_id="d1",
+        content_sha256="0" * 64,
+        markdown=(
+            "# Portal\n\nAT&amp;T customers ask for the report first.\n\n"
+            "## Layout\n\n" + "&nbsp;" * 80 + "\n"
+        ),
+        page_map=[],
+        parser="test",
+        parser_version="1",
+        parse_ms=0.0,
+    )
+    chunks = Chunker(LIMIT, counter.count).chunk(document)
+    assert [list(c.heading_path) for c in chunks] == [["Portal"]]
+    assert "AT&T customers ask for the report first." in chunks[0].text_embed
+    assert "&amp;" in chunks[0].text_chat  # the Markdown shown to readers is left as written

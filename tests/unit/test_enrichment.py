@@ -142,3 +142,19 @@ def test_extractive_mode_is_honest(chunked_store: DuckDBStore) -> None:
     documents = chunked_store.table("document_enrichment")
     faq = documents[documents["summary"].str.contains("parental", case=False)]
     assert len(faq) == 1
+
+
+def test_a_chunk_without_headings_gets_keywords_from_its_first_line() -> None:
+    """Extractive keywords skip the breadcrumb line only where there is one: a chunk of a
+    document without headings starts with its own words."""
+    from lorehouse.enrichment import ChunkInput
+
+    text = (
+        "The Fortress Credit Agreement requires a Total Net Leverage Ratio of 8.00x, "
+        "and the Company was in compliance with the Total Net Leverage Ratio.\n"
+    )
+    headless = ChunkInput("c1", "d1", "", text, text, is_table=False)
+    keywords = Enricher(None)._extract_keywords(headless)
+    assert any("Fortress Credit Agreement" in k for k in keywords)
+    titled = ChunkInput("c2", "d1", "Loans", text, f"Loans\n{text}", is_table=False)
+    assert Enricher(None)._extract_keywords(titled) == keywords
