@@ -105,7 +105,20 @@ class Settings(BaseSettings):
         description="Processes used to parse documents in parallel.",
     )
     parse_timeout_seconds: float = Field(
-        default=120.0, gt=0, description="A file still parsing after this long is cut off."
+        default=120.0,
+        gt=0,
+        description=(
+            "A file still parsing after this long, plus LOREHOUSE_PARSE_TIMEOUT_SECONDS_PER_MB "
+            "for each MB it holds, is cut off."
+        ),
+    )
+    parse_timeout_seconds_per_mb: float = Field(
+        default=60.0,
+        ge=0,
+        description=(
+            "Parsing time allowed per MB of a file on top of LOREHOUSE_PARSE_TIMEOUT_SECONDS: "
+            "a 2.4 MB, 260-page annual report takes 70-130 s on 2 busy cores."
+        ),
     )
     max_file_bytes: int = Field(
         default=200 * 1024 * 1024, gt=0, description="Larger files are recorded as too_large."

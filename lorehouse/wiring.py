@@ -191,6 +191,7 @@ class Lorehouse:
         return ParseLimits(
             workers=self.settings.workers,
             timeout_seconds=self.settings.parse_timeout_seconds,
+            timeout_seconds_per_mb=self.settings.parse_timeout_seconds_per_mb,
             max_file_bytes=self.settings.max_file_bytes,
             memory_mb=self.settings.parse_memory_mb,
         )

@@ -53,6 +53,16 @@ class ParseLimits:
     timeout_seconds: float
     max_file_bytes: int
     memory_mb: int | None = None
+    timeout_seconds_per_mb: float = 0.0
+
+    def timeout_for(self, size_bytes: int) -> float:
+        """Seconds one file may take: a base every file gets, plus an allowance per MB.
+
+        Parsing time grows with what a file holds: a 260-page annual report took 72 s alone
+        and over 120 s beside another parse on 2 cores, so one limit for every file either
+        fails large reports or lets a hung small file hold a worker for minutes.
+        """
+        return self.timeout_seconds + self.timeout_seconds_per_mb * size_bytes / 2**20
 
 
 def parser_version_of(file_type: FileType, options: ParseOptions) -> str:
@@ -163,7 +173,7 @@ def parse_many(
             future = pool.schedule(
                 parse_document,
                 args=(early, job.document, options),
-                timeout=limits.timeout_seconds,
+                timeout=limits.timeout_for(len(early)),
             )
             in_flight[future] = job.document
             while len(in_flight) >= 2 * workers:
@@ -225,7 +235,7 @@ def _result(future: Future, document: RawDocument, limits: ParseLimits) -> Parse
         return failure(
             document,
             FailureReason.TIMEOUT,
-            f"parsing took longer than {limits.timeout_seconds:g} s",
+            f"parsing took longer than {limits.timeout_for(document.size_bytes):.0f} s",
         )
     except ProcessExpired as error:
         return failure(

@@ -29,6 +29,8 @@ def misbehaving_text_parser() -> Iterator[None]:
     def misbehave(data: bytes, rel_path: str, options: ParseOptions) -> ParseOutput:
         if b"hang" in data:
             time.sleep(60)
+        if data.startswith(b"slow"):
+            time.sleep(3)
         if b"crash" in data:
             os._exit(3)  # what a segfault in a native library looks like from outside
         if b"balloon" in data:
@@ -79,6 +81,29 @@ def test_hanging_and_crashing_files_fail_alone(tmp_path: Path) -> None:
         "balloon.txt": FailureReason.TOO_LARGE,
         "fine.md": None,
     }
+
+
+@pytest.mark.usefixtures("misbehaving_text_parser")
+def test_a_large_file_gets_more_time_than_a_small_one(tmp_path: Path) -> None:
+    """Both files take 3 s; the limit is 1 s plus 20 s per MB: the 1 MiB report finishes, the
+    few bytes that take as long are cut off, and the failure says what the limit was."""
+    (tmp_path / "report.txt").write_text("slow\n" + "Revenue grew in every segment.\n" * 34_000)
+    (tmp_path / "note.txt").write_text("slow note")
+    outcomes: list[ParsedDocument | DocumentFailure] = []
+    limits = ParseLimits(
+        workers=2, timeout_seconds=1, timeout_seconds_per_mb=20, max_file_bytes=2**21
+    )
+    parse_many(_jobs([tmp_path / "report.txt", tmp_path / "note.txt"]), limits, outcomes.append)
+    by_name = {
+        raw_document_for(tmp_path / n, tmp_path).doc_id: n for n in ("report.txt", "note.txt")
+    }
+    results = {by_name[o.doc_id]: o for o in outcomes}
+    assert isinstance(results["report.txt"], ParsedDocument)
+    note = results["note.txt"]
+    assert isinstance(note, DocumentFailure)
+    assert note.reason is FailureReason.TIMEOUT
+    assert note.detail == "parsing took longer than 1 s"
+    assert limits.timeout_for(2_436_166) == pytest.approx(1 + 20 * 2.323, abs=0.01)
 
 
 def test_parsing_in_a_process_that_loaded_lancedb_warns_nobody(tmp_path: Path) -> None:
