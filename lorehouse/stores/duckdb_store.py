@@ -18,7 +18,14 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 
-from lorehouse.models import DocumentFailure, FileType, PageSpan, ParsedDocument, RawDocument
+from lorehouse.models import (
+    DocumentFailure,
+    FailureReason,
+    FileType,
+    PageSpan,
+    ParsedDocument,
+    RawDocument,
+)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS documents_raw (
@@ -330,15 +337,18 @@ class DuckDBStore:
         """(content hash, version) each document was last processed with by a stage.
 
         Covers both outcomes: a document that failed with the same bytes and the same parser
-        version would fail again, so it is not retried either.
+        version would fail again, so it is not retried either. A timeout is the exception: it
+        depends on how busy the machine was and on the limit, not on the file alone, so a
+        timed-out document is tried again on the next run.
         """
         with self.connect() as connection:
             done = connection.execute(
                 "SELECT doc_id, content_sha256, parser_version FROM documents_parsed"
             ).fetchall()
             failed = connection.execute(
-                "SELECT doc_id, content_sha256, version FROM documents_failed WHERE stage = ?",
-                [stage],
+                "SELECT doc_id, content_sha256, version FROM documents_failed "
+                "WHERE stage = ? AND reason <> ?",
+                [stage, FailureReason.TIMEOUT.value],
             ).fetchall()
         return {row[0]: (row[1], row[2]) for row in [*done, *failed]}
 

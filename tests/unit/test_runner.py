@@ -132,3 +132,32 @@ def test_parsing_in_a_process_that_loaded_lancedb_warns_nobody(tmp_path: Path) -
     assert run.returncode == 0, run.stderr
     assert run.stdout.split() == ["ParsedDocument"]
     assert "lancedb fork" not in run.stderr, run.stderr
+
+
+@pytest.mark.usefixtures("misbehaving_text_parser")
+def test_a_timed_out_file_is_tried_again_on_the_next_run(tmp_path: Path) -> None:
+    """A timeout says how busy the machine was, not that the file is broken: the next run
+    parses it again (with a limit it fits in), while a file that failed for a reason of its
+    own is not retried until it changes."""
+    from lorehouse.sources import LocalFolderSource
+    from lorehouse.stages.inventory import run_inventory
+    from lorehouse.stages.parse import run_parse
+    from lorehouse.stores import DuckDBStore
+
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "report.txt").write_text("slow report\n")
+    (corpus / "broken.txt").write_text("crash now")
+    store = DuckDBStore(tmp_path / "lorehouse.duckdb")
+    source = LocalFolderSource(corpus)
+    run_inventory(source, store, max_file_bytes=10_000)
+    first = run_parse(
+        source, store, ParseLimits(workers=1, timeout_seconds=1, max_file_bytes=10**4)
+    )
+    assert first.failed_by_reason == {"timeout": 1, "corrupt": 1}
+    second = run_parse(
+        source, store, ParseLimits(workers=1, timeout_seconds=30, max_file_bytes=10**4)
+    )
+    report = raw_document_for(corpus / "report.txt", corpus).doc_id
+    assert [d.doc_id for d in second.parsed] == [report]
+    assert second.failed == []
