@@ -34,6 +34,7 @@ from lorehouse.stages.progress import ProgressCallback
 
 EXTRACTIVE_MODE = "extractive"
 EXTRACTIVE_MODEL = "extractive/textrank-minilm+yake-3"
+_WORD = re.compile(r"\w+")
 CHUNK_PROMPT = "chunk_enrichment.v1"
 TABLE_PROMPT = "table_enrichment.v1"
 DOCUMENT_PROMPT = "document_summary.v1"
@@ -272,6 +273,13 @@ class Enricher:
             words = phrase.lower().split()
             if not any(_contains(k.lower().split(), words) for k in kept):
                 kept.append(phrase)
+        if not kept:
+            # Too little text for YAKE (a page number, one cell, a script it does not read):
+            # the chunk's own words, else its nearest heading's, so every enriched chunk can
+            # be found by what it says.
+            heading = chunk.breadcrumb.rsplit(BREADCRUMB_SEPARATOR, 1)[-1]
+            words = _WORD.findall(body) or _WORD.findall(heading)
+            return list(dict.fromkeys(words))[:8]
         order = {phrase: index for index, phrase in enumerate(found)}
         return sorted(kept, key=order.__getitem__)[:8]
 

@@ -158,3 +158,22 @@ def test_a_chunk_without_headings_gets_keywords_from_its_first_line() -> None:
     assert any("Fortress Credit Agreement" in k for k in keywords)
     titled = ChunkInput("c2", "d1", "Loans", text, f"Loans\n{text}", is_table=False)
     assert Enricher(None)._extract_keywords(titled) == keywords
+
+
+@pytest.mark.parametrize(
+    ("breadcrumb", "text", "expected"),
+    [
+        ("", "42", ["42"]),
+        ("Sheet1", "Sheet1\na\nb", ["a", "b"]),
+        ("Lists", "Lists\n- & < > \" '", ["Lists"]),
+    ],
+)
+def test_a_chunk_too_short_for_keyword_extraction_keeps_its_own_words(
+    breadcrumb: str, text: str, expected: list[str]
+) -> None:
+    """Every enriched chunk has keywords (the enriched_chunks contract): a page number, a
+    cell or a row of symbols gives its own words, else its heading's."""
+    from lorehouse.enrichment import ChunkInput
+
+    chunk = ChunkInput("c1", "d1", breadcrumb, text, text, is_table=False)
+    assert Enricher(None)._extract_keywords(chunk) == expected
