@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 T = TypeVar("T")
+_EXHAUSTED = object()
 
 _OPENS_ASK = (
     r"(?:what|how|when|where|who|whom|which|why|is|are|was|were|do|does|did|can|could|will"
@@ -84,17 +85,15 @@ def interleave(
     taken: list[T] = []
     seen: set[Hashable] = set()
     while len(taken) < limit:
-        added = False
+        before = len(taken)
         for turn in turns:
-            for item in turn:
-                identity = key(item)
-                if identity not in seen:
-                    seen.add(identity)
-                    taken.append(item)
-                    added = True
-                    break
+            item = next((item for item in turn if key(item) not in seen), _EXHAUSTED)
+            if item is _EXHAUSTED:
+                continue
+            seen.add(key(item))
+            taken.append(item)
             if len(taken) == limit:
                 break
-        if not added:
+        if len(taken) == before:  # every ranking has run out
             break
     return taken

@@ -426,7 +426,7 @@ _LIST_MARKER = re.compile(r"^\s*(?:[-*+]|\d{1,3}[.)])\s+")
 MIN_SENTENCE_WORDS = 3
 #: A line that starts a block of its own (a blank line, heading, table row, list item, fence,
 #: HTML, callout) rather than continuing the paragraph above it.
-_BLOCK_START = re.compile(r"^\s*(?:$|#|\||[-*+]\s|\d{1,3}[.)]\s|```|~~~|<|\[!)")
+_BLOCK_START = re.compile(rf"{_LIST_MARKER.pattern}|^\s*(?:$|#|\||```|~~~|<|\[!)")
 _QUOTE_MARKER = re.compile(r"^\s*>\s?")
 
 

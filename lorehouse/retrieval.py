@@ -219,11 +219,15 @@ class Retriever:
         split = question_asks(query) if self.split_asks else None
         if split is None:
             return result
-        started = time.perf_counter()
-        per_ask = [
-            self._search_one(ask_query, top_k, mode, filters, caller_groups, rerank)
-            for ask_query in split.queries()
-        ]
+        queries = split.queries()
+        timings = dict(result.timings_ms)
+        per_ask: list[SearchResult] = _timed(
+            timings,
+            "asks",
+            lambda: [
+                self._search_one(q, top_k, mode, filters, caller_groups, rerank) for q in queries
+            ],
+        )
         hits = interleave(
             result.hits, [r.hits for r in per_ask], key=lambda hit: hit.chunk_id, limit=top_k
         )
@@ -233,12 +237,9 @@ class Retriever:
         return result.model_copy(
             update={
                 "hits": hits,
-                "asks": list(split.queries()),
+                "asks": queries,
                 "warnings": list(dict.fromkeys(warnings)),
-                "timings_ms": {
-                    **result.timings_ms,
-                    "asks": round(1000 * (time.perf_counter() - started), 2),
-                },
+                "timings_ms": {k: round(v, 2) for k, v in timings.items()},
             }
         )
 
