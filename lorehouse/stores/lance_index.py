@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import math
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
+from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 
 import lancedb
@@ -57,6 +59,10 @@ _CACHED_TOKEN_ROWS = 4096
 # apart, normalised).
 _NOT_HELD = ("vector", "_distance")
 _ANALYZER = Analyzer()
+# A local table's `_versions` folder whose modification time is at least this old when its
+# version is read is trusted to show the next commit as a new modification time (see
+# VersionsFolderWatch). File times tick in steps of a few milliseconds; a second is ample.
+_SETTLED_NANOSECONDS = 1_000_000_000
 
 
 T = TypeVar("T", bound="LanceTable")
@@ -214,6 +220,50 @@ class StoredRow(NamedTuple):
     doc_id: str
 
 
+def local_folder(uri: str) -> Path | None:
+    """The folder of a LanceDB database on this machine's file system; None for object
+    stores (s3://, gs://, az://) and other remote URIs."""
+    if uri.startswith("file://"):
+        return Path(uri.removeprefix("file://"))
+    return None if "://" in uri else Path(uri)
+
+
+class VersionsFolderWatch:
+    """Tells, for a table in a local folder, when its latest version cannot have changed,
+    from one `stat` of its `_versions` folder (2 microseconds) instead of LanceDB's check
+    (about 0.3 ms a table, three tables a search).
+
+    Every commit writes a new manifest into `_versions`, which gives the folder a new
+    modification time. That time ticks coarsely, so a commit in the same tick as the last
+    look would go unseen; the folder's state is therefore trusted only once its modification
+    time is older than `settled_ns` when the version was read (git's "racy clean" rule): any
+    commit after that has a later time. Until then, and whenever the state differs, the
+    caller asks LanceDB.
+    """
+
+    def __init__(self, table_folder: Path, settled_ns: int = _SETTLED_NANOSECONDS) -> None:
+        self.versions = table_folder / "_versions"
+        self.settled_ns = settled_ns
+        self._trusted: tuple[int, int, int, int] | None = None
+
+    def state(self) -> tuple[int, int, int, int] | None:
+        """What identifies the folder's content now; None when it does not exist."""
+        try:
+            found = self.versions.stat()
+        except FileNotFoundError:
+            return None
+        return (found.st_ino, found.st_mtime_ns, found.st_ctime_ns, found.st_size)
+
+    def unchanged(self, state: tuple[int, int, int, int] | None) -> bool:
+        """Whether `state` (taken now) is the trusted one: no commit since it was trusted."""
+        return state is not None and state == self._trusted
+
+    def trust(self, state: tuple[int, int, int, int] | None) -> None:
+        """Trusts `state`, taken before the version was read, if it has settled."""
+        settled = state is not None and state[1] <= time.time_ns() - self.settled_ns
+        self._trusted = state if settled else None
+
+
 class LanceTable:
     """One table of a LanceDB database (a folder or s3:// URI) holding rows with vectors."""
 
@@ -244,11 +294,20 @@ class LanceTable:
         # What searches of the latest version seen share (see TableSnapshot).
         self._snapshot: TableSnapshot | None = None
         self._snapshot_lock = threading.Lock()
+        folder = local_folder(uri)
+        self._folder = None if folder is None else folder / f"{self.name}.lance"
+        self._versions_watch = None if self._folder is None else VersionsFolderWatch(self._folder)
 
     # -- opening ---------------------------------------------------------------------------------
 
     def exists(self) -> bool:
-        """Whether the embedding stage has created the table."""
+        """Whether the embedding stage has created the table.
+
+        A local table without its folder is missing without asking LanceDB to list the
+        database (0.4 ms): a search of an index built before sentence windows asks each time.
+        """
+        if self._folder is not None and not self._folder.is_dir():
+            return False
         return self.name in self._db.list_tables().tables
 
     def table(self) -> lancedb.table.Table:
@@ -428,6 +487,12 @@ class LanceTable:
         """
         if not self.nearest_neighbour_search:
             raise TypeError(f"the '{self.name}' table is read by key, not searched")
+        watch = self._versions_watch
+        # Taken before the version is read: a commit in between makes the two disagree,
+        # and the next search asks LanceDB again.
+        state = None if watch is None else watch.state()
+        if watch is not None and self._snapshot is not None and watch.unchanged(state):
+            return self._snapshot
         table = self.table()
         version = table.version
         with self._snapshot_lock:
@@ -435,6 +500,8 @@ class LanceTable:
                 pinned = self._db.open_table(self.name)
                 pinned.checkout(version)
                 self._snapshot = TableSnapshot(self, pinned, version)
+            if watch is not None:
+                watch.trust(state)
             return self._snapshot
 
     def rows(self, where: str, columns: Sequence[str], limit: int) -> list[dict]:

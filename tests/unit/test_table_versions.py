@@ -1,0 +1,88 @@
+"""A search sees every commit: the cheap version check of a local table (one `stat` of its
+`_versions` folder) must never hide a commit another process made, settled folder or not."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from lorehouse.retrieval import access_clause
+from lorehouse.stores.lance_index import ChunkIndex, VersionsFolderWatch, chunk_schema
+
+DIMENSION = 8
+AN_HOUR = 3600
+
+
+def _rows(ids: list[str], seed: int) -> pa.Table:
+    schema = chunk_schema(DIMENSION, "test-8")
+    vectors = np.random.default_rng(seed).standard_normal((len(ids), DIMENSION))
+    columns = {"chunk_id": ids, "doc_id": ids, "acl": [[] for _ in ids], "text_embed": ids}
+    columns |= {"embed_key": ids, "row_hash": ids}
+    arrays = [
+        pa.FixedSizeListArray.from_arrays(
+            pa.array(vectors.astype(np.float32).reshape(-1), pa.float32()), DIMENSION
+        )
+        if field.name == "vector"
+        else pa.array(columns.get(field.name, [None] * len(ids)), type=field.type)
+        for field in schema
+    ]
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _age_versions_folder(lancedb: Path) -> None:
+    """Makes the table look untouched for an hour, as a server's store is between reindexes."""
+    past = time.time() - AN_HOUR
+    os.utime(lancedb / "chunks.lance" / "_versions", (past, past))
+
+
+def _visible_ids(index: ChunkIndex) -> set[str]:
+    snapshot = index.snapshot()
+    found = snapshot.vector_search(np.ones(DIMENSION), access_clause([]), 100, ["chunk_id"])
+    return {row["chunk_id"] for row in found}
+
+
+def test_a_reader_sees_a_commit_made_after_it_trusted_a_settled_folder(tmp_path: Path) -> None:
+    lancedb = tmp_path / "lancedb"
+    writer = ChunkIndex(str(lancedb))
+    writer.upsert(_rows(["a", "b"], seed=1), [])
+    _age_versions_folder(lancedb)
+    reader = ChunkIndex(str(lancedb))  # another process: its own connection and caches
+    assert _visible_ids(reader) == {"a", "b"}
+    assert _visible_ids(reader) == {"a", "b"}  # now answered by the folder's state alone
+
+    writer.upsert(_rows(["c"], seed=2), ["a"])
+
+    assert _visible_ids(reader) == {"b", "c"}
+
+
+def test_a_folder_changed_within_the_last_second_is_never_trusted(tmp_path: Path) -> None:
+    lancedb = tmp_path / "lancedb"
+    ChunkIndex(str(lancedb)).upsert(_rows(["a"], seed=1), [])
+    watch = VersionsFolderWatch(lancedb / "chunks.lance")
+    fresh = watch.state()
+    watch.trust(fresh)
+    # A commit in the same clock tick would leave this state as it is: it must not be taken
+    # to mean "no commit since".
+    assert not watch.unchanged(fresh)
+
+    _age_versions_folder(lancedb)
+    settled = watch.state()
+    watch.trust(settled)
+    assert watch.unchanged(settled)
+    assert not watch.unchanged(None)
+
+
+def test_a_missing_table_is_missing_and_then_found_once_written(tmp_path: Path) -> None:
+    lancedb = tmp_path / "lancedb"
+    reader = ChunkIndex(str(lancedb))
+    assert not reader.sentences().exists()
+    assert not reader.exists()
+
+    ChunkIndex(str(lancedb)).upsert(_rows(["a"], seed=1), [])
+
+    assert reader.exists()
+    assert _visible_ids(reader) == {"a"}
