@@ -64,16 +64,16 @@ def test_a_folder_changed_within_the_last_second_is_never_trusted(tmp_path: Path
     ChunkIndex(str(lancedb)).upsert(_rows(["a"], seed=1), [])
     watch = VersionsFolderWatch(lancedb / "chunks.lance")
     fresh = watch.state()
-    watch.trust(fresh)
+    watch.trust(fresh, 1)
     # A commit in the same clock tick would leave this state as it is: it must not be taken
     # to mean "no commit since".
-    assert not watch.unchanged(fresh)
+    assert watch.known_version(fresh) is None
 
     _age_versions_folder(lancedb)
     settled = watch.state()
-    watch.trust(settled)
-    assert watch.unchanged(settled)
-    assert not watch.unchanged(None)
+    watch.trust(settled, 1)
+    assert watch.known_version(settled) == 1
+    assert watch.known_version(None) is None
 
 
 def test_a_missing_table_is_missing_and_then_found_once_written(tmp_path: Path) -> None:

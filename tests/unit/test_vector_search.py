@@ -5,6 +5,8 @@ not see."""
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +14,7 @@ import pyarrow as pa
 import pytest
 
 from lorehouse.retrieval import access_clause
-from lorehouse.stores.lance_index import ChunkIndex, chunk_schema, sql_string
+from lorehouse.stores.lance_index import ChunkIndex, SharedProducts, chunk_schema, sql_string
 
 DIMENSION = 32
 ROWS = 3000
@@ -98,3 +100,30 @@ def test_the_ann_path_finds_the_exact_neighbours_and_only_what_the_caller_may_se
             set(hit["chunk_id"] for hit in hits) & set(_exact(vectors, unit, allowed, TOP_K))
         )
     assert found_exact / (len(queries) * min(TOP_K, int(allowed.sum()))) >= 0.99
+
+
+def test_concurrent_queries_scored_together_each_get_their_own_scores() -> None:
+    """Many searches at once share one matrix product; none may get another's scores."""
+    rng = np.random.default_rng(3)
+    matrix = rng.standard_normal((20_000, 64)).astype(np.float32)
+    products = SharedProducts(matrix, min_batch=2)
+    queries = rng.standard_normal((64, 64)).astype(np.float32)
+    start = threading.Barrier(16)
+
+    def score(number: int) -> list[tuple[int, np.ndarray]]:
+        start.wait()
+        return [(q, products.scores(queries[q])) for q in range(number, len(queries), 16)]
+
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        results = [pair for found in pool.map(score, range(16)) for pair in found]
+    assert sorted(q for q, _ in results) == list(range(len(queries)))
+    for q, scores in results:
+        np.testing.assert_allclose(scores, matrix @ queries[q], rtol=1e-4, atol=1e-4)
+
+
+def test_a_failed_product_fails_every_query_waiting_on_it() -> None:
+    products = SharedProducts(np.ones((10, 4), dtype=np.float32))
+    with pytest.raises(ValueError):
+        products.scores(np.ones(5, dtype=np.float32))
+    # The table stays usable after a failed product.
+    np.testing.assert_allclose(products.scores(np.ones(4, dtype=np.float32)), np.full(10, 4.0))
