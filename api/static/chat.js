@@ -14,6 +14,7 @@ const state = {
   documents: new Map(), // label -> doc_id
   chosenDocs: new Map(), // doc_id -> label
   running: null, // AbortController of the answer being streamed
+  signIns: 0, // sign-in attempts so far: only the latest may change the page
 };
 
 function headers(extra = {}) {
@@ -51,9 +52,13 @@ function element(tag, attributes = {}, ...children) {
 // -- signing in ---------------------------------------------------------------------------
 
 async function signIn(key) {
+  // The page signs in with its stored key (or none, for a server without keys) as it loads;
+  // a reader who types a key before that answer arrives must not be signed out by it.
+  const attempt = ++state.signIns;
   state.key = key;
   try {
     const health = await (await api("/v1/health")).json();
+    if (attempt !== state.signIns) return;
     sessionStorage.setItem(KEY_STORAGE, key);
     $("who").textContent = `signed in: ${health.lancedb.counts.chunks} passages you may read`;
     $("who").className = "";
@@ -61,6 +66,7 @@ async function signIn(key) {
     await loadDocuments();
     openLinkedSource();
   } catch (error) {
+    if (attempt !== state.signIns) return;
     state.key = "";
     sessionStorage.removeItem(KEY_STORAGE);
     $("who").textContent = error.status === 401 ? "key not accepted" : error.message;

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from playwright.sync_api import Browser, Page, expect
+from playwright.sync_api import Browser, Page, Route, expect
 
 from lorehouse.stores.duckdb_store import DuckDBStore
 
@@ -110,3 +110,32 @@ def test_a_restricted_document_never_appears_for_an_outsider(
     expect(member.locator("#doc-list option[value*='security/']").first).to_be_attached()
     _ask(member, INCIDENTS)
     expect(member.locator("[data-testid=turn] .sources").last).to_contain_text("security/")
+
+
+def test_a_key_entered_while_the_page_still_loads_stays_signed_in(
+    browser: Browser, server: str, keys: dict
+) -> None:
+    """The page signs in with its stored key (none here) as it loads. When that answer comes
+    late, after the reader signed in with their key, it must not sign them out."""
+    page = browser.new_page()
+    held: list[Route] = []
+
+    def hold_the_keyless_check(route: Route) -> None:
+        if "x-api-key" in route.request.headers:
+            route.continue_()
+        else:
+            held.append(route)
+
+    page.route("**/v1/health", hold_the_keyless_check)
+    page.goto(f"{server}/chat")
+    page.fill("#api-key", keys["reader"])
+    page.click("#sign-in button[type=submit]")
+    expect(page.locator("#who")).to_contain_text("signed in")
+    assert len(held) == 1, "the page's own sign-in was not held"
+
+    with page.expect_response(lambda response: response.status == 401):
+        held[0].continue_()
+    page.wait_for_timeout(300)  # the page handles the late answer
+
+    expect(page.locator("#who")).to_contain_text("signed in")
+    expect(page.locator("#doc-list option").first).to_be_attached()
