@@ -123,6 +123,12 @@ def materialize(source: Path, data_dir: Path, log: Path) -> dict[str, Any]:
     }
     return {
         "stage_peak_pss_mib": stage_peaks,
+        # Whether a stage's memory ramps with the documents it has done or stays level.
+        "stage_pss_series_mib": {
+            label: _series(sampler.samples, spans[asset])
+            for asset, label in STAGES.items()
+            if asset in spans
+        },
         "wall_seconds": round(wall, 2),
         "peak_rss_mib": round(peak / 2**20, 1),
         "peak_pss_mib": round(peak_pss / 2**20, 1),
@@ -134,6 +140,22 @@ def materialize(source: Path, data_dir: Path, log: Path) -> dict[str, Any]:
         "duckdb_mib": round(_size(data_dir / "lorehouse.duckdb") / 2**20, 1),
         "lancedb_mib": round(_size(data_dir / "lancedb") / 2**20, 1),
     }
+
+
+def _series(
+    samples: list[tuple[float, int]], span: tuple[float, float], points: int = 20
+) -> list[float]:
+    """The peak PSS (MiB) of each of `points` equal slices of a stage's time."""
+    start, end = span
+    inside = [(at, pss) for at, pss in samples if start <= at <= end]
+    if not inside or end <= start:
+        return []
+    width = (end - start) / points
+    peaks = [0] * points
+    for at, pss in inside:
+        slot = min(points - 1, int((at - start) / width))
+        peaks[slot] = max(peaks[slot], pss)
+    return [round(peak / 2**20, 1) for peak in peaks if peak]
 
 
 def _latest_run(
