@@ -149,13 +149,16 @@ class LLMClient:
         max_output_tokens: int = 400,
         backoff_seconds: float = 1.0,
         models_dir: Path | None = None,
+        local_threads: int = 1,
         prompts_dir: Path | None = None,
         call_options: dict[str, Any] | None = None,
     ) -> None:
         if model == LOCAL_MODEL_ALIAS:
             from lorehouse.local_llm import register_local_provider
 
-            model = register_local_provider(models_dir or Path(".lorehouse") / "models")
+            model = register_local_provider(
+                models_dir or Path(".lorehouse") / "models", n_threads=local_threads
+            )
             # The local provider always turns a schema into a grammar.
             self._enforces_schema = True
         else:

@@ -27,6 +27,8 @@ from litellm.utils import custom_llm_setup
 from pydantic import BaseModel
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from llama_cpp import Llama
 
 PROVIDER = "lorehouse-local"
@@ -34,8 +36,6 @@ MODEL_NAME = "gemma3-270m"
 MODEL = f"{PROVIDER}/{MODEL_NAME}"
 GGUF_FILENAME = "gemma3-270m-q4_k_m.gguf"
 
-# The target machines have two cores; more llama.cpp threads than cores only adds contention.
-_N_THREADS = 2
 
 # OpenAI-style sampling parameters that llama-cpp-python's create_chat_completion accepts under
 # the same name. litellm has already renamed max_completion_tokens to max_tokens by this point.
@@ -184,22 +184,28 @@ def to_gemma_messages(messages: list[dict[str, Any]]) -> list[dict[str, str]]:
 class LocalGemmaLLM(CustomLLM):
     """The litellm handler; one per process, because each loaded model holds its own memory."""
 
-    def __init__(self, model_path: Path, n_ctx: int = 2048) -> None:
+    def __init__(self, model_path: Path, n_ctx: int = 2048, n_threads: int = 1) -> None:
         super().__init__()
         self._model_path = model_path
         self._n_ctx = n_ctx
+        self._n_threads = n_threads
         self._llama: Llama | None = None
         # llama.cpp contexts are not thread safe: one lock guards loading, configuration and every
         # generation, so concurrent litellm calls (threads or asyncio.to_thread) queue up.
         self._lock = threading.Lock()
 
-    def configure(self, model_path: Path, n_ctx: int) -> None:
-        """Repoint the handler; the loaded model is dropped only if the file or n_ctx changed."""
+    def configure(self, model_path: Path, n_ctx: int, n_threads: int) -> None:
+        """Repoint the handler; the loaded model is dropped only if a load parameter changed."""
         with self._lock:
-            if (model_path, n_ctx) != (self._model_path, self._n_ctx):
-                self._model_path = model_path
-                self._n_ctx = n_ctx
+            wanted = (model_path, n_ctx, n_threads)
+            if wanted != (self._model_path, self._n_ctx, self._n_threads):
+                self._model_path, self._n_ctx, self._n_threads = wanted
                 self._llama = None
+
+    @property
+    def n_threads(self) -> int:
+        """CPU threads the model computes with."""
+        return self._n_threads
 
     def _loaded(self) -> Llama:
         """Load on first use so that registering the provider costs nothing until a call is made.
@@ -207,21 +213,30 @@ class LocalGemmaLLM(CustomLLM):
         Must be called with the lock held.
         """
         if self._llama is None:
-            from llama_cpp import Llama
-
-            self._llama = Llama(
+            self._llama = _deadline_llama_class()(
                 model_path=str(self._model_path),
                 chat_format="gemma",
                 n_ctx=self._n_ctx,
-                n_threads=_N_THREADS,
+                n_threads=self._n_threads,
+                n_threads_batch=self._n_threads,
                 verbose=False,
             )
         return self._llama
 
     def generate(
-        self, messages: list[dict[str, Any]], optional_params: dict[str, Any]
+        self,
+        messages: list[dict[str, Any]],
+        optional_params: dict[str, Any],
+        timeout: float | None = None,
     ) -> dict[str, Any]:
-        """Run one chat completion on the local model and return llama-cpp's OpenAI-style dict."""
+        """Run one chat completion on the local model and return llama-cpp's OpenAI-style dict.
+
+        `timeout` bounds the call as it would a hosted provider's, waiting for the model included:
+        past it, generation stops at the next token and litellm's `Timeout` is raised, which the
+        caller retries or degrades on like any provider's. Evaluating the prompt cannot be cut
+        short, so a call can overrun by that much (about a second for a full context).
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
         kwargs: dict[str, Any] = {
             name: optional_params[name]
             for name in _FORWARDED_PARAMS
@@ -232,14 +247,19 @@ class LocalGemmaLLM(CustomLLM):
             kwargs["response_format"] = response_format
         gemma_messages = to_gemma_messages(messages)
         with self._lock:
+            if deadline is not None and time.monotonic() > deadline:
+                raise self._timeout(timeout, "waiting for the model")
             llama = self._loaded()
             # llama-cpp-python reuses the previous prompt's cached prefix and evaluates only the
             # rest; the split changes the logits in the last bits, and greedy decoding of a small
             # model then takes another path. A fresh evaluation makes the answer to a prompt the
             # same whatever the process generated before, for about a second of prompt time.
             llama.reset()
+            llama.deadline = deadline  # type: ignore[attr-defined]  # a DeadlineLlama
             try:
                 result = llama.create_chat_completion(messages=gemma_messages, **kwargs)
+            except DeadlinePassedError as exc:
+                raise self._timeout(timeout, f"after {exc.tokens} generated tokens") from exc
             except ValueError as exc:
                 if "exceed context window" in str(exc):
                     # Raised as litellm's own type so callers can catch it as for any provider.
@@ -247,6 +267,8 @@ class LocalGemmaLLM(CustomLLM):
                         message=str(exc), model=MODEL, llm_provider=PROVIDER
                     ) from exc
                 raise
+            finally:
+                llama.deadline = None  # type: ignore[attr-defined]
         if not isinstance(result, dict):
             raise CustomLLMError(status_code=500, message="llama-cpp returned a stream")
         return result
@@ -261,7 +283,7 @@ class LocalGemmaLLM(CustomLLM):
         **kwargs: Any,
     ) -> ModelResponse:
         """Fill litellm's ModelResponse, including usage, which litellm leaves at zero otherwise."""
-        result = self.generate(messages, optional_params)
+        result = self.generate(messages, optional_params, _seconds(kwargs.get("timeout")))
         choice = result["choices"][0]
         model_response.choices[0].message.content = choice["message"]["content"]
         model_response.choices[0].finish_reason = choice.get("finish_reason") or "stop"
@@ -296,26 +318,73 @@ class LocalGemmaLLM(CustomLLM):
             **kwargs,
         )
 
+    @staticmethod
+    def _timeout(seconds: float | None, when: str) -> litellm.Timeout:
+        return litellm.Timeout(
+            message=f"the local model ran past its {seconds:g} s timeout {when}",
+            model=MODEL,
+            llm_provider=PROVIDER,
+        )
+
+
+class DeadlinePassedError(Exception):
+    """Raised inside llama-cpp's token loop when a call's deadline has passed."""
+
+    def __init__(self, tokens: int) -> None:
+        super().__init__(f"deadline passed after {tokens} tokens")
+        self.tokens = tokens
+
+
+@lru_cache(maxsize=1)
+def _deadline_llama_class() -> type[Llama]:
+    """`Llama` with a deadline checked after every generated token.
+
+    llama-cpp's chat handler drops a caller's `stopping_criteria`, and a logits processor runs
+    inside a C callback that cannot raise; `Llama.generate`, the Python loop every completion
+    runs through, is the one place a deadline can stop generation and leave the model usable.
+    Defined on first use because importing llama_cpp loads its native library.
+    """
+    from llama_cpp import Llama
+
+    class DeadlineLlama(Llama):
+        deadline: float | None = None
+
+        def generate(self, *args: Any, **kwargs: Any) -> Iterator[int]:
+            for generated, token in enumerate(super().generate(*args, **kwargs), start=1):
+                if self.deadline is not None and time.monotonic() > self.deadline:
+                    raise DeadlinePassedError(generated)
+                yield token
+
+    return DeadlineLlama
+
+
+def _seconds(timeout: Any) -> float | None:
+    """litellm passes a number of seconds or an httpx.Timeout; the latter's read limit applies."""
+    if timeout is None or isinstance(timeout, int | float):
+        return timeout
+    read = getattr(timeout, "read", None)
+    return float(read) if read is not None else None
+
 
 _HANDLER: LocalGemmaLLM | None = None
 _REGISTER_LOCK = threading.Lock()
 
 
-def register_local_provider(models_dir: Path, n_ctx: int = 2048) -> str:
+def register_local_provider(models_dir: Path, n_ctx: int = 2048, n_threads: int = 1) -> str:
     """Make `litellm.completion(model=MODEL, ...)` reach the local GGUF, and return MODEL.
 
     Idempotent so every entry point (CLI, tests, pipeline) can call it without coordinating: the
     provider keeps exactly one entry in litellm.custom_provider_map and one handler per process,
-    so the model is loaded at most once. A later call with another directory or n_ctx repoints
-    that same handler.
+    so the model is loaded at most once. A later call with another directory, n_ctx or thread count
+    repoints that same handler.
     """
     global _HANDLER
     model_path = ensure_local_model(models_dir)
     with _REGISTER_LOCK:
         if _HANDLER is None:
-            _HANDLER = LocalGemmaLLM(model_path, n_ctx)
+            _HANDLER = LocalGemmaLLM(model_path, n_ctx, n_threads)
         else:
-            _HANDLER.configure(model_path, n_ctx)
+            _HANDLER.configure(model_path, n_ctx, n_threads)
         # In place, because litellm and its callers may hold a reference to this very list.
         litellm.custom_provider_map[:] = [
             *(item for item in litellm.custom_provider_map if item["provider"] != PROVIDER),

@@ -191,6 +191,17 @@ class Settings(BaseSettings):
         default=3, ge=1, le=10, description="Tries per call (invalid output, rate limits)."
     )
     llm_timeout_seconds: float = Field(default=60.0, gt=0, description="Per-call timeout.")
+    local_llm_threads: int = Field(
+        default=1,
+        ge=1,
+        le=256,
+        description=(
+            "CPU threads of the bundled local model. llama.cpp's threads wait on each other by "
+            "spinning, so when other work shares the cores more threads are much slower: on "
+            "two busy cores one thread answered in 5 s where two took 20 s (alone: 2.1 s and "
+            "1.8 s). Raise it only on a machine that has cores to spare."
+        ),
+    )
     answer_max_output_tokens: int = Field(
         default=800,
         ge=16,

@@ -171,6 +171,7 @@ class Lorehouse:
             timeout_seconds=self.settings.llm_timeout_seconds,
             max_output_tokens=max_output_tokens,
             models_dir=self.settings.models_dir,
+            local_threads=self.settings.local_llm_threads,
             prompts_dir=self.settings.prompts_dir,
         )
 

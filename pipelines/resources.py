@@ -129,6 +129,7 @@ class EnrichmentResource(SettingsResource):
     llm_concurrency: int = _setting("llm_concurrency", ge=1)
     llm_max_attempts: int = _setting("llm_max_attempts", ge=1)
     llm_timeout_seconds: float = _setting("llm_timeout_seconds", gt=0)
+    local_llm_threads: int = _setting("local_llm_threads", ge=1)
     enrichment_max_output_tokens: int = _setting("enrichment_max_output_tokens", ge=16)
     index_batch_documents: int = _setting("index_batch_documents", ge=1)
     prompts_dir: str | None = _setting("prompts_dir", default=None)

@@ -25,7 +25,7 @@ def test_the_local_model_answers_or_degrades_with_citations(
 ) -> None:
     models_dir = tmp_path_factory.getbasetemp() / "models"
     client = LLMClient(
-        "local", models_dir=models_dir, max_output_tokens=120, max_attempts=1, timeout_seconds=300
+        "local", models_dir=models_dir, max_output_tokens=120, max_attempts=1, timeout_seconds=60
     )
     index = ChunkIndex(str(materialized_sample / "lancedb"))
     embedder = default_embedder()

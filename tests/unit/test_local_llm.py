@@ -10,6 +10,7 @@ import pytest
 from litellm.llms.custom_llm import CustomLLMError
 from pydantic import BaseModel, Field
 
+from lorehouse.llm import LLMClient, LLMFailure, Prompt
 from lorehouse.local_llm import (
     GGUF_FILENAME,
     MODEL,
@@ -99,6 +100,38 @@ def test_registering_twice_keeps_one_entry_and_one_complete_file(models_dir: Pat
     assert isinstance(second[0]["custom_handler"], LocalGemmaLLM)
     assert second[0]["custom_handler"] is first[0]["custom_handler"]
     assert sorted(path.name for path in models_dir.iterdir()) == [GGUF_FILENAME]
+
+
+@pytest.mark.timeout(300)
+def test_a_call_past_its_timeout_fails_as_a_timeout_and_the_model_stays_usable(
+    models_dir: Path,
+) -> None:
+    client = LLMClient(
+        "local", models_dir=models_dir, max_attempts=1, timeout_seconds=0.05, max_output_tokens=400
+    )
+    long_question = f"Summarise this passage in detail, sentence by sentence.\n\n{PASSAGE * 6}"
+    prompt = Prompt("timeout-check", "{question}")
+
+    with pytest.raises(LLMFailure, match=r"Timeout.*timeout"):
+        client.complete_text(prompt, lambda reply: None, question=long_question)
+
+    client.timeout_seconds = 300
+    reply = client.complete_text(prompt, lambda reply: None, question="Is Paris in France?")
+    assert reply.strip()
+
+
+@pytest.mark.timeout(300)
+def test_the_thread_setting_reaches_the_loaded_model(models_dir: Path) -> None:
+    register_local_provider(models_dir, n_threads=1)
+    (handler,) = [item["custom_handler"] for item in _entries()]
+    litellm.completion(model=MODEL, messages=[{"role": "user", "content": "Hi"}], max_tokens=2)
+    assert handler.n_threads == 1
+    assert handler._loaded().n_threads == 1
+
+    register_local_provider(models_dir, n_threads=2)
+    assert handler.n_threads == 2
+    assert handler._loaded().n_threads == 2
+    register_local_provider(models_dir)  # back to the default for the tests that follow
 
 
 SCHEMA = Keywords.model_json_schema()
