@@ -61,6 +61,7 @@ def chunk_embeddings(
             "chunks_per_second": round(report.chunks_per_second, 1),
             "embed_seconds": round(report.embed_seconds, 2),
             "seconds": round(report.seconds, 2),
+            "vector_index_steps_between_batches": report.index_steps,
             "lancedb_uri": dg.MetadataValue.path(index.uri),
             "indexes": dg.MetadataValue.md(
                 markdown_table(

@@ -67,6 +67,8 @@ class EmbedReport:
     chunk_embed_seconds: float = 0.0
     seconds: float = 0.0
     indexes: list[IndexState] = field(default_factory=list)
+    #: Vector-index steps taken between batches (see LanceTable.index_new_vectors).
+    index_steps: int = 0
 
     @property
     def chunks_per_second(self) -> float:
@@ -258,6 +260,8 @@ def run_embedding(
         )
         report.documents_embedded += outcome.embedded
         report.provider_failure = report.provider_failure or outcome.failure
+        for table in tables:
+            report.index_steps += table.index_new_vectors()
     if not report.provider_failure:
         # Rows of documents that are gone (removed, or now failing to parse).
         current = set(doc_ids)

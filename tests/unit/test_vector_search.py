@@ -21,6 +21,7 @@ ROWS = 3000
 CHUNKS_PER_DOCUMENT = 20
 RESTRICTED_DOCUMENT_SHARE = 0.1
 TOP_K = 10
+BATCH_ROWS = 500
 
 
 def _table_rows(vectors: np.ndarray, restricted: np.ndarray) -> pa.Table:
@@ -43,9 +44,14 @@ def _table_rows(vectors: np.ndarray, restricted: np.ndarray) -> pa.Table:
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
-@pytest.fixture(scope="module")
-def indexed(tmp_path_factory: pytest.TempPathFactory) -> tuple[ChunkIndex, np.ndarray, np.ndarray]:
-    """A 3,000-row table with an ANN index, its unit vectors and its restricted rows."""
+@pytest.fixture(scope="module", params=["at once", "batch by batch"])
+def indexed(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> tuple[ChunkIndex, np.ndarray, np.ndarray]:
+    """A 3,000-row table with an ANN index, its unit vectors and its restricted rows.
+
+    Written at once and indexed after, or written in batches with the vector index brought
+    up to date between them as a build does (a first index, then delta indexes)."""
     rng = np.random.default_rng(11)
     centres = rng.standard_normal((30, DIMENSION))
     vectors = centres[rng.integers(0, 30, ROWS)] + 0.6 * rng.standard_normal((ROWS, DIMENSION))
@@ -55,7 +61,20 @@ def indexed(tmp_path_factory: pytest.TempPathFactory) -> tuple[ChunkIndex, np.nd
     restricted = np.repeat(restricted_documents, CHUNKS_PER_DOCUMENT)
     path: Path = tmp_path_factory.mktemp("ann") / "lancedb"
     index = ChunkIndex(str(path), ann_min_rows=256)
-    index.upsert(_table_rows(vectors, restricted), [])
+    rows = _table_rows(vectors, restricted)
+    if request.param == "at once":
+        index.upsert(rows, [])
+    else:
+        steps = []
+        for start in range(0, ROWS, BATCH_ROWS):
+            index.upsert(rows.slice(start, BATCH_ROWS), [])
+            steps.append(index.index_new_vectors())
+            (state,) = [s for s in index.index_state() if s.columns == ["vector"]] or [None]
+            # No index step is left more than the threshold behind the table.
+            assert state is not None and state.unindexed_rows < index.ann_min_rows
+        assert steps == [True] * len(steps)
+        stats = index.table().index_stats(state.name)
+        assert stats is not None and stats.num_indices == ROWS // BATCH_ROWS
     index.refresh_indexes()
     assert index.has_vector_index()
     return index, vectors, restricted
