@@ -551,16 +551,8 @@ class LanceTable:
         """
         if not self.nearest_neighbour_search or not self.exists():
             return False
-        table = self.table()
-        vector_index = next(
-            (index.name for index in table.list_indices() if list(index.columns) == ["vector"]),
-            None,
-        )
-        if vector_index is None:
-            outside = table.count_rows()
-        else:
-            stats = table.index_stats(vector_index)
-            outside = int(getattr(stats, "num_unindexed_rows", 0) or 0)
+        vector_index = next((s for s in self.index_state() if s.columns == ["vector"]), None)
+        outside = self.table().count_rows() if vector_index is None else vector_index.unindexed_rows
         if outside < self.ann_min_rows:
             return False
         self.refresh_indexes()
