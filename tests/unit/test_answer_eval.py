@@ -72,3 +72,18 @@ def test_key_facts_are_the_reference_numbers_and_names_the_answer_must_state() -
     assert score_key_facts("20 weeks", "200 weeks").found == ()
     assert score_key_facts("2,000", "2000.5").found == ()
     assert score_key_facts("no facts here", "anything").share == 1.0
+
+
+def test_a_citation_number_is_not_a_stated_fact() -> None:
+    """An answer citing passage [4] has not said "4 weeks": before this was checked, 10 of
+    the handbook dev set's 122 answers were credited with a fact only their citations held."""
+    from evals.key_facts import score_key_facts
+
+    reference = "Up to 4 weeks paid, then 8 weeks unpaid."
+    assert score_key_facts(reference, "Medical leave is paid for a month. [4] [8]").found == ()
+    assert score_key_facts(
+        reference, "The first 4 weeks are paid [1], 8 more unpaid [2]."
+    ).found == (
+        "4",
+        "8",
+    )
