@@ -31,6 +31,13 @@ NOT_FOUND_ANSWER = (
 _CITATION = re.compile(r"\[(\d{1,3})\]")
 _PROMPT_SCAFFOLDING = ("Passages (in document order)", "Search queries used to find", "Rules:")
 _LINK = re.compile(r"\[([^\]]+)\]\([^)]*\)")
+#: A source's own reference markers: Wikipedia's "[106]", "[a]", "[citation needed]",
+#: "[self-published source?]", a paper's "[3, 4]" or "[12-14]". Left in a passage they read as
+#: Lorehouse's citations: an extractive answer quoting "... Surface Hub. [106]" showed a
+#: citation [106] of no passage, and renumbering by use made the source's "[2]" citation [1].
+_SOURCE_MARKER = re.compile(
+    r"[ \t]*\[(?:\d{1,3}(?:\s*[,\u2013-]\s*\d{1,3})*|[a-z]|citation needed|[^\[\]\n]{1,40}\?)\]"
+)
 
 
 @dataclass
@@ -64,13 +71,38 @@ def numbered_by_use(draft: DraftAnswer) -> DraftAnswer:
     return DraftAnswer(text, list(renumbered.values()), draft.answerable, list(renumbered))
 
 
+def without_source_markers(text: str) -> str:
+    """The text without the source's own bracketed reference markers, so that every [n] an
+    answer shows is a citation of a context passage.
+
+    A bracket glued to a word or to another bracket is an index ("items[0]", "grid[1][2]"),
+    not a marker, and is kept; a run of markers ("... Redmond. [2][3]") goes one by one.
+    """
+
+    def drop(match: re.Match[str]) -> str:
+        start = match.start()
+        glued = not match.group(0)[0].isspace() and start > 0 and text[start - 1].isalnum()
+        glued = glued or (start > 0 and text[start - 1] in "]_" and match.group(0)[0] == "[")
+        return match.group(0) if glued else ""
+
+    while True:
+        cleaned = _SOURCE_MARKER.sub(drop, text)
+        if cleaned == text:
+            return cleaned
+        text = cleaned
+
+
 def context_block(hits: Sequence[SearchHit]) -> str:
-    """Numbered passages with title, section and pages, as the answer prompt shows them."""
+    """Numbered passages with title, section and pages, as the answer prompt shows them.
+
+    The passages' own reference markers are left out: an LLM copying "[106]" would cite a
+    passage that does not exist, and a copied "[2]" would cite the wrong one.
+    """
     blocks = []
     for number, hit in enumerate(hits, start=1):
         where = " > ".join(hit.heading_path)
         pages = f", pages {hit.page_start}-{hit.page_end}" if hit.page_start else ""
-        body = hit.text_chat.split("\n", 1)[-1].strip()
+        body = without_source_markers(hit.text_chat.split("\n", 1)[-1]).strip()
         blocks.append(f"[{number}] {hit.title or hit.rel_path} - {where}{pages}\n{body}")
     return "\n\n".join(blocks)
 
@@ -140,7 +172,7 @@ def stream_llm_answer(
 def _units(hit: SearchHit) -> list[str]:
     """Sentences of a passage; rows (with their header) of a table passage."""
     # A link reads as its text: the citation already says where the sentence comes from.
-    body = _LINK.sub(r"\1", hit.text_chat.split("\n", 1)[-1])
+    body = without_source_markers(_LINK.sub(r"\1", hit.text_chat.split("\n", 1)[-1]))
     if hit.is_table:
         rows = [line for line in body.splitlines() if line.strip().startswith("|")]
         rows = [r for r in rows if not set(r.replace("|", "").strip()) <= set("-: ")]

@@ -151,3 +151,50 @@ def test_a_hard_wrapped_sentence_is_quoted_whole() -> None:
     ) in answer
     limit = _answer("Who approves hotel spending over $300 USD per night?", [wrapped])
     assert "requires additional approvals from Finance / People Ops." in limit
+
+
+ENCYCLOPEDIA = [
+    _hit(
+        1,
+        "Microsoft Corporation is an American technology company headquartered in Redmond, "
+        "Washington . [2] Its best-known products are Windows and Office. [3][4]",
+    ),
+    _hit(
+        2,
+        "On July 29, 2015, Windows 10 was released, [107] with its server sibling, Windows "
+        "Server 2016 , released in September 2016. [citation needed]",
+    ),
+]
+
+
+def test_a_sources_own_reference_markers_never_read_as_citations() -> None:
+    """A quoted "[2]" of the source would be renumbered as a citation of the wrong passage,
+    and "[107]" would cite a passage that does not exist."""
+    from lorehouse.agents.answerer import context_block
+
+    draft = answer_extractively(
+        default_embedder(),
+        "When was Windows 10 released, and where is Microsoft headquartered?",
+        ENCYCLOPEDIA,
+        DEFAULT_ANSWER_MIN_SIMILARITY,
+        DEFAULT_ANSWER_MAX_WORDS,
+    )
+    assert "Windows 10 was released, with its server sibling" in draft.text
+    assert "[107]" not in draft.text and "citation needed" not in draft.text
+    for number, passage in draft.cited_passages():
+        quoted = draft.text.split(f"[{number}]")[0].rsplit("]", 1)[-1]
+        assert quoted.split()[0] in ENCYCLOPEDIA[passage - 1].text_chat
+    assert citations_in(draft.text) == list(range(1, len(draft.cited) + 1))
+    # The LLM reads the passages without them too, so it cannot copy one as a citation.
+    assert citations_in(context_block(ENCYCLOPEDIA)) == [1, 2]
+
+
+def test_an_index_in_code_is_not_a_reference_marker() -> None:
+    from lorehouse.agents.answerer import without_source_markers
+
+    assert without_source_markers("Read items[0] and grid[1][2] first.") == (
+        "Read items[0] and grid[1][2] first."
+    )
+    assert without_source_markers("Redmond.[2][3] Next, [a] Step [1 of 3]") == (
+        "Redmond. Next, Step [1 of 3]"
+    )
