@@ -25,7 +25,8 @@ from lorehouse.token_vectors import TokenEncoder, maxsim_of_packed, packed_model
 log = logging.getLogger(__name__)
 
 #: The constant of reciprocal rank fusion (Cormack et al.): damps the weight of top ranks so
-#: one retriever's first hit cannot outvote agreement among the others.
+#: one ranking's first hit cannot outvote agreement among the others. Late interaction fuses
+#: with it; hybrid search's first stage has its own (LOREHOUSE_SEARCH_RRF_K).
 RRF_K = 60
 NONE = "none"
 MAXSIM = "maxsim"
@@ -73,7 +74,7 @@ class Reranker(Protocol):
 
 def reciprocal_rank_fusion(
     rankings: Sequence[Sequence[str]],
-    k: int = RRF_K,
+    k: float = RRF_K,
     weights: Sequence[float] | None = None,
 ) -> dict[str, float]:
     """Sum of weight / (k + rank) over the rankings that contain each id (rank counted from 1).

@@ -30,6 +30,7 @@ from lorehouse.rerankers import (
 from lorehouse.settings import (
     DEFAULT_BM25_WEIGHT,
     DEFAULT_ENRICHED_WEIGHT,
+    DEFAULT_FUSION_RRF_K,
     SENTENCES_PER_CANDIDATE,
 )
 from lorehouse.stores.lance_index import (
@@ -166,12 +167,14 @@ class Retriever:
         bm25_weight: float = DEFAULT_BM25_WEIGHT,
         enriched_weight: float = DEFAULT_ENRICHED_WEIGHT,
         split_asks: bool = True,
+        rrf_k: float = DEFAULT_FUSION_RRF_K,
     ) -> None:
         self.index = index
         self.split_asks = split_asks
         self.embedder = embedder
         self.candidates = candidates
         self.bm25_weight = bm25_weight
+        self.rrf_k = rrf_k
         # BM25 reads the chunk text at full weight and what enrichment wrote about it (title,
         # summary, keywords, FAQs) at `enriched_weight`.
         self.text_fields = {"text_embed": 1.0, "text_enriched": enriched_weight}
@@ -430,6 +433,7 @@ class Retriever:
             # The rankings are the vector one, then the BM25 one.
             fused = reciprocal_rank_fusion(
                 [[chunk_id for chunk_id, _ in ranking] for ranking in rankings],
+                k=self.rrf_k,
                 weights=[1.0, self.bm25_weight],
             )
             for chunk_id, stage_scores in scores.items():

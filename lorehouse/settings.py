@@ -53,6 +53,11 @@ def default_data_dir(start: Path | None = None) -> Path:
 #: Weight of the BM25 ranking in hybrid fusion, the vector ranking weighing 1 (module
 #: constants because the retriever and the eval resources default to them too).
 DEFAULT_BM25_WEIGHT = 1.0
+#: The constant k of hybrid search's reciprocal rank fusion, weight / (k + rank). Cormack et
+#: al.'s 60 was set for fusing deep TREC runs; with two rankings of 50 candidates a smaller k
+#: lets a chunk one retriever ranks near the top keep its place against chunks both rank
+#: middling (BENCHMARKS.md, "Retrieval quality").
+DEFAULT_FUSION_RRF_K = 10.0
 #: Weight of the enriched-text field (title, summary, keywords, FAQs) in BM25 against the
 #: chunk text's 1. At 1 a short field's match outvotes the passage itself. 0.25 was the one
 #: setting that gained on all three measured sets (BENCHMARKS.md, "Retrieval quality").
@@ -272,6 +277,16 @@ class Settings(BaseSettings):
         description=(
             "Weight of the BM25 ranking in hybrid search's reciprocal rank fusion, the vector "
             "ranking weighing 1."
+        ),
+    )
+    search_rrf_k: float = Field(
+        default=DEFAULT_FUSION_RRF_K,
+        gt=0.0,
+        le=1000.0,
+        description=(
+            "The constant k of hybrid search's reciprocal rank fusion (weight / (k + rank)): "
+            "smaller lets a chunk one retriever ranks near the top outvote chunks both rank "
+            "middling."
         ),
     )
     search_enriched_weight: float = Field(

@@ -224,6 +224,7 @@ class Lorehouse:
             default_rerank=self.settings.rerank,
             rerank_api_base=self.settings.rerank_api_base,
             bm25_weight=self.settings.search_bm25_weight,
+            rrf_k=self.settings.search_rrf_k,
             enriched_weight=self.settings.search_enriched_weight,
             split_asks=self.settings.search_split_asks,
         )

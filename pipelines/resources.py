@@ -174,6 +174,7 @@ class EvalResource(SettingsResource):
     eval_gate: str = _setting("eval_gate", pattern="^(warn|error)$")
     search_candidates: int = _setting("search_candidates", ge=1)
     search_bm25_weight: float = _setting("search_bm25_weight", ge=0.0)
+    search_rrf_k: float = _setting("search_rrf_k", gt=0.0)
     search_enriched_weight: float = _setting("search_enriched_weight", ge=0.0)
     rerank: str = _setting("rerank")
     rerank_api_base: str | None = _setting("rerank_api_base", default=None)

@@ -103,3 +103,26 @@ def test_weighted_fusion_lets_the_stronger_ranking_decide_a_disagreement() -> No
     weighted = reciprocal_rank_fusion([vector, bm25], weights=[1.0, 0.6])
     assert weighted["meaning"] == 1 / 61 + 0.6 / 62
     assert max(weighted, key=weighted.__getitem__) == "meaning"
+
+
+def test_hybrid_search_lets_one_retrievers_first_hit_outvote_a_middling_agreement() -> None:
+    """A paraphrase's answer is often the vector search's first hit and absent from BM25's
+    50; at the classic k = 60 a chunk both legs rank 15th outscored it. Hybrid search fuses at
+    LOREHOUSE_SEARCH_RRF_K (10), where the first hit stays ahead."""
+    from lorehouse.models import SearchMode
+    from lorehouse.retrieval import Retriever
+    from lorehouse.settings import Settings
+    from lorehouse.wiring import Lorehouse
+
+    middling = [f"filler-{n}" for n in range(14)]
+    vector = [("paraphrase-answer", 0.71), *((c, 0.5) for c in middling), ("both-15th", 0.4)]
+    bm25 = [*((c, 9.0) for c in reversed(middling)), ("both-15th", 3.0)]
+
+    def first_stage(retriever: Retriever) -> list[str]:
+        order = retriever._first_stage_order(SearchMode.HYBRID, [vector, bm25])
+        return [c.chunk_id for c in order]
+
+    fused = first_stage(Lorehouse(Settings()).retriever())
+    assert fused.index("paraphrase-answer") < fused.index("both-15th")
+    classic = first_stage(Lorehouse(Settings(search_rrf_k=60)).retriever())
+    assert classic.index("both-15th") < classic.index("paraphrase-answer")

@@ -75,7 +75,9 @@ def _eager_search(
             candidates.setdefault(row["chunk_id"], Candidate(row)).scores["bm25"] = row["_score"]
         rankings.append([row["chunk_id"] for row in rows])
     if mode is SearchMode.HYBRID:
-        fused = reciprocal_rank_fusion(rankings, weights=[1.0, retriever.bm25_weight])
+        fused = reciprocal_rank_fusion(
+            rankings, k=retriever.rrf_k, weights=[1.0, retriever.bm25_weight]
+        )
         for candidate in candidates.values():
             candidate.scores["rrf"] = fused[candidate.chunk_id]
     stage = {SearchMode.VECTOR: "vector", SearchMode.BM25: "bm25"}.get(mode, "rrf")
