@@ -148,7 +148,11 @@ class LateInteractionReranker:
         if not head:
             return candidates
         texts = {c.chunk_id: c.row.get("text_embed") or c.row["text_chat"] for c in head}
-        stored = self._stored(texts)
+        found = self._stored(texts)
+        # In the candidates' order, not the store's: which rows came from its cache changes
+        # the order it returns them in, and a product's last bits depend on where a passage
+        # sits in it, so the same search could order two near-tied passages either way.
+        stored = {chunk_id: found[chunk_id] for chunk_id in texts if chunk_id in found}
         missing = [chunk_id for chunk_id in texts if chunk_id not in stored]
         # Small batches: passages differ in length, and padding them to the longest of 32
         # doubled the encoder's time.

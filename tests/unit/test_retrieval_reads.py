@@ -181,3 +181,39 @@ def test_a_question_asked_again_is_not_embedded_again(retriever: Retriever) -> N
         (h.chunk_id, h.scores) for h in first.hits
     ]
     assert again.timings_ms["embed"] < first.timings_ms["embed"]
+
+
+def test_late_interaction_scores_do_not_depend_on_what_the_token_cache_held(
+    materialized_sample: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The token store returns cached rows first and rows read from LanceDB after them, and a
+    matrix product's last bits can depend on where a passage sits in it: scored in the store's
+    order, 2 docs dev questions of 78 ordered two near-tied passages differently when asked a
+    second time. Passages go into the product in the candidates' order, whatever was cached."""
+    import lorehouse.rerankers as rerankers
+
+    products: list[list[bytes]] = []
+    original = rerankers.maxsim_of_packed
+
+    def recording(query_tokens: np.ndarray, passages: list, dimension: int) -> list[float]:
+        products.append([bytes(packed) for packed in passages])
+        return original(query_tokens, passages, dimension)
+
+    monkeypatch.setattr(rerankers, "maxsim_of_packed", recording)
+    index = ChunkIndex(str(materialized_sample / "lancedb"))
+    rows = index.rows("true", COLUMNS, 20)
+    assert len(rows) == 20
+    question = "How many weeks of parental leave do primary caregivers get?"
+    query_vector = default_embedder().embed([question])[0]
+
+    def maxsim_scores(store: object) -> dict[str, float]:
+        reranker = LateInteractionReranker(default_embedder(), store)  # type: ignore[arg-type]
+        ranked = reranker.rerank(question, query_vector, [Candidate(dict(r)) for r in rows])
+        return {c.chunk_id: c.scores["maxsim"] for c in ranked}
+
+    cold = maxsim_scores(ChunkIndex(str(materialized_sample / "lancedb")).token_vectors())
+    primed = ChunkIndex(str(materialized_sample / "lancedb")).token_vectors()
+    primed.packed([row["chunk_id"] for row in rows[1::2]])  # every other row cached first
+    assert maxsim_scores(primed) == cold
+    assert maxsim_scores(primed) == cold  # every row cached now
+    assert len(products) == 3 and products[0] == products[1] == products[2]
