@@ -198,3 +198,17 @@ def test_an_index_in_code_is_not_a_reference_marker() -> None:
     assert without_source_markers("Redmond.[2][3] Next, [a] Step [1 of 3]") == (
         "Redmond. Next, Step [1 of 3]"
     )
+
+
+def test_a_sentence_is_read_under_its_sections_heading() -> None:
+    """ "Sourcegraph will reimburse these costs" says what it pays for only under its heading;
+    the answer opens with it, not with a sentence that merely shares the question's words."""
+    budget = _hit(
+        1,
+        "Your travel budget also covers public transportation and rideshare to and from "
+        "co-working spaces while you travel for work, up to $20 per day.",
+    )
+    childcare = _hit(2, "Sourcegraph will reimburse these costs, up to $50 per day, on work trips.")
+    childcare.heading_path = ["Travel", "Babysitting and childcare while you travel"]
+    answer = _answer("Can I expense a babysitter while I travel for work?", [budget, childcare])
+    assert answer.startswith("Sourcegraph will reimburse these costs"), answer
