@@ -12,14 +12,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from lorehouse.agents.answerer import CITATION
+
 # 16 weeks, $2,000, 100%, 2.5yrs, 2026-10-25: a number with its thousands separators.
 _NUMBER = re.compile(r"(?<![\w.])\d{1,3}(?:,\d{3})+(?:\.\d+)?|(?<![\w.])\d+(?:\.\d+)?")
 # Capitalized words not at a sentence start, and acronyms: "Airbase", "People Ops", "SOC 2".
 _NAMED = re.compile(r"(?<=[a-z,;:] )[A-Z][A-Za-z0-9&]+(?: [A-Z][A-Za-z0-9&]+)*|\b[A-Z]{2,}\b")
 _SPACE = re.compile(r"\s+")
-# A citation marker: "[2]" says which passage a sentence came from, not that the answer
-# states the number 2.
-_CITATION = re.compile(r"\[\d{1,3}\]")
 # Words that are capitalized in answers without being facts.
 _NOT_NAMES = frozenset({"I", "OK", "USD", "EUR", "CHF", "No", "Yes", "Read"})
 
@@ -52,7 +51,8 @@ def _normalized(text: str) -> str:
 def score_key_facts(reference: str, answer: str) -> KeyFactScore:
     """The reference's key facts and those of them the answer states."""
     facts = key_facts(reference)
-    said = _normalized(_CITATION.sub(" ", answer))
+    # A citation "[2]" says which passage a sentence came from, not that the answer states 2.
+    said = _normalized(CITATION.sub(" ", answer))
     found = tuple(
         fact
         for fact in facts

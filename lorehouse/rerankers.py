@@ -148,11 +148,7 @@ class LateInteractionReranker:
         if not head:
             return candidates
         texts = {c.chunk_id: c.row.get("text_embed") or c.row["text_chat"] for c in head}
-        found = self._stored(texts)
-        # In the candidates' order, not the store's: which rows came from its cache changes
-        # the order it returns them in, and a product's last bits depend on where a passage
-        # sits in it, so the same search could order two near-tied passages either way.
-        stored = {chunk_id: found[chunk_id] for chunk_id in texts if chunk_id in found}
+        stored = self._stored(texts)
         missing = [chunk_id for chunk_id in texts if chunk_id not in stored]
         # Small batches: passages differ in length, and padding them to the longest of 32
         # doubled the encoder's time.
@@ -184,7 +180,12 @@ class LateInteractionReranker:
 
     def _stored(self, texts: dict[str, str]) -> dict[str, np.ndarray]:
         """Stored (packed) token vectors of the passages whose stored text is their current
-        text."""
+        text, in the candidates' order.
+
+        Not in the store's order: it returns the rows it had cached first, so a second asking
+        fed MaxSim's one matrix product its passages in another order, and a product's last
+        bits depend on where a passage sits in it (near-tied passages swapped).
+        """
         if self.store is None:
             return {}
         try:
@@ -192,9 +193,9 @@ class LateInteractionReranker:
         except IndexNotBuilt:
             return {}
         return {
-            chunk_id: packed
-            for chunk_id, (key, packed) in stored.items()
-            if key == embed_key(self.packed_name, texts[chunk_id])
+            chunk_id: stored[chunk_id][1]
+            for chunk_id, text in texts.items()
+            if chunk_id in stored and stored[chunk_id][0] == embed_key(self.packed_name, text)
         }
 
 

@@ -28,7 +28,8 @@ NOT_FOUND_MARKER = "NOT_IN_DOCUMENTS"
 NOT_FOUND_ANSWER = (
     "The documents available to you do not answer this question, so I will not guess."
 )
-_CITATION = re.compile(r"\[(\d{1,3})\]")
+#: A citation of a context passage as answers write it: "[3]".
+CITATION = re.compile(r"\[(\d{1,3})\]")
 _PROMPT_SCAFFOLDING = ("Passages (in document order)", "Search queries used to find", "Rules:")
 _LINK = re.compile(r"\[([^\]]+)\]\([^)]*\)")
 #: A source's own reference markers: Wikipedia's "[106]", "[a]", "[citation needed]",
@@ -65,7 +66,7 @@ def numbered_by_use(draft: DraftAnswer) -> DraftAnswer:
     `passages`, so the citation list still points at the right chunk.
     """
     renumbered = {passage: number for number, passage in enumerate(draft.cited, start=1)}
-    text = _CITATION.sub(
+    text = CITATION.sub(
         lambda match: f"[{renumbered.get(int(match.group(1)), int(match.group(1)))}]", draft.text
     )
     return DraftAnswer(text, list(renumbered.values()), draft.answerable, list(renumbered))
@@ -80,9 +81,8 @@ def without_source_markers(text: str) -> str:
     """
 
     def drop(match: re.Match[str]) -> str:
-        start = match.start()
-        glued = not match.group(0)[0].isspace() and start > 0 and text[start - 1].isalnum()
-        glued = glued or (start > 0 and text[start - 1] in "]_" and match.group(0)[0] == "[")
+        before = text[match.start() - 1] if match.start() else ""
+        glued = match.group(0).startswith("[") and (before.isalnum() or before in "]_")
         return match.group(0) if glued else ""
 
     while True:
@@ -109,7 +109,7 @@ def context_block(hits: Sequence[SearchHit]) -> str:
 
 def citations_in(text: str) -> list[int]:
     """Cited passage numbers in order of first appearance."""
-    return list(dict.fromkeys(int(n) for n in _CITATION.findall(text)))
+    return list(dict.fromkeys(int(n) for n in CITATION.findall(text)))
 
 
 def check_llm_answer(text: str, passages: int) -> str | None:
