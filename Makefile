@@ -50,11 +50,14 @@ demo: install $(DAGSTER_HOME)/dagster.yaml
 # fixtures are built once); the tests marked `serial` measure latency and run alone afterwards.
 TEST_WORKERS ?= 2
 
+# Both runs share one fresh folder for the sample corpus's build (tests/conftest.py), so it is
+# materialized once per `make test`.
 test: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile -m "not benchmark and not serial"
-	$(BIN)/pytest -m serial
+	export TEST_SAMPLE_STORE_DIR="$$(mktemp -d)" && trap 'rm -rf "$$TEST_SAMPLE_STORE_DIR"' EXIT \
+		&& $(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile -m "not benchmark and not serial" \
+		&& $(BIN)/pytest -m serial
 
 # `dg dev` finds the code location in pyproject.toml's [tool.dg] and runs it in .venv.
 dev: install $(DAGSTER_HOME)/dagster.yaml

@@ -17,6 +17,9 @@ from lorehouse.settings import BUNDLED_SAMPLE_CORPUS, REPO_ROOT
 
 SHARED_CORPUS = REPO_ROOT.parent / "shared" / "corpus"
 DOCS_CORPUS = SHARED_CORPUS / "docs"
+#: A folder that outlives one pytest run, for the sample corpus's build: set by `make test`
+#: to a fresh folder per invocation, so nothing built by older code is ever read.
+SAMPLE_STORE_DIR_VARIABLE = "TEST_SAMPLE_STORE_DIR"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -91,16 +94,21 @@ def _materialize_sample(data_dir: Path) -> None:
 def materialized_sample(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A data directory holding every store built from the bundled sample corpus (read-only).
 
-    Under pytest-xdist the workers of one run build it once, taking turns on a lock in the
-    run's shared temporary folder, and each reads its own copy: opening one DuckDB file from
-    two processes would make them wait on each other's write lock.
+    Built once and copied: under pytest-xdist the workers of one run take turns on a lock in
+    the run's shared temporary folder, and each reads its own copy (opening one DuckDB file
+    from two processes would make them wait on each other's write lock). `make test` names
+    one fresh folder for both of its runs (SAMPLE_STORE_DIR_VARIABLE), so the serial run
+    after the parallel one copies the build instead of repeating it.
     """
     own_copy = tmp_path_factory.mktemp("materialized") / "data"
-    if not os.environ.get("PYTEST_XDIST_WORKER"):
+    if configured := os.environ.get(SAMPLE_STORE_DIR_VARIABLE):
+        shared = Path(configured) / "materialized-sample"
+    elif os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = tmp_path_factory.getbasetemp().parent / "materialized-sample"
+    else:
         _materialize_sample(own_copy)
         return own_copy
-    shared = tmp_path_factory.getbasetemp().parent / "materialized-sample"
-    shared.mkdir(exist_ok=True)
+    shared.mkdir(parents=True, exist_ok=True)
     with (shared / "lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not (shared / "built").exists():

@@ -36,8 +36,8 @@ from load import (  # bench/load.py: starts and stops `lorehouse serve`
     wait_until_healthy,
 )
 
-# The server's latency under a burst is asserted: nothing else may share the machine.
-pytestmark = pytest.mark.serial
+# Tests that assert how fast the server answers run alone (`serial`): nothing else may share
+# the machine. The others run with the parallel suite, on a server of their own.
 
 QUESTION = "How many weeks of parental leave do primary caregivers get?"
 
@@ -115,6 +115,7 @@ def _ask(live: Live, timeout: float = 30.0) -> httpx.Response:
 # -- 1. abandoned streams ------------------------------------------------------------------
 
 
+@pytest.mark.serial
 def test_streamed_asks_abandoned_at_once_or_after_the_status_line_give_their_turns_back(
     live: Live,
 ) -> None:
@@ -135,6 +136,7 @@ def test_streamed_asks_abandoned_at_once_or_after_the_status_line_give_their_tur
 # -- 2. a burst of streamed asks ------------------------------------------------------------
 
 
+@pytest.mark.serial
 def test_a_burst_of_streamed_asks_leaves_every_other_route_responsive(live: Live) -> None:
     """50 streamed asks arriving together: waiting for a turn costs no worker thread, so the
     running answers finish, every ask gets its turn, the document list keeps its latency, and
