@@ -157,14 +157,16 @@ def parse_many(
             initargs=(limits.memory_mb,),
         ) as pool,
     ):
-        # lancedb warns in each child forked from a process that loaded it: a fork taken
-        # while one of its operations is in flight could deadlock the child. The workers only
-        # parse bytes and never touch LanceDB, and no LanceDB operation runs while the parse
-        # stage does (stages run one after another, or each in its own process), so users are
-        # not shown it. Workers forked while this filter is set inherit it.
+        # lancedb warns in each child forked from a process that loaded it, and Lance before
+        # each fork: a fork taken while one of their operations is in flight could deadlock
+        # the child. The workers only parse bytes and never touch LanceDB or Lance, and none
+        # of their operations runs while the parse stage does (stages run one after another,
+        # or each in its own process), so users are not shown either. Workers forked while
+        # these filters are set inherit them.
         warnings.filterwarnings(
             "ignore", message="lancedb fork support is experimental", category=RuntimeWarning
         )
+        warnings.filterwarnings("ignore", message="lance is not fork-safe", category=UserWarning)
         for job in jobs:
             early = _precheck(job, limits.max_file_bytes)
             if isinstance(early, DocumentFailure):

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 import lancedb
 import numpy as np
@@ -24,6 +24,9 @@ import pyarrow as pa
 from lorehouse.models import PUBLIC_GROUP
 from lorehouse.settings import DEFAULT_ANN_INDEX_MIN_ROWS
 from lorehouse.stores.bm25 import Analyzer, BM25Index
+
+if TYPE_CHECKING:
+    import lance
 
 TABLE_NAME = "chunks"
 DOCUMENTS_TABLE_NAME = "documents"
@@ -41,6 +44,12 @@ TABLE_LAYOUT = "3"
 _IDS_PER_STATEMENT = 2000
 # Old table versions are kept this long so a reader that opened one mid-write can finish.
 _KEEP_VERSIONS = timedelta(hours=1)
+# Data a compaction fills a fragment with, and Lance's own target in rows. Filled to rows
+# alone, a table of wide rows never completes a fragment (the token vectors' 60 KB rows would
+# need 60 GB), so every compaction merged its one big fragment again: one edited document
+# rewrote the whole token table (bench/compaction_memory.py).
+_COMPACTED_FRAGMENT_BYTES = 256 * 1024 * 1024
+_LANCE_FRAGMENT_ROWS = 1024 * 1024
 # Row masks of access and filter predicates kept per table version (a few KB each at 100k rows).
 _CACHED_MASKS = 64
 # With an ANN index, candidates proposed per result asked (and at least), rescored with the
@@ -535,7 +544,7 @@ class LanceTable:
             table.create_index(
                 metric="cosine", vector_column_name="vector", index_type="IVF_HNSW_SQ"
             )
-        table.optimize(cleanup_older_than=_KEEP_VERSIONS)
+        _optimize(table)
         return self.index_state()
 
     def index_new_vectors(self) -> bool:
@@ -615,6 +624,46 @@ class LanceTable:
     def rows(self, where: str, columns: Sequence[str], limit: int) -> list[dict]:
         """Rows matching a predicate (a chunk by id, a document's neighbours)."""
         return self.table().search().where(where).select(list(columns)).limit(limit).to_list()
+
+
+def _optimize(table: lancedb.table.Table) -> None:
+    """What LanceDB's `optimize` does, in bounded steps: new rows folded into the indexes,
+    small fragments compacted into fragments of about _COMPACTED_FRAGMENT_BYTES, and versions
+    older than _KEEP_VERSIONS removed.
+
+    Through Lance itself, because LanceDB's `optimize` takes no compaction target: it fills
+    fragments to a million rows, so a table of wide rows was rewritten whole by every later
+    optimize (the token vectors at 56,000 rows: 3.2 GB written, a 2 GB rise in memory, after
+    one document changed). Indexes first: compaction only joins fragments the same indexes
+    cover, so a fragment no index covered yet waited for the next run. Compaction copies the
+    encoded pages where it can instead of decoding and encoding every value again.
+    """
+    table.checkout_latest()
+    dataset = table.to_lance()
+    # Each index type's own default, as LanceDB's optimize: scalar indexes merge their new
+    # rows in, so compaction may join a new fragment to its neighbours; a vector index adds
+    # a delta (merging deltas costs a whole index build's memory).
+    dataset.optimize.optimize_indices()
+    dataset.optimize.compact_files(
+        target_rows_per_fragment=_fragment_rows(dataset), compaction_mode="try_binary_copy"
+    )
+    dataset.cleanup_old_versions(older_than=_KEEP_VERSIONS)
+    table.checkout_latest()
+
+
+def _fragment_rows(dataset: lance.LanceDataset) -> int:
+    """Rows of _COMPACTED_FRAGMENT_BYTES at the widest fragment's bytes per row, read from
+    the manifest: a table's rows may differ in width, and the widest bounds a fragment."""
+    widths = [
+        sum(file.file_size_bytes or 0 for file in fragment.metadata.files)
+        / fragment.metadata.physical_rows
+        for fragment in dataset.get_fragments()
+        if fragment.metadata.physical_rows
+    ]
+    widest = max(widths, default=0.0)
+    if widest <= 0:
+        return _LANCE_FRAGMENT_ROWS
+    return max(1, min(_LANCE_FRAGMENT_ROWS, int(_COMPACTED_FRAGMENT_BYTES / widest)))
 
 
 class TableSnapshot:

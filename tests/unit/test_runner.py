@@ -107,12 +107,12 @@ def test_a_large_file_gets_more_time_than_a_small_one(tmp_path: Path) -> None:
 
 
 def test_parsing_in_a_process_that_loaded_lancedb_warns_nobody(tmp_path: Path) -> None:
-    """The parse pool forks a process that has loaded LanceDB (a materialization has), and
-    lancedb warns in each forked child, on the terminal the user watches. The workers never
-    use LanceDB, so the warning is kept from them (the child inherits the pool's filter)."""
+    """The parse pool forks a process that has loaded LanceDB and Lance (a materialization
+    has): lancedb warns in each forked child and Lance before each fork, on the terminal the
+    user watches. The workers never use either, so both warnings are kept from the user."""
     (tmp_path / "fine.md").write_text("# Fine\n\nA good file.\n")
     script = (
-        "import sys, lancedb\n"
+        "import sys, lance, lancedb\n"
         "from pathlib import Path\n"
         "from lorehouse.parsing.runner import ParseJob, ParseLimits, parse_many\n"
         "from tests.conftest import raw_document_for\n"
@@ -132,6 +132,7 @@ def test_parsing_in_a_process_that_loaded_lancedb_warns_nobody(tmp_path: Path) -
     assert run.returncode == 0, run.stderr
     assert run.stdout.split() == ["ParsedDocument"]
     assert "lancedb fork" not in run.stderr, run.stderr
+    assert "fork-safe" not in run.stderr, run.stderr
 
 
 @pytest.mark.usefixtures("misbehaving_text_parser")
