@@ -23,9 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -33,7 +31,11 @@ from typing import Any
 
 import numpy as np
 import psutil
-from machine import machine_info, write_raw_numbers  # bench/machine.py, beside this script
+from machine import (  # bench/machine.py, beside this script
+    machine_info,
+    measure_grid,
+    write_raw_numbers,
+)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
@@ -149,38 +151,40 @@ def main() -> None:
         result = build(mode, int(rows), args.commit_rows, args.row_bytes, Path(folder))
         print(json.dumps(result))
         return
-    results = []
     print(
         "| rows | compaction | writes' peak RSS MiB | RSS before the last step MiB "
         "| last step's peak MiB | its rise MiB | writes s | last step s | on disk MiB "
         "| one document edited: rise MiB, written MiB, s |"
     )
     print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---|")
-    for rows in [int(size) for size in args.rows.split(",")]:
-        for mode in [m.strip() for m in args.modes.split(",")]:
-            with tempfile.TemporaryDirectory(prefix="lorehouse-compaction-") as folder:
-                child = [
-                    *("--commit-rows", str(args.commit_rows), "--row-bytes", str(args.row_bytes)),
-                    *("--child", mode, str(rows), folder),
-                ]
-                out = subprocess.run(
-                    [sys.executable, __file__, *child], check=True, capture_output=True, text=True
-                ).stdout
-            result = json.loads(out.strip().splitlines()[-1])
-            results.append(result)
-            print(
-                f"| {rows:,} | {mode} | {result['writes_peak_rss_mib']:,} "
-                f"| {result['rss_before_last_step_mib']:,} | {result['last_step_peak_rss_mib']:,} "
-                f"| {result['last_step_rise_mib']:,} | {result['write_seconds']} "
-                f"| {result['last_step_seconds']} | {result['on_disk_mib']:,} "
-                f"| {result['after_one_edit_rise_mib']:,}, "
-                f"{result['after_one_edit_written_mib']:,}, {result['after_one_edit_seconds']} |",
-                flush=True,
-            )
+    results = measure_grid(
+        __file__,
+        [int(size) for size in args.rows.split(",")],
+        [m.strip() for m in args.modes.split(",")],
+        ["--commit-rows", str(args.commit_rows), "--row-bytes", str(args.row_bytes)],
+        "lorehouse-compaction-",
+        _cells,
+    )
     if args.json:
         write_raw_numbers(
             args.json, {"machine": machine_info(["lancedb", "pyarrow"]), "results": results}
         )
+
+
+def _cells(result: dict[str, Any]) -> list[object]:
+    return [
+        f"{result['rows']:,}",
+        result["mode"],
+        f"{result['writes_peak_rss_mib']:,}",
+        f"{result['rss_before_last_step_mib']:,}",
+        f"{result['last_step_peak_rss_mib']:,}",
+        f"{result['last_step_rise_mib']:,}",
+        result["write_seconds"],
+        result["last_step_seconds"],
+        f"{result['on_disk_mib']:,}",
+        f"{result['after_one_edit_rise_mib']:,}, {result['after_one_edit_written_mib']:,}, "
+        f"{result['after_one_edit_seconds']}",
+    ]
 
 
 if __name__ == "__main__":

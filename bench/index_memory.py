@@ -21,9 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -31,7 +29,11 @@ from typing import Any
 
 import numpy as np
 import psutil
-from machine import machine_info, write_raw_numbers  # bench/machine.py, beside this script
+from machine import (  # bench/machine.py, beside this script
+    machine_info,
+    measure_grid,
+    write_raw_numbers,
+)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
@@ -159,40 +161,38 @@ def main() -> None:
         mode, rows, folder = args.child
         print(json.dumps(build(mode, int(rows), args.batch, args.ann_min_rows, Path(folder))))
         return
-    results = []
     print(
         "| rows | indexing | peak RSS MiB | RSS before last index step MiB "
         "| indexing rise MiB | index s | build s | indexes | recall@10 | search p50 ms |"
     )
     print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for rows in [int(size) for size in args.rows.split(",")]:
-        for mode in ("at the end", "between batches"):
-            with tempfile.TemporaryDirectory(prefix="lorehouse-index-memory-") as folder:
-                child = [
-                    *("--batch", str(args.batch), "--ann-min-rows", str(args.ann_min_rows)),
-                    *("--child", mode, str(rows), folder),
-                ]
-                out = subprocess.run(
-                    [sys.executable, __file__, *child],
-                    check=True,
-                    capture_output=True,
-                    text=True,
-                ).stdout
-            result = json.loads(out.strip().splitlines()[-1])
-            results.append(result)
-            print(
-                f"| {rows:,} | {mode} | {result['peak_rss_mib']:,} "
-                f"| {result['rss_before_last_index_step_mib']:,} "
-                f"| {result['indexing_rise_mib']:,} "
-                f"| {result['index_seconds']} | {result['build_seconds']} "
-                f"| {result['delta_indexes']} | {result['recall_at_10']} "
-                f"| {result['vector_search_p50_ms']} |",
-                flush=True,
-            )
+    results = measure_grid(
+        __file__,
+        [int(size) for size in args.rows.split(",")],
+        ("at the end", "between batches"),
+        ["--batch", str(args.batch), "--ann-min-rows", str(args.ann_min_rows)],
+        "lorehouse-index-memory-",
+        _cells,
+    )
     if args.json:
         write_raw_numbers(
             args.json, {"machine": machine_info(["lancedb", "numpy"]), "results": results}
         )
+
+
+def _cells(result: dict[str, Any]) -> list[object]:
+    return [
+        f"{result['rows']:,}",
+        result["mode"],
+        f"{result['peak_rss_mib']:,}",
+        f"{result['rss_before_last_index_step_mib']:,}",
+        f"{result['indexing_rise_mib']:,}",
+        result["index_seconds"],
+        result["build_seconds"],
+        result["delta_indexes"],
+        result["recall_at_10"],
+        result["vector_search_p50_ms"],
+    ]
 
 
 if __name__ == "__main__":
