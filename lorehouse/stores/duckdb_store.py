@@ -463,14 +463,14 @@ class DuckDBStore:
 
     def replace_chunks(self, doc_ids: Sequence[str], frame: pd.DataFrame) -> None:
         """Swaps the chunks of these documents for `frame`'s rows in one transaction."""
-        ids = pd.DataFrame({"doc_id": list(doc_ids)})
+        ids = _key_frame("doc_id", doc_ids)
         with self._transaction(incoming=frame, replaced=ids) as connection:
             connection.execute("DELETE FROM chunks WHERE doc_id IN (SELECT doc_id FROM replaced)")
             _insert_frame(connection, "chunks", "incoming", frame)
 
     def drop_chunks_except(self, doc_ids: Sequence[str]) -> int:
         """Deletes chunks of documents no longer parsed (removed or now failing)."""
-        keep = pd.DataFrame({"doc_id": list(doc_ids)})
+        keep = _key_frame("doc_id", doc_ids)
         with self._transaction(keep=keep) as connection:
             row = connection.execute(
                 "SELECT count(*) FROM chunks WHERE doc_id NOT IN (SELECT doc_id FROM keep)"
@@ -493,7 +493,7 @@ class DuckDBStore:
         self, doc_ids: Sequence[str]
     ) -> list[tuple[str, str, str | None, list[dict]]]:
         """(doc_id, rel_path, title, chunks in order) for these chunked documents."""
-        wanted = pd.DataFrame({"doc_id": list(doc_ids)})
+        wanted = _key_frame("doc_id", doc_ids)
         with self.connect() as connection:
             connection.register("wanted", wanted)
             try:
@@ -518,7 +518,7 @@ class DuckDBStore:
         """Cached payloads (JSON text) for the keys that have one."""
         if not keys:
             return {}
-        wanted = pd.DataFrame({"cache_key": list(keys)})
+        wanted = _key_frame("cache_key", keys)
         with self._transaction(wanted=wanted) as connection:
             rows = connection.execute(
                 "SELECT cache_key, payload FROM enrichment_cache "
@@ -544,7 +544,7 @@ class DuckDBStore:
         frames = {
             f"new_{table}": pd.DataFrame(list(rows)) for table, rows in targets.items() if rows
         }
-        replaced = pd.DataFrame({"doc_id": list(doc_ids)})
+        replaced = _key_frame("doc_id", doc_ids)
         with self._transaction(replaced=replaced, **frames) as connection:
             for table in targets:
                 connection.execute(
@@ -610,7 +610,7 @@ class DuckDBStore:
         if doc_ids is None:
             with self.connect() as connection:
                 return connection.execute(query.format(where=""), list(parameters)).df()
-        wanted = pd.DataFrame({"doc_id": list(doc_ids)})
+        wanted = _key_frame("doc_id", doc_ids)
         with self.connect() as connection:
             connection.register("wanted_documents", wanted)
             try:
@@ -767,6 +767,12 @@ ALTER TABLE eval_answers ADD COLUMN IF NOT EXISTS key_facts_found INTEGER DEFAUL
 ALTER TABLE eval_answers ADD COLUMN IF NOT EXISTS declined BOOLEAN DEFAULT false;
 """
 _TABLES = frozenset(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", _SCHEMA))
+
+
+def _key_frame(column: str, keys: Sequence[str]) -> pd.DataFrame:
+    """One text column of keys to join against. Typed as text so that an empty list still
+    compares with the VARCHAR key columns (pandas would type it as a number)."""
+    return pd.DataFrame({column: pd.Series(list(keys), dtype=object).astype("string")})
 
 
 def _insert_frame(

@@ -7,7 +7,9 @@ import sys
 import time
 from pathlib import Path
 
-from lorehouse.stages.chunk import chunk_frame
+from lorehouse.chunking import Chunker
+from lorehouse.embedding.minilm import default_token_counter
+from lorehouse.stages.chunk import chunk_frame, run_chunking
 from lorehouse.stores import DuckDBStore
 
 _HOLD_LOCK = """
@@ -56,3 +58,15 @@ def test_a_document_that_now_has_no_chunks_loses_its_old_ones(tmp_path: Path) ->
     # Its Markdown became headings only: zero chunks must still replace the old ones.
     store.replace_chunks(["d1"], chunk_frame([]))
     assert store.row_count("chunks") == 0
+
+
+def test_chunking_a_store_with_no_parsed_documents_empties_it_instead_of_failing(
+    tmp_path: Path,
+) -> None:
+    # `lorehouse materialize --select chunks` on a fresh store, or a corpus whose every file
+    # failed to parse: nothing is kept, and an empty list of ids must still compare as text.
+    store = DuckDBStore(tmp_path / "lorehouse.duckdb")
+    report = run_chunking(store, Chunker(256, default_token_counter().count))
+    assert report.documents_dropped == 0
+    assert store.row_count("chunks") == 0
+    assert store.chunks_by_document([]) == []
