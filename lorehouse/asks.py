@@ -42,6 +42,11 @@ MIN_ASK_WORDS = 3
 #: the first 2 + n hits. Measured 1, 2 and 3 on the handbook dev set: multi-document
 #: recall@8 0.55 / 0.58 / 0.52, against 0.48 unsplit.
 WHOLE_QUESTION_LEAD = 2
+#: Asks searched on their own; the rest are found by the whole question's search only. Each
+#: ask is one more search (about 10 ms on the handbook), and a 2,000-character question can
+#: hold 45 of them: 30 asks took 431 ms against 10 ms for one. Every dev-set question has one
+#: or two; with 8 hits and the lead above, a fifth ask would already miss the first turn.
+MAX_ASKS = 4
 
 
 @dataclass(frozen=True)
@@ -57,7 +62,7 @@ class QuestionAsks:
 
 
 def question_asks(question: str) -> QuestionAsks | None:
-    """The asks of a question that has at least two, or None.
+    """The asks of a question that has at least two (the first MAX_ASKS), or None.
 
     Only question sentences (ending with "?") are split: a statement ("Men are more
     susceptible ... compared to women.") is one claim however many clauses it has.
@@ -73,7 +78,7 @@ def question_asks(question: str) -> QuestionAsks | None:
     ]
     if len(asks) < 2 or any(len(ask.split()) < MIN_ASK_WORDS for ask in asks):
         return None
-    return QuestionAsks(tuple(asks), context)
+    return QuestionAsks(tuple(asks[:MAX_ASKS]), context)
 
 
 def interleave(

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from evals.metrics import Evidence, RetrievedChunk, first_hit_rank
-from lorehouse.asks import QuestionAsks, interleave, question_asks
+from lorehouse.asks import MAX_ASKS, QuestionAsks, interleave, question_asks
 from lorehouse.embedding.minilm import default_embedder
 from lorehouse.retrieval import Retriever, SearchResult
 from lorehouse.stores.lance_index import ChunkIndex
@@ -75,6 +75,15 @@ def test_each_ask_is_searched_with_the_statements_around_it() -> None:
 )
 def test_a_single_ask_or_a_statement_is_not_split(question: str) -> None:
     assert question_asks(question) is None
+
+
+def test_a_question_of_many_asks_costs_at_most_max_asks_extra_searches() -> None:
+    # 30 asks in one request would be 31 searches: one caller's question slowing everyone's.
+    many = " and ".join(f"what is the limit for expense type {n}" for n in range(30)) + "?"
+    split = question_asks(many.capitalize())
+    assert split is not None and len(split.asks) == MAX_ASKS
+    assert split.asks[0] == "What is the limit for expense type 0"
+    assert split.asks[-1] == f"what is the limit for expense type {MAX_ASKS - 1}"
 
 
 def test_interleaving_leads_with_the_whole_question_and_skips_repeats() -> None:
