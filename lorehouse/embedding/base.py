@@ -6,6 +6,8 @@ choice is one setting resolved here, and the model's name travels with the vecto
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Protocol
 
@@ -24,6 +26,47 @@ class Embedder(Protocol):
     name: str
 
     def embed(self, texts: Sequence[str], batch_size: int = 32) -> np.ndarray: ...
+
+
+class VectorCache:
+    """The vectors of the last `size` texts embedded through it, by model and text.
+
+    For texts that recur across requests, like the sentences of the passages answers are
+    read from: a popular chunk's sentences are embedded once, not on every question that
+    retrieves it. Texts repeated within one call are embedded once too. Shared by request
+    threads, so its bookkeeping is locked; embedding runs outside the lock.
+    """
+
+    def __init__(self, size: int) -> None:
+        if size < 1:
+            raise ValueError(f"size must be at least 1, got {size}")
+        self.size = size
+        self._vectors: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def clear(self) -> None:
+        with self._lock:
+            self._vectors.clear()
+
+    def embed(self, embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
+        """Row i is the vector of texts[i], from the cache or embedded now."""
+        found: dict[str, np.ndarray] = {}
+        with self._lock:
+            for text in texts:
+                key = (embedder.name, text)
+                if key in self._vectors:
+                    self._vectors.move_to_end(key)
+                    found[text] = self._vectors[key]
+        missing = [text for text in dict.fromkeys(texts) if text not in found]
+        if missing:
+            fresh = embedder.embed(missing)
+            with self._lock:
+                for text, vector in zip(missing, fresh, strict=True):
+                    # A copy: a row of the batch would keep the whole batch's array alive.
+                    found[text] = self._vectors[(embedder.name, text)] = vector.copy()
+                while len(self._vectors) > self.size:
+                    self._vectors.popitem(last=False)
+        return np.stack([found[text] for text in texts]) if texts else np.zeros((0, 0), np.float32)
 
 
 def l2_normalize(vectors: np.ndarray) -> np.ndarray:

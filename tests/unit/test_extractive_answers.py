@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+import numpy as np
 import pytest
 
-from lorehouse.agents.answerer import answer_extractively, citations_in
+from lorehouse.agents.answerer import SENTENCE_VECTOR_CACHE, answer_extractively, citations_in
+from lorehouse.embedding.base import VectorCache
 from lorehouse.embedding.minilm import default_embedder
 from lorehouse.retrieval import SearchHit
 from lorehouse.settings import DEFAULT_ANSWER_MAX_WORDS, DEFAULT_ANSWER_MIN_SIMILARITY
@@ -212,3 +216,49 @@ def test_a_sentence_is_read_under_its_sections_heading() -> None:
     childcare.heading_path = ["Travel", "Babysitting and childcare while you travel"]
     answer = _answer("Can I expense a babysitter while I travel for work?", [budget, childcare])
     assert answer.startswith("Sourcegraph will reimburse these costs"), answer
+
+
+class _CountingEmbedder:
+    """The bundled embedder, recording the texts it is asked to embed."""
+
+    def __init__(self) -> None:
+        self.inner = default_embedder()
+        self.name = self.inner.name
+        self.embedded: list[str] = []
+
+    def embed(self, texts: Sequence[str], batch_size: int = 32) -> np.ndarray:
+        self.embedded.extend(texts)
+        return self.inner.embed(texts, batch_size)
+
+
+def test_passages_asked_about_again_are_not_embedded_again() -> None:
+    embedder = _CountingEmbedder()
+    question = "What is the maximum I can spend per night on a hotel for a business trip?"
+
+    def answer(asked: str) -> str:
+        draft = answer_extractively(
+            embedder, asked, HOTEL_POLICY, DEFAULT_ANSWER_MIN_SIMILARITY, DEFAULT_ANSWER_MAX_WORDS
+        )
+        return draft.text
+
+    SENTENCE_VECTOR_CACHE.clear()
+    first = answer(question)
+    assert len(embedder.embedded) == len(set(embedder.embedded)) > 4
+    embedder.embedded.clear()
+    assert answer(question) == first
+    assert embedder.embedded == []
+    # Another question over the same passages embeds the question alone.
+    answer("Who approves a hotel above the nightly limit?")
+    assert embedder.embedded == ["Who approves a hotel above the nightly limit?"]
+
+
+def test_the_vector_cache_keeps_the_most_recently_used_texts() -> None:
+    embedder = _CountingEmbedder()
+    cache = VectorCache(size=2)
+    first = cache.embed(embedder, ["alpha policy", "beta policy"])
+    cache.embed(embedder, ["alpha policy", "gamma policy"])  # beta is now the oldest: dropped
+    embedder.embedded.clear()
+    again = cache.embed(embedder, ["alpha policy", "beta policy", "alpha policy"])
+    assert embedder.embedded == ["beta policy"]
+    assert np.array_equal(again[0], first[0]) and np.array_equal(again[2], first[0])
+    np.testing.assert_allclose(again[1], first[1], atol=1e-6)
