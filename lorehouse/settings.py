@@ -345,6 +345,15 @@ class Settings(BaseSettings):
             "this (cosine) is answered as not found."
         ),
     )
+    answer_sentence_vectors_kept: int = Field(
+        default=20_000,
+        ge=0,
+        description=(
+            "Extractive answers: vectors of the last this many context sentences are kept "
+            "(about 1.5 KB each), so passages that recur across questions are not embedded "
+            "again: embedding them was 96 % of an answer. 0 keeps none."
+        ),
+    )
     answer_max_words: int = Field(
         default=DEFAULT_ANSWER_MAX_WORDS,
         ge=10,

@@ -20,7 +20,7 @@ from lorehouse.settings import Settings, get_settings
 if TYPE_CHECKING:
     from lorehouse.agents.ask import AskOptions, AskPipeline
     from lorehouse.chunking import Chunker
-    from lorehouse.embedding.base import Embedder
+    from lorehouse.embedding.base import Embedder, VectorCache
     from lorehouse.enrichment import Enricher
     from lorehouse.llm import LLMClient
     from lorehouse.parsing.registry import ParseOptions
@@ -245,6 +245,14 @@ class Lorehouse:
             source_prior_weight=self.settings.ask_source_prior_weight,
         )
 
+    @cached_property
+    def _kept_sentence_vectors(self) -> VectorCache | None:
+        """Context sentences' vectors, shared by every answer pipeline of this deployment."""
+        from lorehouse.embedding.base import VectorCache
+
+        kept = self.settings.answer_sentence_vectors_kept
+        return VectorCache(kept) if kept else None
+
     def ask_pipeline(self) -> AskPipeline:
         """The agentic answer pipeline over `retriever()`, answering with `answer_llm()`."""
         from lorehouse.agents.ask import AskPipeline
@@ -256,6 +264,7 @@ class Lorehouse:
             self.embedder(),
             self.answer_llm(),
             self.ask_options(),
+            kept_vectors=self._kept_sentence_vectors,
         )
 
     def with_index_at(self, lancedb_uri: str | Path) -> Lorehouse:

@@ -213,10 +213,6 @@ LEXICAL_WEIGHT = 0.3
 #: Bonus for a sentence that holds what the question asks for (a number, a name).
 SLOT_WEIGHT = 0.15
 _ANALYZER = Analyzer()
-#: Context sentences (alone and under their heading) whose vectors are kept: embedding them
-#: was 96 % of an offline answer (about 0.9 s for 8 passages on 2 cores), and the passages a
-#: deployment's questions retrieve recur. 20,000 MiniLM vectors take 30 MB.
-SENTENCE_VECTOR_CACHE = VectorCache(20_000)
 
 
 @dataclass(frozen=True)
@@ -267,7 +263,11 @@ def _holds_what_is_asked(question: str, units: Sequence[_Unit]) -> np.ndarray:
 
 
 def _similarities(
-    embedder: Embedder, question: str, units: Sequence[_Unit], hits: Sequence[SearchHit]
+    embedder: Embedder,
+    question: str,
+    units: Sequence[_Unit],
+    hits: Sequence[SearchHit],
+    kept: VectorCache | None = None,
 ) -> np.ndarray:
     """Per unit, its cosine with the question, read alone or under its section's heading,
     whichever is closer.
@@ -286,9 +286,8 @@ def _similarities(
         for index, (unit, heading) in enumerate(zip(units, headings, strict=True))
         if heading and heading[-1].strip()
     ]
-    vectors = SENTENCE_VECTOR_CACHE.embed(
-        embedder, [question, *(unit.text for unit in units), *(t for _, t in framed)]
-    )
+    texts = [question, *(unit.text for unit in units), *(t for _, t in framed)]
+    vectors = kept.embed(embedder, texts) if kept is not None else embedder.embed(texts)
     alone = vectors[1 : 1 + len(units)] @ vectors[0]
     if not framed:
         return alone
@@ -304,6 +303,7 @@ def answer_extractively(
     min_similarity: float,
     max_words: int = 100,
     max_sentences: int = 6,
+    kept_vectors: VectorCache | None = None,
 ) -> DraftAnswer:
     """The context sentences that best answer the question, each cited; "not found" below a floor.
 
@@ -314,7 +314,8 @@ def answer_extractively(
     the answer names the limit instead of repeating the topic. The best sentence opens the
     answer; the others follow in the order the context presents them, so the answer states the
     fact first and then reads like the source. A table row is one unit, with its column names,
-    so it is never cut.
+    so it is never cut. `kept_vectors` keeps the sentences' vectors for the next answers
+    reading the same passages.
     """
     units = [
         _Unit(number, order, text)
@@ -323,7 +324,7 @@ def answer_extractively(
     ]
     if not units:
         return DraftAnswer(NOT_FOUND_ANSWER, [], answerable=False)
-    similarities = _similarities(embedder, question, units, hits)
+    similarities = _similarities(embedder, question, units, hits, kept_vectors)
     if float(np.max(similarities)) < min_similarity:
         return DraftAnswer(NOT_FOUND_ANSWER, [], answerable=False)
     scores = (

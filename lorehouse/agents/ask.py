@@ -36,7 +36,7 @@ from lorehouse.agents.source_identifier import (
     rank_documents,
 )
 from lorehouse.agents.trace import AskTrace, StepTrace, timed_step
-from lorehouse.embedding.base import Embedder
+from lorehouse.embedding.base import Embedder, VectorCache
 from lorehouse.llm import LLMClient, LLMFailure
 from lorehouse.rerankers import reciprocal_rank_fusion
 from lorehouse.retrieval import Retriever, SearchFilters, SearchHit, SearchMode, hit_from_row
@@ -123,12 +123,16 @@ class AskPipeline:
         embedder: Embedder,
         client: LLMClient | None,
         options: AskOptions | None = None,
+        kept_vectors: VectorCache | None = None,
     ) -> None:
+        """`kept_vectors` outlives the pipeline: the context sentences' vectors, shared by
+        every question a deployment answers extractively."""
         self.retriever = retriever
         self.documents = documents
         self.embedder = embedder
         self.client = client
         self.options = options or AskOptions()
+        self.kept_vectors = kept_vectors
 
     # -- the whole pipeline ---------------------------------------------------------------------
 
@@ -415,6 +419,7 @@ class AskPipeline:
             context,
             self.options.answer_min_similarity,
             self.options.answer_max_words,
+            kept_vectors=self.kept_vectors,
         )
 
     def _mode(self) -> AnswerMode:

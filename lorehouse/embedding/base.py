@@ -44,10 +44,6 @@ class VectorCache:
         self._vectors: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
         self._lock = threading.Lock()
 
-    def clear(self) -> None:
-        with self._lock:
-            self._vectors.clear()
-
     def embed(self, embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
         """Row i is the vector of texts[i], from the cache or embedded now."""
         found: dict[str, np.ndarray] = {}

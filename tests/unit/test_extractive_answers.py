@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from lorehouse.agents.answerer import SENTENCE_VECTOR_CACHE, answer_extractively, citations_in
+from lorehouse.agents.answerer import answer_extractively, citations_in
 from lorehouse.embedding.base import VectorCache
 from lorehouse.embedding.minilm import default_embedder
 from lorehouse.retrieval import SearchHit
@@ -233,15 +233,20 @@ class _CountingEmbedder:
 
 def test_passages_asked_about_again_are_not_embedded_again() -> None:
     embedder = _CountingEmbedder()
+    kept = VectorCache(size=100)
     question = "What is the maximum I can spend per night on a hotel for a business trip?"
 
     def answer(asked: str) -> str:
         draft = answer_extractively(
-            embedder, asked, HOTEL_POLICY, DEFAULT_ANSWER_MIN_SIMILARITY, DEFAULT_ANSWER_MAX_WORDS
+            embedder,
+            asked,
+            HOTEL_POLICY,
+            DEFAULT_ANSWER_MIN_SIMILARITY,
+            DEFAULT_ANSWER_MAX_WORDS,
+            kept_vectors=kept,
         )
         return draft.text
 
-    SENTENCE_VECTOR_CACHE.clear()
     first = answer(question)
     assert len(embedder.embedded) == len(set(embedder.embedded)) > 4
     embedder.embedded.clear()
