@@ -772,7 +772,7 @@ _TABLES = frozenset(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", _SCHEMA))
 def _key_frame(column: str, keys: Sequence[str]) -> pd.DataFrame:
     """One text column of keys to join against. Typed as text so that an empty list still
     compares with the VARCHAR key columns (pandas would type it as a number)."""
-    return pd.DataFrame({column: pd.Series(list(keys), dtype=object).astype("string")})
+    return pd.DataFrame({column: pd.Series(list(keys), dtype="string")})
 
 
 def _insert_frame(
