@@ -1,0 +1,43 @@
+"""Settings users copy from `.env.example`."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from lorehouse.settings import Settings
+
+ENV_EXAMPLE = Path(__file__).resolve().parents[2] / ".env.example"
+#: Example values that are paths or machine-dependent on purpose, not copies of a default.
+EXAMPLE_ONLY = {"source_uri", "data_dir", "workers"}
+
+
+def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    for name in os.environ:
+        if name.startswith("LOREHOUSE_"):
+            monkeypatch.delenv(name)
+
+
+def test_env_example_states_the_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A copied `.env.example` must not quietly change behaviour: every value it sets is the
+    default the settings hold (it once set the ANN threshold to 10,000 where the default was
+    50,000, and the answer floor to 0.45 where it was 0.40)."""
+    _clean_environment(monkeypatch)
+    defaults = Settings(_env_file=None)
+    lines = re.findall(r"^LOREHOUSE_([A-Z0-9_]+)=(.*)$", ENV_EXAMPLE.read_text(), re.MULTILINE)
+    assert len(lines) > 20
+    differing = []
+    for name, value in lines:
+        field = name.lower()
+        assert field in Settings.model_fields, f".env.example sets unknown LOREHOUSE_{name}"
+        if field in EXAMPLE_ONLY:
+            continue
+        monkeypatch.setenv(f"LOREHOUSE_{name}", value)
+        if getattr(Settings(_env_file=None), field) != getattr(defaults, field):
+            differing.append(f"LOREHOUSE_{name}={value} (default {getattr(defaults, field)})")
+        monkeypatch.delenv(f"LOREHOUSE_{name}")
+    assert not differing, f".env.example differs from the defaults: {differing}"
