@@ -298,5 +298,11 @@ def _mean_pool_normalize(hidden: np.ndarray, attention_mask: np.ndarray) -> np.n
 
 @lru_cache(maxsize=1)
 def default_embedder() -> OnnxMiniLMEmbedder:
-    """One shared embedder per process, so the model is loaded (lazily) at most once."""
-    return OnnxMiniLMEmbedder()
+    """One shared embedder per process, so the model is loaded (lazily) at most once.
+
+    Its thread count comes from the settings (`LOREHOUSE_EMBED_THREADS`): the index build,
+    the enrichment summaries and the query side all share this one session.
+    """
+    from lorehouse.settings import get_settings
+
+    return OnnxMiniLMEmbedder(intra_op_threads=get_settings().embed_threads)

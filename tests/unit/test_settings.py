@@ -1,4 +1,4 @@
-"""Settings users copy from `.env.example`."""
+"""Settings users copy from `.env.example`, and the embedder's threads they can raise."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from lorehouse.settings import Settings
+from lorehouse.embedding.minilm import default_embedder
+from lorehouse.settings import Settings, get_settings
 
 ENV_EXAMPLE = Path(__file__).resolve().parents[2] / ".env.example"
 #: Example values that are paths or machine-dependent on purpose, not copies of a default.
@@ -41,3 +42,22 @@ def test_env_example_states_the_defaults(monkeypatch: pytest.MonkeyPatch) -> Non
             differing.append(f"LOREHOUSE_{name}={value} (default {getattr(defaults, field)})")
         monkeypatch.delenv(f"LOREHOUSE_{name}")
     assert not differing, f".env.example differs from the defaults: {differing}"
+
+
+def test_bundled_embedder_takes_its_threads_from_the_settings(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A run pod with more cores embeds on as many threads as `LOREHOUSE_EMBED_THREADS` says,
+    and the vectors do not depend on it."""
+    default_vector = default_embedder().embed(["How many vacation days do I get?"])[0]
+    monkeypatch.setenv("LOREHOUSE_EMBED_THREADS", "1")
+    get_settings.cache_clear()
+    default_embedder.cache_clear()
+    try:
+        embedder = default_embedder()
+        assert embedder._get_session().get_session_options().intra_op_num_threads == 1
+        one_thread = embedder.embed(["How many vacation days do I get?"])[0]
+        assert float(one_thread @ default_vector) > 0.9999
+    finally:
+        get_settings.cache_clear()
+        default_embedder.cache_clear()
