@@ -15,6 +15,12 @@ Offline defaults: extractive enrichment, the bundled MiniLM int8 embedder. Run f
 repository root (sizes take roughly 0.3 s per document for a full build on 2 cores):
 
     .venv/bin/python bench/scale.py --sizes 2000 20000 [--json bench/scale.json]
+
+A build longer than the machine stays up can be finished with `--resume --workdir DIR`: the
+corpus and stores in DIR are kept, the interrupted run's time (its Dagster run, from start to
+last event) and memory (every sample is appended to `memory-N.tsv` in DIR as it is taken)
+are read back, and the rest of the build runs as the crash-safe reindex would run it after a
+crash. The full build's figures are then the two runs' sums and peaks.
 """
 
 from __future__ import annotations
@@ -48,13 +54,16 @@ class PeakRss:
     summed PSS, which counts pages shared by forked workers once (the memory the run costs).
     """
 
-    def __init__(self, pid: int, interval: float = 0.1) -> None:
+    def __init__(self, pid: int, interval: float = 0.1, log: Path | None = None) -> None:
         self.peak = 0
         self.peak_pss = 0
         #: (wall clock time, PSS bytes) of every sample, to find each stage's peak.
         self.samples: list[tuple[float, int]] = []
         self._root = psutil.Process(pid)
         self._interval = interval
+        #: Every sample as `time<TAB>rss<TAB>pss` (bytes), written as it is taken, so the
+        #: memory of a run that is killed before it ends is still known (`--resume`).
+        self._log = log.open("a", buffering=1) if log else None
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._sample, daemon=True)
         self._thread.start()
@@ -74,12 +83,17 @@ class PeakRss:
                 return
             self.peak = max(self.peak, total)
             self.peak_pss = max(self.peak_pss, pss)
-            self.samples.append((time.time(), pss))
+            now = time.time()
+            self.samples.append((now, pss))
+            if self._log:
+                self._log.write(f"{now:.2f}\t{total}\t{pss}\n")
             self._done.wait(self._interval)
 
     def stop(self) -> tuple[int, int]:
         self._done.set()
         self._thread.join()
+        if self._log:
+            self._log.close()
         return self.peak, self.peak_pss
 
 
@@ -89,7 +103,9 @@ def _size(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.exists() else 0
 
 
-def materialize(source: Path, data_dir: Path, log: Path) -> dict[str, Any]:
+def materialize(
+    source: Path, data_dir: Path, log: Path, memory_log: Path | None = None
+) -> dict[str, Any]:
     """One `lorehouse materialize` of the indexing stages in a child process."""
     env = {
         **os.environ,
@@ -102,7 +118,7 @@ def materialize(source: Path, data_dir: Path, log: Path) -> dict[str, Any]:
     started = time.perf_counter()
     with log.open("a") as output:
         child = subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=output, stderr=output)
-        sampler = PeakRss(child.pid)
+        sampler = PeakRss(child.pid, log=memory_log)
         code = child.wait()
         peak, peak_pss = sampler.stop()
     wall = time.perf_counter() - started
@@ -166,21 +182,95 @@ def _latest_run(
 
     with dg.DagsterInstance.from_config(str(home)) as instance:
         run = instance.get_runs(limit=1)[0]
-        spans: dict[str, list[float]] = {}
-        for record in instance.all_logs(run.run_id):
-            event = record.dagster_event
-            if event is None or event.step_key not in STAGES:
-                continue
-            if event.event_type_value == "STEP_START":
-                spans[event.step_key] = [record.timestamp, float("inf")]
-            elif event.event_type_value in ("STEP_SUCCESS", "STEP_FAILURE"):
-                spans.setdefault(event.step_key, [0.0, 0.0])[1] = record.timestamp
+        spans = _step_spans(instance.all_logs(run.run_id))
         found = {}
         for asset in [*STAGES, "chunks", "chunk_embeddings"]:
             event = instance.get_latest_materialization_event(dg.AssetKey(asset))
             if event and event.asset_materialization:
                 found[asset] = {k: v.value for k, v in event.asset_materialization.metadata.items()}
-        return found, {step: (start, end) for step, (start, end) in spans.items()}
+        return found, spans
+
+
+def _step_spans(records: list[Any]) -> dict[str, tuple[float, float]]:
+    """When each stage's step started and ended; a step that never ended ends at the run's
+    last event (a run killed in the middle of it)."""
+    spans: dict[str, list[float]] = {}
+    for record in records:
+        event = record.dagster_event
+        if event is None or event.step_key not in STAGES:
+            continue
+        if event.event_type_value == "STEP_START":
+            spans[event.step_key] = [record.timestamp, float("inf")]
+        elif event.event_type_value in ("STEP_SUCCESS", "STEP_FAILURE"):
+            spans.setdefault(event.step_key, [0.0, 0.0])[1] = record.timestamp
+    last = records[-1].timestamp if records else 0.0
+    return {step: (start, min(end, last)) for step, (start, end) in spans.items()}
+
+
+def _memory_samples(memory_log: Path) -> list[tuple[float, int, int]]:
+    """(time, RSS, PSS) of every sample `PeakRss` appended to a memory log."""
+    if not memory_log.exists():
+        return []
+    rows = (line.split("\t") for line in memory_log.read_text().splitlines() if line)
+    return [(float(at), int(rss), int(pss)) for at, rss, pss in rows]
+
+
+def interrupted_runs(home: Path, memory_log: Path, margin: float = 60.0) -> dict[str, Any]:
+    """What the build's runs that never finished cost: wall time from each run's first to
+    its last event, each stage's time, and the peak memory sampled while they ran (from
+    `margin` seconds before the first event, when the process was importing, to as long after
+    the last, when it was killed)."""
+    import dagster as dg
+
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        runs = [r for r in instance.get_runs() if r.status != dg.DagsterRunStatus.SUCCESS]
+        logs = [instance.all_logs(run.run_id) for run in runs]
+    if not runs:
+        raise SystemExit(f"nothing to resume: every run in {home} finished")
+    samples = _memory_samples(memory_log)
+    windows = [(records[0].timestamp, records[-1].timestamp) for records in logs if records]
+    stage_seconds = dict.fromkeys(STAGES.values(), 0.0)
+    stage_peaks = dict.fromkeys(STAGES.values(), 0)
+    for records in logs:
+        for step, (start, end) in _step_spans(records).items():
+            label = STAGES[step]
+            stage_seconds[label] += end - start
+            inside = [pss for at, _, pss in samples if start <= at <= end]
+            stage_peaks[label] = max(stage_peaks[label], *inside, 0)
+    during = [
+        (rss, pss)
+        for at, rss, pss in samples
+        if any(start - margin <= at <= end + margin for start, end in windows)
+    ]
+    return {
+        "runs": len(runs),
+        "wall_seconds": round(sum(end - start for start, end in windows), 2),
+        "stage_seconds": {label: round(value, 1) for label, value in stage_seconds.items()},
+        "stage_peak_pss_mib": {label: round(v / 2**20, 1) for label, v in stage_peaks.items()},
+        "samples": len(during),
+        "peak_rss_mib": round(max((rss for rss, _ in during), default=0) / 2**20, 1),
+        "peak_pss_mib": round(max((pss for _, pss in during), default=0) / 2**20, 1),
+    }
+
+
+def finished_after(before: dict[str, Any], rest: dict[str, Any]) -> dict[str, Any]:
+    """A full build that ran as interrupted runs and the run that finished it: times added
+    up, memory the higher of the two."""
+    total = dict(rest)
+    total["wall_seconds"] = round(before["wall_seconds"] + rest["wall_seconds"], 2)
+    total["stage_seconds"] = {
+        label: round(before["stage_seconds"].get(label, 0.0) + seconds, 1)
+        for label, seconds in rest["stage_seconds"].items()
+    }
+    total["stage_peak_pss_mib"] = {
+        label: max(before["stage_peak_pss_mib"].get(label, 0.0), peak)
+        for label, peak in rest["stage_peak_pss_mib"].items()
+    }
+    for key in ("peak_rss_mib", "peak_pss_mib"):
+        total[key] = max(before[key], rest[key])
+    total["interrupted"] = before
+    total["finishing_run"] = rest
+    return total
 
 
 def search_p50(data_dir: Path, queries: int = QUERIES) -> float:
@@ -203,16 +293,27 @@ def search_p50(data_dir: Path, queries: int = QUERIES) -> float:
     return round(statistics.median(timings), 2)
 
 
-def measure(documents: int, workdir: Path) -> dict[str, Any]:
+def measure(documents: int, workdir: Path, resume: bool = False) -> dict[str, Any]:
     source = workdir / f"corpus-{documents}"
     data_dir = workdir / f"data-{documents}"
     log = workdir / f"run-{documents}.log"
-    generate_corpus(source, documents)
-    print(f"[{documents}] full build...", file=sys.stderr)
-    full = materialize(source, data_dir, log)
+    memory_log = workdir / f"memory-{documents}.tsv"
+    if resume:
+        if not (data_dir / "dagster_home").exists():
+            raise SystemExit(f"nothing to resume in {data_dir}: run without --resume first")
+        before = interrupted_runs(data_dir / "dagster_home", memory_log)
+        print(
+            f"[{documents}] finishing the build ({before['runs']} run(s) cut short)...",
+            file=sys.stderr,
+        )
+        full = finished_after(before, materialize(source, data_dir, log, memory_log))
+    else:
+        generate_corpus(source, documents)
+        print(f"[{documents}] full build...", file=sys.stderr)
+        full = materialize(source, data_dir, log, memory_log)
     full["search_p50_ms"] = search_p50(data_dir)
     print(f"[{documents}] no-change rerun...", file=sys.stderr)
-    unchanged = materialize(source, data_dir, log)
+    unchanged = materialize(source, data_dir, log, memory_log)
     return {
         "documents": documents,
         "full": full,
@@ -251,7 +352,14 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[2000], help="corpus sizes")
     parser.add_argument("--json", type=Path, default=None, help="also write raw numbers here")
     parser.add_argument("--workdir", type=Path, default=None, help="keep corpora and stores here")
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="finish builds cut short in --workdir, adding the cut runs' time and memory",
+    )
     args = parser.parse_args()
+    if args.resume and args.workdir is None:
+        parser.error("--resume needs the --workdir of the build to finish")
 
     from lorehouse.settings import apply_offline_environment
 
@@ -262,7 +370,7 @@ def main() -> None:
         workdir = args.workdir or Path(scratch)
         workdir.mkdir(parents=True, exist_ok=True)
         for size in args.sizes:
-            results.append(measure(size, workdir))
+            results.append(measure(size, workdir, resume=args.resume))
             print(_table(results), file=sys.stderr)
             if args.json:  # after every size: a large size may run for hours
                 write_raw_numbers(args.json, {"machine": info, "results": results})
