@@ -16,6 +16,7 @@ def index_freshness(settings: Settings) -> dg.FreshnessPolicy:
     return dg.FreshnessPolicy.time_window(fail_window=timedelta(hours=settings.index_max_age_hours))
 
 
-#: For assets that call an LLM: the step retried twice, 30 s then 60 s later, when a provider
-#: outage outlasts the client's own retries.
+#: For assets that call an LLM: the step retried twice, 30 s then 90 s later (Dagster's
+#: exponential backoff waits (2^n - 1) x 30 s), when a provider outage outlasts the client's
+#: own retries.
 LLM_RETRY_POLICY = dg.RetryPolicy(max_retries=2, delay=30, backoff=dg.Backoff.EXPONENTIAL)

@@ -44,6 +44,15 @@ def test_env_example_states_the_defaults(monkeypatch: pytest.MonkeyPatch) -> Non
     assert not differing, f".env.example differs from the defaults: {differing}"
 
 
+def test_env_example_names_every_setting() -> None:
+    """The README promises `.env.example` documents each setting, set or commented out."""
+    named = set(re.findall(r"^#? ?LOREHOUSE_([A-Z0-9_]+)=", ENV_EXAMPLE.read_text(), re.MULTILINE))
+    missing = sorted(
+        f"LOREHOUSE_{f.upper()}" for f in Settings.model_fields if f.upper() not in named
+    )
+    assert not missing, f".env.example does not mention {missing}"
+
+
 def test_bundled_embedder_takes_its_threads_from_the_settings(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
