@@ -78,6 +78,10 @@ def document_features(feature_store: FeatureStoreResource) -> dg.MaterializeResu
             "dagster/row_count": counts["documents"],
             "faqs": counts["chunk_faqs"],
             "keywords": counts["chunk_keywords"],
+            # A nightly run over a corpus that barely changed rewrites almost nothing.
+            "documents_rewritten": counts["documents_documents_rewritten"],
+            "faq_documents_rewritten": counts["chunk_faqs_documents_rewritten"],
+            "keyword_documents_rewritten": counts["chunk_keywords_documents_rewritten"],
             "documents_preview": dg.MetadataValue.md(
                 markdown_table(
                     ["title", "chunks", "pages", "summary"],

@@ -570,11 +570,15 @@ class DuckDBStore:
                 )
         return dropped
 
-    def execute_in_transaction(self, statements: Sequence[str]) -> None:
-        """Runs SQL statements as one transaction: readers see all of them or none."""
+    def execute_in_transaction(self, statements: Sequence[str]) -> list[tuple]:
+        """Runs SQL statements as one transaction: readers see all of them or none. Returns
+        the rows of the last statement (a summary of what the others did, if it is a query);
+        temporary tables they create last until then."""
+        rows: list[tuple] = []
         with self._transaction() as connection:
             for statement in statements:
-                connection.execute(statement)
+                rows = connection.execute(statement).fetchall()
+        return rows
 
     def document_ids_for_index(self) -> list[str]:
         """Every document of the `documents` table, in path order (the index's batches)."""
