@@ -1,11 +1,17 @@
 """Assets of the first two stages: raw_documents and parsed_documents, with their checks."""
 
 import dagster as dg
+import pandas as pd
 import pandera.errors
 import pandera.pandas as pa
 
 from assets._metadata import markdown_table, progress_logger
-from lorehouse.schemas import FailedDocumentsSchema, ParsedDocumentsSchema, RawDocumentsSchema
+from lorehouse.schemas import (
+    TABLE_CONTRACTS,
+    FailedDocumentsSchema,
+    ParsedDocumentsSchema,
+    RawDocumentsSchema,
+)
 from lorehouse.stages.inventory import run_inventory
 from lorehouse.stages.parse import run_parse
 from pipelines.resources import DocumentSourceResource, FeatureStoreResource, ParsingResource
@@ -100,25 +106,64 @@ def parsed_documents(
     )
 
 
+#: Rows a contract check validates at a time: a check's memory follows this, not the table.
+#: Parsed documents carry their whole Markdown, chunks their texts and enriched chunks lists,
+#: so they go fewer at a time (about 50 MB of frame a batch; pandera's checks add as much).
+CONTRACT_BATCH_ROWS = 100_000
+CONTRACT_BATCH_ROWS_BY_TABLE = {
+    "documents_parsed": 2_000,
+    "chunks": 10_000,
+    "enriched_chunks": 10_000,
+}
+#: Failing cases shown in a failed check's metadata.
+FAILURE_CASES_SHOWN = 20
+
+
 def schema_check(
     frame_name: str,
     schema: type[pa.DataFrameModel] | pa.DataFrameSchema,
     store: FeatureStoreResource,
 ) -> dg.AssetCheckResult:
-    """Validates a whole table against its pandera contract, with failing cases as metadata."""
-    frame = store.open().table(frame_name)
-    try:
-        schema.validate(frame, lazy=True)
-    except pandera.errors.SchemaErrors as errors:
-        cases = errors.failure_cases.head(20)
+    """Validates a table against its contract, with failing cases as metadata.
+
+    The pandera schema checks the table a batch of rows at a time, so a check of a
+    million-document table needs the memory of one batch. What no batch can see whole (a
+    column's values unique, `TABLE_CONTRACTS` such as positions per document) is checked by
+    queries over the whole table in DuckDB.
+    """
+    feature_store = store.open()
+    rows, failures = 0, []
+    batch_rows = CONTRACT_BATCH_ROWS_BY_TABLE.get(frame_name, CONTRACT_BATCH_ROWS)
+    for frame in feature_store.table_batches(frame_name, batch_rows):
+        rows += len(frame)
+        try:
+            schema.validate(frame, lazy=True)
+        except pandera.errors.SchemaErrors as errors:
+            failures.append(errors.failure_cases.head(FAILURE_CASES_SHOWN))
+    columns = (schema.to_schema() if isinstance(schema, type) else schema).columns
+    found = [
+        (name, f"unique ({count} rows)", value)
+        for name, column in columns.items()
+        if column.unique
+        for value, count in feature_store.duplicates(frame_name, name, FAILURE_CASES_SHOWN)
+    ]
+    found += [
+        ("", error, value)
+        for error, query in TABLE_CONTRACTS.get(frame_name, [])
+        for value in feature_store.offending_values(query, FAILURE_CASES_SHOWN)
+    ]
+    if found:
+        failures.append(pd.DataFrame(found, columns=["column", "check", "failure_case"]))
+    if failures:
+        cases = pd.concat(failures, ignore_index=True).head(FAILURE_CASES_SHOWN)
         return dg.AssetCheckResult(
             passed=False,
             metadata={
-                "rows": len(frame),
+                "rows": rows,
                 "failure_cases": dg.MetadataValue.md(cases.to_markdown(index=False)),
             },
         )
-    return dg.AssetCheckResult(passed=True, metadata={"rows": len(frame)})
+    return dg.AssetCheckResult(passed=True, metadata={"rows": rows})
 
 
 @dg.asset_check(asset=raw_documents, blocking=True)

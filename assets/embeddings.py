@@ -85,7 +85,7 @@ def chunk_embeddings_match_chunks(
 ) -> dg.AssetCheckResult:
     """The index holds exactly the chunks DuckDB holds, embedded with the configured model."""
     index = vector_index.open()
-    expected = set(feature_store.open().table("chunks")["chunk_id"])
+    expected = set(feature_store.open().table("chunks", columns=["chunk_id"])["chunk_id"])
     # No table yet (the first run's provider failed before any commit): nothing is stored.
     stored = set(index.stored_keys()) if index.exists() else set()
     model = index.embedding_model()[0] if index.exists() else None

@@ -72,7 +72,7 @@ def document_features(feature_store: FeatureStoreResource) -> dg.MaterializeResu
     """The document list (title, summary, size, ACL) plus FAQ and keyword tables."""
     store = feature_store.open()
     counts = run_document_features(store)
-    preview = store.table("documents").head(20)
+    preview = store.table("documents", limit=20)
     return dg.MaterializeResult(
         metadata={
             "dagster/row_count": counts["documents"],

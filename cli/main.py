@@ -295,11 +295,9 @@ def _source_names(lorehouse: Lorehouse, sources: list[str] | str) -> str:
     """The documents the source identifier chose, by title and path (ids mean nothing)."""
     if sources == "all":
         return "all documents"
-    documents = lorehouse.feature_store().table("documents").set_index("doc_id")
+    names = lorehouse.feature_store().document_names(sources)
     return "; ".join(
-        f"{documents.at[doc_id, 'title']} ({documents.at[doc_id, 'rel_path']})"
-        if doc_id in documents.index
-        else doc_id
+        f"{names[doc_id][0]} ({names[doc_id][1]})" if doc_id in names else doc_id
         for doc_id in sources
     )
 

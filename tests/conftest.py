@@ -14,6 +14,7 @@ from lorehouse.models import DocumentFailure, ParsedDocument, RawDocument
 from lorehouse.parsing.registry import ParseOptions
 from lorehouse.parsing.runner import parse_document
 from lorehouse.settings import BUNDLED_SAMPLE_CORPUS, REPO_ROOT
+from lorehouse.stores.duckdb_store import DuckDBStore
 
 SHARED_CORPUS = REPO_ROOT.parent / "shared" / "corpus"
 DOCS_CORPUS = SHARED_CORPUS / "docs"
@@ -116,3 +117,39 @@ def materialized_sample(tmp_path_factory: pytest.TempPathFactory) -> Path:
             (shared / "built").touch()
     shutil.copytree(shared / "data", own_copy)
     return own_copy
+
+
+GENERATED_DOCUMENTS = 12
+
+
+@pytest.fixture
+def stage_tables_store(tmp_path: Path) -> DuckDBStore:
+    """A store whose stage tables hold 12 generated documents ('doc-0'...'doc-11') of 2
+    chunks each ('doc-0-0', 'doc-0-1'...), every chunk with 3 keywords and a FAQ."""
+    store = DuckDBStore(tmp_path / "lorehouse.duckdb")
+    with store.connect() as connection:
+        connection.execute(
+            "INSERT INTO documents_raw SELECT 'doc-' || i, 'file:///corpus', 'p/' || i || '.md', "
+            "'md', 100, sha256(i::VARCHAR), now(), ['public'], now() "
+            f"FROM range({GENERATED_DOCUMENTS}) t(i)"
+        )
+        connection.execute(
+            "INSERT INTO documents_parsed SELECT 'doc-' || i, sha256(i::VARCHAR), 'Policy ' || i, "
+            "'# Policy', '[]', 1, 'markdown', '1', 1.0, [], now() "
+            f"FROM range({GENERATED_DOCUMENTS}) t(i)"
+        )
+        connection.execute(
+            "INSERT INTO chunks SELECT 'doc-' || i || '-' || j, 'doc-' || i, j, ['Rules'], "
+            "'text', 'text', 1, 1, false, 5, ['public'], 'fp', now() "
+            f"FROM range({GENERATED_DOCUMENTS}) t(i), range(2) s(j)"
+        )
+        connection.execute(
+            "INSERT INTO enriched_chunks SELECT chunk_id, doc_id, NULL, "
+            "['What does ' || chunk_id || ' say?'], ['leave', 'pay', chunk_id], "
+            "'extractive', 'bundled', 'v1', 'enriched', NULL FROM chunks"
+        )
+        connection.execute(
+            "INSERT INTO document_enrichment SELECT 'doc-' || i, 'About leave.', NULL, "
+            f"'extractive', 'bundled', 'enriched', NULL FROM range({GENERATED_DOCUMENTS}) t(i)"
+        )
+    return store

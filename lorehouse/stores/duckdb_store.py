@@ -721,10 +721,59 @@ class DuckDBStore:
 
     # -- reporting -----------------------------------------------------------------------------
 
-    def table(self, name: str) -> pd.DataFrame:
-        """A whole table as a DataFrame, for data-contract checks and reports."""
+    def table(
+        self, name: str, columns: Sequence[str] = ("*",), limit: int | None = None
+    ) -> pd.DataFrame:
+        """A table (its `columns`, at most `limit` rows) as a DataFrame, for reports and tests.
+
+        Whole tables grow with the corpus: a stage or check reads only the columns it needs,
+        or goes through `table_batches`.
+        """
+        selected = ", ".join("*" if c == "*" else f'"{_column(c)}"' for c in columns)
+        bound = f" LIMIT {int(limit)}" if limit is not None else ""
         with self.connect() as connection:
-            return connection.execute(f"SELECT * FROM {_known(name)}").df()
+            return connection.execute(f"SELECT {selected} FROM {_known(name)}{bound}").df()
+
+    def table_batches(self, name: str, rows_per_batch: int) -> Iterator[pd.DataFrame]:
+        """A whole table in batches of at most `rows_per_batch` rows (by row id), so that
+        reading it costs the memory of a batch, not of the table. Each batch opens its own
+        short connection, as every read here does, so no one waits long for the file."""
+        with self.connect() as connection:
+            row = connection.execute(f"SELECT max(rowid) FROM {_known(name)}").fetchone()
+        last = row[0] if row and row[0] is not None else -1
+        step = max(1, rows_per_batch)
+        for start in range(0, last + 1, step):
+            with self.connect() as connection:
+                frame = connection.execute(
+                    f"SELECT * FROM {name} WHERE rowid >= ? AND rowid < ?", [start, start + step]
+                ).df()
+            if not frame.empty:
+                yield frame
+
+    def duplicates(self, name: str, column: str, limit: int = 20) -> list[tuple[object, int]]:
+        """Values of `column` held by more than one row, with how many (at most `limit`)."""
+        quoted = f'"{_column(column)}"'
+        with self.connect() as connection:
+            return connection.execute(
+                f"SELECT {quoted}, count(*) AS n FROM {_known(name)} GROUP BY {quoted} "
+                f"HAVING count(*) > 1 ORDER BY n DESC LIMIT {int(limit)}"
+            ).fetchall()
+
+    def offending_values(self, query: str, limit: int = 20) -> list[object]:
+        """What a contract query over whole tables finds wrong (at most `limit` values).
+
+        Only for the contract queries defined in code (`lorehouse.schemas.TABLE_CONTRACTS`),
+        never for text from outside."""
+        with self.connect() as connection:
+            rows = connection.execute(f"{query} LIMIT {int(limit)}").fetchall()
+        return [row[0] for row in rows]
+
+    def document_names(self, doc_ids: Sequence[str]) -> dict[str, tuple[str, str]]:
+        """doc_id -> (title, rel_path) of the given documents that are in the document list."""
+        rows = self._for_documents(
+            "SELECT doc_id, title, rel_path FROM documents {where}", "doc_id", doc_ids
+        )
+        return {row.doc_id: (row.title, row.rel_path) for row in rows.itertuples()}
 
     def row_count(self, name: str) -> int:
         """Rows in a table, without reading them."""
@@ -801,6 +850,13 @@ def _known(table: str) -> str:
     if table not in _TABLES:
         raise ValueError(f"unknown table {table!r}")
     return table
+
+
+def _column(name: str) -> str:
+    """Column names are interpolated into SQL (quoted), so only plain identifiers pass."""
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+        raise ValueError(f"not a column name: {name!r}")
+    return name
 
 
 def declared_columns() -> dict[str, list[tuple[str, str]]]:

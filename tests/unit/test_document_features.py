@@ -2,46 +2,16 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from lorehouse.stages.features import _FRESH, FEATURE_TABLES, run_document_features
 from lorehouse.stores.duckdb_store import DuckDBStore
 
-DOCUMENTS = 12
-
 
 @pytest.fixture
-def store(tmp_path: Path) -> DuckDBStore:
-    """Stage-table rows of 12 documents of 2 chunks, each chunk with 3 keywords and a FAQ."""
-    store = DuckDBStore(tmp_path / "lorehouse.duckdb")
-    with store.connect() as connection:
-        connection.execute(
-            "INSERT INTO documents_raw SELECT 'doc-' || i, 'file:///corpus', 'p/' || i || '.md', "
-            "'md', 100, md5(i::VARCHAR), now(), ['public'], now() "
-            f"FROM range({DOCUMENTS}) t(i)"
-        )
-        connection.execute(
-            "INSERT INTO documents_parsed SELECT 'doc-' || i, md5(i::VARCHAR), 'Policy ' || i, "
-            f"'# Policy', '[]', 1, 'markdown', '1', 1.0, [], now() FROM range({DOCUMENTS}) t(i)"
-        )
-        connection.execute(
-            "INSERT INTO chunks SELECT 'doc-' || i || '-' || j, 'doc-' || i, j, ['Rules'], "
-            "'text', 'text', 1, 1, false, 5, ['public'], 'fp', now() "
-            f"FROM range({DOCUMENTS}) t(i), range(2) s(j)"
-        )
-        connection.execute(
-            "INSERT INTO enriched_chunks SELECT chunk_id, doc_id, NULL, "
-            "['What does ' || chunk_id || ' say?'], ['leave', 'pay', chunk_id], "
-            "'extractive', 'bundled', 'v1', 'enriched', NULL FROM chunks"
-        )
-        connection.execute(
-            "INSERT INTO document_enrichment SELECT 'doc-' || i, 'About leave.', NULL, "
-            f"'extractive', 'bundled', 'enriched', NULL FROM range({DOCUMENTS}) t(i)"
-        )
-    run_document_features(store)
-    return store
+def store(stage_tables_store: DuckDBStore) -> DuckDBStore:
+    run_document_features(stage_tables_store)
+    return stage_tables_store
 
 
 def _equal_to_a_rebuild(store: DuckDBStore) -> None:
