@@ -113,9 +113,7 @@ def docs(
     if not settings.duckdb_path.exists():
         console.print(f"No store at {settings.duckdb_path}; run `lorehouse materialize` first.")
         raise typer.Exit(1)
-    rows = Lorehouse(settings).feature_store().document_statuses()
-    if status:
-        rows = [r for r in rows if r.status == status]
+    rows = Lorehouse(settings).feature_store().document_statuses(status=status or None)
     if not rows:
         which = f"{status} " if status else ""
         console.print(f"No {which}documents in {settings.data_dir.resolve()}.")
@@ -685,10 +683,13 @@ def create_key(
     print(key)
 
 
+#: Failed documents a run's summary names; `lorehouse docs --status failed` lists them all.
+FAILURES_SHOWN = 50
+
+
 def _print_summary(store: DuckDBStore) -> None:
-    statuses = store.document_statuses()
-    counts: Counter[tuple[str, str]] = Counter((s.file_type, s.status) for s in statuses)
-    types = sorted({s.file_type for s in statuses})
+    counts: Counter[tuple[str, str]] = Counter(store.status_counts())
+    types = sorted({file_type for file_type, _ in counts})
     table = Table("format", "documents", "parsed", "failed", title="Lorehouse corpus")
     for file_type in types:
         total = sum(v for (t, _), v in counts.items() if t == file_type)
@@ -698,13 +699,17 @@ def _print_summary(store: DuckDBStore) -> None:
             str(counts[(file_type, "parsed")]),
             str(counts[(file_type, "failed")]),
         )
+    failed = sum(v for (_, status), v in counts.items() if status == "failed")
     table.add_row(
         "[bold]all[/bold]",
-        str(len(statuses)),
-        str(sum(1 for s in statuses if s.status == "parsed")),
-        str(sum(1 for s in statuses if s.status == "failed")),
+        str(sum(counts.values())),
+        str(sum(v for (_, status), v in counts.items() if status == "parsed")),
+        str(failed),
     )
     out.print(table)
-    failures = [s for s in statuses if s.status == "failed"]
-    for failure in failures:
+    for failure in store.document_statuses(status="failed", limit=FAILURES_SHOWN):
         out.print(f"  failed: {failure.rel_path}: {failure.reason} ({failure.detail})")
+    if failed > FAILURES_SHOWN:
+        out.print(
+            f"  ... and {failed - FAILURES_SHOWN} more failed: lorehouse docs --status failed"
+        )

@@ -781,22 +781,20 @@ class DuckDBStore:
             row = connection.execute(f"SELECT count(*) FROM {_known(name)}").fetchone()
         return int(row[0]) if row else 0
 
-    def document_statuses(self) -> list[DocumentStatus]:
-        """Every inventoried document with its parse status: parsed, failed (why) or pending."""
+    def document_statuses(
+        self, status: str | None = None, limit: int | None = None
+    ) -> list[DocumentStatus]:
+        """Inventoried documents with their parse status: parsed, failed (why) or pending; only
+        those of `status` when given, the first `limit` by path when given (a check or a
+        summary shows a few; every document of a large corpus would not fit in memory)."""
+        where = "WHERE status = ?" if status is not None else ""
         with self.connect() as connection:
-            rows = connection.execute(
-                """
-                SELECT r.doc_id, r.rel_path, r.file_type,
-                       CASE WHEN p.doc_id IS NOT NULL THEN 'parsed'
-                            WHEN f.doc_id IS NOT NULL THEN 'failed'
-                            ELSE 'pending' END,
-                       f.reason, f.detail, r.acl_groups, p.title
-                FROM documents_raw r
-                LEFT JOIN documents_parsed p USING (doc_id)
-                LEFT JOIN documents_failed f ON f.doc_id = r.doc_id AND f.stage = 'parse'
-                ORDER BY r.rel_path
-                """
-            ).fetchall()
+            result = connection.execute(
+                f"SELECT * FROM ({_STATUSES}) {where} ORDER BY rel_path",
+                [status] if status is not None else [],
+            )
+            # Not SQL's LIMIT: DuckDB 2.0.0 returned every row of a status with it.
+            rows = result.fetchall() if limit is None else result.fetchmany(limit)
         return [
             DocumentStatus(
                 doc_id=row[0],
@@ -811,6 +809,26 @@ class DuckDBStore:
             for row in rows
         ]
 
+    def status_counts(self) -> dict[tuple[str, str], int]:
+        """(file type, status) -> how many inventoried documents, counted in DuckDB."""
+        with self.connect() as connection:
+            rows = connection.execute(
+                f"SELECT file_type, status, count(*) FROM ({_STATUSES}) GROUP BY ALL"
+            ).fetchall()
+        return {(file_type, status): int(count) for file_type, status, count in rows}
+
+
+#: Every inventoried document with its parse status (parsed, failed, pending) and why.
+_STATUSES = """
+    SELECT r.doc_id, r.rel_path, r.file_type,
+           CASE WHEN p.doc_id IS NOT NULL THEN 'parsed'
+                WHEN f.doc_id IS NOT NULL THEN 'failed'
+                ELSE 'pending' END AS status,
+           f.reason, f.detail, r.acl_groups, p.title
+    FROM documents_raw r
+    LEFT JOIN documents_parsed p USING (doc_id)
+    LEFT JOIN documents_failed f ON f.doc_id = r.doc_id AND f.stage = 'parse'
+"""
 
 # Columns added to tables after their first release; CREATE TABLE IF NOT EXISTS leaves a
 # table made by an older version as it was.

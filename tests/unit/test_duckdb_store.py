@@ -70,3 +70,28 @@ def test_chunking_a_store_with_no_parsed_documents_empties_it_instead_of_failing
     assert report.documents_dropped == 0
     assert store.row_count("chunks") == 0
     assert store.chunks_by_document([]) == []
+
+
+def test_statuses_are_counted_and_filtered_in_the_store(stage_tables_store: DuckDBStore) -> None:
+    """Checks and summaries count statuses in DuckDB and fetch only the few they show."""
+    with stage_tables_store.connect() as connection:
+        connection.execute("DELETE FROM documents_parsed WHERE doc_id IN ('doc-3', 'doc-4')")
+        connection.execute(
+            "INSERT INTO documents_failed VALUES ('doc-3', 'parse', 'p/3.md', 'x', '1', "
+            "'timeout', 'took too long', now())"
+        )
+    assert stage_tables_store.status_counts() == {
+        ("md", "parsed"): 10,
+        ("md", "failed"): 1,
+        ("md", "pending"): 1,
+    }
+    failed = stage_tables_store.document_statuses(status="failed")
+    assert [(s.rel_path, s.reason, s.detail) for s in failed] == [
+        ("p/3.md", "timeout", "took too long")
+    ]
+    assert [s.rel_path for s in stage_tables_store.document_statuses(status="pending")] == [
+        "p/4.md"
+    ]
+    first = stage_tables_store.document_statuses(limit=3)
+    assert [s.rel_path for s in first] == ["p/0.md", "p/1.md", "p/10.md"]
+    assert len(stage_tables_store.document_statuses(status="parsed", limit=4)) == 4
