@@ -264,10 +264,9 @@ def run_embedding(
             report.index_steps += table.index_new_vectors()
     if not report.provider_failure:
         # Rows of documents that are gone (removed, or now failing to parse).
-        current = set(doc_ids)
-        report.rows_deleted += index.delete_documents_except(current)
+        report.rows_deleted += index.delete_documents_except(doc_ids)
         for table in tables[1:]:
-            table.delete_documents_except(current)
+            table.delete_documents_except(doc_ids)
     for table in tables:
         if table.exists():
             table.refresh_indexes()

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import duckdb
 import pandas as pd
+import pyarrow as pa
 
 from lorehouse.models import (
     DocumentFailure,
@@ -733,6 +734,12 @@ class DuckDBStore:
         bound = f" LIMIT {int(limit)}" if limit is not None else ""
         with self.connect() as connection:
             return connection.execute(f"SELECT {selected} FROM {_known(name)}{bound}").df()
+
+    def column_values(self, name: str, column: str) -> pa.ChunkedArray:
+        """One column of a whole table as Arrow (a few bytes a value, not a Python object)."""
+        query = f'SELECT "{_column(column)}" FROM {_known(name)}'
+        with self.connect() as connection:
+            return connection.sql(query).to_arrow_table()[column]
 
     def table_batches(self, name: str, rows_per_batch: int) -> Iterator[pd.DataFrame]:
         """A whole table in batches of at most `rows_per_batch` rows (by row id), so that
