@@ -71,12 +71,11 @@ def parsed_documents(
     )
     for failure in report.failed:
         context.log.warning(f"{failure.rel_path}: {failure.reason.value}: {failure.detail}")
-    slowest = sorted(report.parsed, key=lambda d: d.parse_ms, reverse=True)[:10]
     return dg.MaterializeResult(
         metadata={
             "dagster/row_count": store.row_count("documents_parsed"),
-            "parsed_this_run": len(report.parsed),
-            "failed_this_run": len(report.failed),
+            "parsed_this_run": report.parsed,
+            "failed_this_run": report.failed_count,
             "unchanged_skipped": report.skipped,
             "pages_parsed": report.pages,
             "seconds": round(report.seconds, 2),
@@ -96,10 +95,7 @@ def parsed_documents(
             "slowest_files": dg.MetadataValue.md(
                 markdown_table(
                     ["file", "ms", "pages"],
-                    [
-                        [report.rel_paths[d.doc_id], round(d.parse_ms), len(d.page_map)]
-                        for d in slowest
-                    ],
+                    [[path, round(ms), spans] for ms, path, spans in report.slowest_first()],
                 )
             ),
         }

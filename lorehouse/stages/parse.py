@@ -6,14 +6,15 @@ finished and the next one resumes from there.
 
 from __future__ import annotations
 
+import heapq
 import time
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from lorehouse.models import DocumentFailure, ParsedDocument, RawDocument
+from lorehouse.models import DocumentFailure, FileType, ParsedDocument, RawDocument
 from lorehouse.parsing.registry import ParseOptions
 from lorehouse.parsing.runner import (
-    PARSE_STAGE,
     ParseJob,
     ParseLimits,
     parse_many,
@@ -26,40 +27,66 @@ from lorehouse.stores.duckdb_store import DuckDBStore
 
 @dataclass
 class ParseReport:
-    """What the parse stage did, for asset metadata and the CLI summary."""
+    """What the parse stage did, for asset metadata and the CLI summary.
 
-    parsed: list[ParsedDocument] = field(default_factory=list)
+    Counts and a few examples, never the parsed documents themselves: a first build of a
+    large corpus parses every document in one run.
+    """
+
+    parsed: int = 0
+    #: The failures of this run, up to `FAILURES_KEPT` (every one is in `documents_failed`).
     failed: list[DocumentFailure] = field(default_factory=list)
+    failed_by_reason: Counter[str] = field(default_factory=Counter)
+    parsed_by_type: Counter[str] = field(default_factory=Counter)
+    pages: int = 0
+    #: The slowest parses of this run, slowest first: (ms, path, page spans).
+    slowest: list[tuple[float, str, int]] = field(default_factory=list)
     skipped: int = 0
     seconds: float = 0.0
-    file_types: dict[str, str] = field(default_factory=dict)
-    rel_paths: dict[str, str] = field(default_factory=dict)
 
-    @property
-    def parsed_by_type(self) -> Counter[str]:
-        return Counter(self.file_types[d.doc_id] for d in self.parsed)
-
-    @property
-    def failed_by_reason(self) -> Counter[str]:
-        return Counter(f.reason.value for f in self.failed)
-
-    @property
-    def pages(self) -> int:
-        return sum(len({span.page for span in d.page_map}) for d in self.parsed)
-
-
-def documents_to_parse(store: DuckDBStore, options: ParseOptions) -> tuple[list[RawDocument], int]:
-    """Documents whose bytes or parser version changed since they were last parsed."""
-    done = store.stage_fingerprints(PARSE_STAGE)
-    pending: list[RawDocument] = []
-    skipped = 0
-    for document in store.raw_documents().values():
-        fingerprint = (document.content_sha256, parser_version_of(document.file_type, options))
-        if done.get(document.doc_id) == fingerprint:
-            skipped += 1
+    def add_parsed(self, document: ParsedDocument, rel_path: str, file_type: str) -> None:
+        self.parsed += 1
+        self.parsed_by_type[file_type] += 1
+        self.pages += len({span.page for span in document.page_map})
+        entry = (document.parse_ms, rel_path, len(document.page_map))
+        if len(self.slowest) < SLOWEST_KEPT:
+            heapq.heappush(self.slowest, entry)
         else:
-            pending.append(document)
-    return sorted(pending, key=lambda d: d.rel_path), skipped
+            heapq.heappushpop(self.slowest, entry)
+
+    def add_failed(self, failure: DocumentFailure) -> None:
+        self.failed_by_reason[failure.reason.value] += 1
+        if len(self.failed) < FAILURES_KEPT:
+            self.failed.append(failure)
+
+    @property
+    def failed_count(self) -> int:
+        return sum(self.failed_by_reason.values())
+
+    def slowest_first(self) -> list[tuple[float, str, int]]:
+        return sorted(self.slowest, reverse=True)
+
+
+#: Failures and slow files a report keeps as examples.
+FAILURES_KEPT = 1000
+SLOWEST_KEPT = 10
+#: Documents read from the inventory at a time.
+PAGE_DOCUMENTS = 5000
+
+
+def parser_versions(options: ParseOptions) -> dict[str, str]:
+    """file type -> the parser version a document of that type would be parsed with now."""
+    return {file_type.value: parser_version_of(file_type, options) for file_type in FileType}
+
+
+def documents_to_parse(
+    store: DuckDBStore, versions: dict[str, str], page: int = PAGE_DOCUMENTS
+) -> Iterator[RawDocument]:
+    """Documents whose bytes or parser version changed since they were last parsed, by path:
+    their ids found once, their inventory rows read a page at a time."""
+    doc_ids = store.to_parse(versions)
+    for start in range(0, len(doc_ids), page):
+        yield from store.raw_documents_for(doc_ids[start : start + page].to_pylist())
 
 
 def run_parse(
@@ -73,40 +100,47 @@ def run_parse(
     """Parses new and changed documents, writing results in batches as they complete.
 
     Writing in batches means an interrupted run keeps what it finished, and the next run
-    resumes from there (finished documents match their fingerprint and are skipped).
+    resumes from there (finished documents match their fingerprint and are skipped). The
+    documents to parse are read from the store a page at a time and only counts are kept,
+    so the stage's memory does not grow with the corpus.
     """
     started = time.perf_counter()
     options = options or ParseOptions()
-    pending, skipped = documents_to_parse(store, options)
-    report = ParseReport(
-        skipped=skipped,
-        file_types={d.doc_id: d.file_type.value for d in pending},
-        rel_paths={d.doc_id: d.rel_path for d in pending},
-    )
-    versions = {d.doc_id: parser_version_of(d.file_type, options) for d in pending}
+    versions = parser_versions(options)
+    total, skipped = store.count_to_parse(versions)
+    report = ParseReport(skipped=skipped)
+    in_flight: dict[str, RawDocument] = {}
     parsed_batch: list[ParsedDocument] = []
     failed_batch: list[DocumentFailure] = []
+    failed_versions: dict[str, str] = {}
 
     def flush() -> None:
         store.write_parsed(parsed_batch)
-        store.write_failures(failed_batch, versions)
+        store.write_failures(failed_batch, failed_versions)
         parsed_batch.clear()
         failed_batch.clear()
+        failed_versions.clear()
 
     def record(outcome: ParsedDocument | DocumentFailure) -> None:
+        document = in_flight.pop(outcome.doc_id)
         if isinstance(outcome, ParsedDocument):
-            report.parsed.append(outcome)
+            report.add_parsed(outcome, document.rel_path, document.file_type.value)
             parsed_batch.append(outcome)
         else:
-            report.failed.append(outcome)
+            report.add_failed(outcome)
             failed_batch.append(outcome)
+            failed_versions[outcome.doc_id] = versions[document.file_type.value]
         if len(parsed_batch) + len(failed_batch) >= batch_size:
             flush()
         if on_progress is not None:
-            on_progress(len(report.parsed) + len(report.failed), len(pending))
+            on_progress(report.parsed + report.failed_count, total)
 
-    jobs = (ParseJob(document=d, load=lambda d=d: source.read_bytes(d.rel_path)) for d in pending)
-    parse_many(jobs, limits, on_outcome=record, options=options)
+    def jobs() -> Iterator[ParseJob]:
+        for document in documents_to_parse(store, versions):
+            in_flight[document.doc_id] = document
+            yield ParseJob(document=document, load=lambda d=document: source.read_bytes(d.rel_path))
+
+    parse_many(jobs(), limits, on_outcome=record, options=options)
     flush()
     report.seconds = time.perf_counter() - started
     return report

@@ -10,7 +10,7 @@ import json
 import re
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -281,23 +281,8 @@ class DuckDBStore:
     def raw_documents(self) -> dict[str, RawDocument]:
         """The last inventory by doc_id."""
         with self.connect() as connection:
-            rows = connection.execute(
-                "SELECT doc_id, source_uri, rel_path, file_type, size_bytes, content_sha256, "
-                "modified_at, acl_groups FROM documents_raw"
-            ).fetchall()
-        return {
-            row[0]: RawDocument(
-                doc_id=row[0],
-                source_uri=row[1],
-                rel_path=row[2],
-                file_type=FileType(row[3]),
-                size_bytes=row[4],
-                content_sha256=row[5],
-                modified_at=row[6],
-                acl_groups=list(row[7]),
-            )
-            for row in rows
-        }
+            rows = connection.execute(f"SELECT {_RAW_COLUMNS} FROM documents_raw").fetchall()
+        return {row[0]: _raw_document(row) for row in rows}
 
     def replace_inventory(self, documents: Sequence[RawDocument]) -> list[str]:
         """Upserts the inventory by doc_id and deletes documents gone from the source.
@@ -334,24 +319,57 @@ class DuckDBStore:
 
     # -- documents_parsed / documents_failed ---------------------------------------------------
 
-    def stage_fingerprints(self, stage: str) -> dict[str, tuple[str, str]]:
-        """(content hash, version) each document was last processed with by a stage.
+    def count_to_parse(self, versions: Mapping[str, str]) -> tuple[int, int]:
+        """(documents to parse, documents unchanged) given the parser version of each file
+        type: see `to_parse`."""
+        with self._with_versions(versions) as connection:
+            ((pending, unchanged),) = connection.execute(
+                f"SELECT count(*) FILTER (WHERE pending), count(*) FILTER (WHERE NOT pending) "
+                f"FROM ({_TO_PARSE})"
+            ).fetchall()
+        return int(pending), int(unchanged)
 
-        Covers both outcomes: a document that failed with the same bytes and the same parser
-        version would fail again, so it is not retried either. A timeout is the exception: it
-        depends on how busy the machine was and on the limit, not on the file alone, so a
-        timed-out document is tried again on the next run.
+    def to_parse(self, versions: Mapping[str, str]) -> pa.Array:
+        """The ids, by path, of the documents whose bytes or parser version (`versions`: file
+        type -> version) changed since they were parsed or failed; as Arrow, a few bytes an
+        id, so a first build of a million documents holds about 40 MB here.
+
+        A document that failed with the same bytes and the same parser version would fail
+        again, so it is not retried either. A timeout is the exception: it depends on how
+        busy the machine was and on the limit, not on the file alone, so a timed-out document
+        is tried again on the next run.
         """
+        with self._with_versions(versions) as connection:
+            table = connection.sql(
+                f"SELECT doc_id FROM ({_TO_PARSE}) WHERE pending ORDER BY rel_path"
+            ).to_arrow_table()
+        return table["doc_id"].combine_chunks()
+
+    def raw_documents_for(self, doc_ids: Sequence[str]) -> list[RawDocument]:
+        """The inventory rows of `doc_ids`, in that order (those still inventoried)."""
         with self.connect() as connection:
-            done = connection.execute(
-                "SELECT doc_id, content_sha256, parser_version FROM documents_parsed"
-            ).fetchall()
-            failed = connection.execute(
-                "SELECT doc_id, content_sha256, version FROM documents_failed "
-                "WHERE stage = ? AND reason <> ?",
-                [stage, FailureReason.TIMEOUT.value],
-            ).fetchall()
-        return {row[0]: (row[1], row[2]) for row in [*done, *failed]}
+            connection.register("wanted_documents", _key_frame("doc_id", doc_ids))
+            try:
+                rows = connection.execute(
+                    f"SELECT {_RAW_COLUMNS} FROM documents_raw "
+                    "WHERE doc_id IN (SELECT doc_id FROM wanted_documents)"
+                ).fetchall()
+            finally:
+                connection.unregister("wanted_documents")
+        found = {row[0]: row for row in rows}
+        return [_raw_document(found[doc_id]) for doc_id in doc_ids if doc_id in found]
+
+    @contextmanager
+    def _with_versions(self, versions: Mapping[str, str]) -> Iterator[duckdb.DuckDBPyConnection]:
+        frame = pd.DataFrame(
+            {"file_type": list(versions), "version": list(versions.values())}, dtype="string"
+        )
+        with self.connect() as connection:
+            connection.register("parser_versions", frame)
+            try:
+                yield connection
+            finally:
+                connection.unregister("parser_versions")
 
     def write_parsed(self, documents: Sequence[ParsedDocument]) -> None:
         """Replaces each document's parsed row and clears its parse failure, atomically."""
@@ -800,8 +818,7 @@ class DuckDBStore:
                 f"SELECT * FROM ({_STATUSES}) {where} ORDER BY rel_path",
                 [status] if status is not None else [],
             )
-            # Not SQL's LIMIT: DuckDB 2.0.0 returned every row of a status with it.
-            rows = result.fetchall() if limit is None else result.fetchmany(limit)
+            rows = result.fetchall() if limit is None else _first_rows(connection, result, limit)
         return [
             DocumentStatus(
                 doc_id=row[0],
@@ -823,6 +840,51 @@ class DuckDBStore:
                 f"SELECT file_type, status, count(*) FROM ({_STATUSES}) GROUP BY ALL"
             ).fetchall()
         return {(file_type, status): int(count) for file_type, status, count in rows}
+
+
+_RAW_COLUMNS = (
+    "doc_id, source_uri, rel_path, file_type, size_bytes, content_sha256, modified_at, acl_groups"
+)
+#: Every inventoried document, and whether it is to be parsed: neither parsed nor failed
+#: (other than by a timeout) with its current bytes and its type's parser version.
+_TO_PARSE = f"""
+    SELECT r.*, NOT (
+        EXISTS (SELECT 1 FROM documents_parsed p WHERE p.doc_id = r.doc_id
+                AND p.content_sha256 = r.content_sha256 AND p.parser_version = v.version)
+        OR EXISTS (SELECT 1 FROM documents_failed f WHERE f.doc_id = r.doc_id
+                   AND f.stage = 'parse' AND f.reason <> '{FailureReason.TIMEOUT.value}'
+                   AND f.content_sha256 = r.content_sha256 AND f.version = v.version)
+    ) AS pending
+    FROM documents_raw r
+    LEFT JOIN parser_versions v ON v.file_type = r.file_type
+"""
+
+
+def _first_rows(
+    connection: duckdb.DuckDBPyConnection, result: duckdb.DuckDBPyConnection, limit: int
+) -> list[tuple]:
+    """The first `limit` rows of a result, and the rest dropped so the connection is free.
+
+    Not SQL's LIMIT: DuckDB 2.0.0 returned every matching row of `... WHERE status = ?
+    ORDER BY rel_path LIMIT 50` over the left joins of the status query.
+    """
+    rows = result.fetchmany(limit)
+    connection.abort()
+    return rows
+
+
+def _raw_document(row: Sequence) -> RawDocument:
+    """A `_RAW_COLUMNS` row as the model."""
+    return RawDocument(
+        doc_id=row[0],
+        source_uri=row[1],
+        rel_path=row[2],
+        file_type=FileType(row[3]),
+        size_bytes=row[4],
+        content_sha256=row[5],
+        modified_at=row[6],
+        acl_groups=list(row[7]),
+    )
 
 
 #: Every inventoried document with its parse status (parsed, failed, pending) and why.

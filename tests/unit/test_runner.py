@@ -16,6 +16,8 @@ from lorehouse.parsing import registry
 from lorehouse.parsing.registry import ParseOptions, ParseOutput, parser_for, register_parser
 from lorehouse.parsing.runner import ParseJob, ParseLimits, parse_many
 from lorehouse.settings import REPO_ROOT
+from lorehouse.stages.parse import documents_to_parse, parser_versions
+from lorehouse.stores.duckdb_store import DuckDBStore
 from tests.conftest import raw_document_for
 
 
@@ -160,5 +162,27 @@ def test_a_timed_out_file_is_tried_again_on_the_next_run(tmp_path: Path) -> None
         source, store, ParseLimits(workers=1, timeout_seconds=30, max_file_bytes=10**4)
     )
     report = raw_document_for(corpus / "report.txt", corpus).doc_id
-    assert [d.doc_id for d in second.parsed] == [report]
-    assert second.failed == []
+    assert (second.parsed, second.failed_count, second.failed) == (1, 0, [])
+    assert second.slowest_first()[0][1] == "report.txt"
+    assert report in set(store.table("documents_parsed", columns=["doc_id"])["doc_id"])
+
+
+def test_documents_to_parse_are_read_a_page_at_a_time(stage_tables_store: DuckDBStore) -> None:
+    """Pages cover every changed document once, by path, and skip those parsed with the
+    current parser version (or failed with it, unless by a timeout)."""
+    versions = parser_versions(ParseOptions())
+    with stage_tables_store.connect() as connection:
+        connection.execute(
+            "UPDATE documents_parsed SET parser_version = ? WHERE doc_id IN ('doc-1', 'doc-2')",
+            [versions["md"]],
+        )
+        connection.execute(
+            "INSERT INTO documents_failed SELECT doc_id, 'parse', rel_path, content_sha256, ?, "
+            "reason, 'x', now() FROM documents_raw, (VALUES ('corrupt'), ('timeout')) r(reason) "
+            "WHERE doc_id = CASE reason WHEN 'corrupt' THEN 'doc-3' ELSE 'doc-4' END",
+            [versions["md"]],
+        )
+    paged = [d.rel_path for d in documents_to_parse(stage_tables_store, versions, page=4)]
+    expected = sorted(f"p/{i}.md" for i in range(12) if i not in (1, 2, 3))
+    assert paged == expected  # doc-4 timed out: tried again
+    assert stage_tables_store.count_to_parse(versions) == (9, 3)
