@@ -8,9 +8,11 @@ and ids of unchanged chunks never move.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import pandas as pd
+import pyarrow as pa
 
 from lorehouse.chunking import Chunk, Chunker
 from lorehouse.stages.progress import ProgressCallback
@@ -39,19 +41,12 @@ def run_chunking(
     """Chunks new and changed parsed documents and drops chunks of documents that left."""
     started = time.perf_counter()
     report = ChunkReport()
-    parsed = store.parsed_for_chunking()
-    report.documents_dropped = store.drop_chunks_except(list(parsed))
-    done = store.chunk_fingerprints()
-    pending = []
-    for doc_id, (source, acl) in sorted(parsed.items()):
-        fingerprint = f"{source}|{chunker.version}"
-        if done.get(doc_id) == fingerprint:
-            report.documents_skipped += 1
-        else:
-            pending.append((doc_id, fingerprint, acl))
+    report.documents_dropped = store.drop_unparsed_chunks()
+    pending = store.to_chunk(chunker.version)
+    report.documents_skipped = store.row_count("documents_parsed") - pending.num_rows
     batch_ids: list[str] = []
     rows: list[dict] = []
-    for index, (doc_id, fingerprint, acl) in enumerate(pending, start=1):
+    for index, (doc_id, fingerprint, acl) in enumerate(_rows_of(pending), start=1):
         document = store.parsed_document(doc_id)
         if document is None:  # removed between listing and reading
             continue
@@ -66,11 +61,18 @@ def run_chunking(
             store.replace_chunks(batch_ids, chunk_frame(rows))
             batch_ids, rows = [], []
         if on_progress is not None:
-            on_progress(index, len(pending))
+            on_progress(index, pending.num_rows)
     if batch_ids:
         store.replace_chunks(batch_ids, chunk_frame(rows))
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _rows_of(pending: pa.Table, page: int = 1000) -> Iterator[tuple[str, str, list[str]]]:
+    """(doc_id, fingerprint, acl) of each row, turned into Python a page at a time."""
+    for batch in pending.to_batches(max_chunksize=page):
+        columns = [batch.column(name).to_pylist() for name in ("doc_id", "fingerprint", "acl")]
+        yield from zip(*columns, strict=True)
 
 
 _COLUMNS = [

@@ -95,3 +95,23 @@ def test_statuses_are_counted_and_filtered_in_the_store(stage_tables_store: Duck
     first = stage_tables_store.document_statuses(limit=3)
     assert [s.rel_path for s in first] == ["p/0.md", "p/1.md", "p/10.md"]
     assert len(stage_tables_store.document_statuses(status="parsed", limit=4)) == 4
+
+
+def test_documents_to_chunk_and_chunks_to_drop_are_found_in_the_store(
+    stage_tables_store: DuckDBStore,
+) -> None:
+    """Documents chunked from their current parse with this chunker are skipped; the chunks
+    of a document no longer parsed are dropped, counted by document."""
+    with stage_tables_store.connect() as connection:
+        connection.execute(
+            "UPDATE chunks SET source_fingerprint = p.content_sha256 || '|1|v7' "
+            "FROM documents_parsed p WHERE chunks.doc_id = p.doc_id "
+            "AND p.doc_id IN ('doc-0', 'doc-1', 'doc-2')"
+        )
+        connection.execute("DELETE FROM documents_parsed WHERE doc_id = 'doc-11'")
+    assert stage_tables_store.drop_unparsed_chunks() == 1
+    assert stage_tables_store.row_count("chunks") == 22
+    pending = stage_tables_store.to_chunk("v7")
+    assert pending["doc_id"].to_pylist() == sorted(f"doc-{i}" for i in range(3, 11))
+    assert pending["fingerprint"][0].as_py().endswith("|1|v7")
+    assert len(stage_tables_store.to_chunk("v8")) == 11  # a new chunker redoes every one
