@@ -10,11 +10,11 @@ unsearchable until someone looks at them.
 from __future__ import annotations
 
 import dagster as dg
+import pyarrow as pa
 
 from assets._metadata import markdown_table
 from assets.documents import parsed_documents
 from assets.embeddings import chunk_embeddings
-from lorehouse.inventory import is_unchanged
 from lorehouse.sources.base import is_sidecar
 from pipelines.resources import DocumentSourceResource, FeatureStoreResource
 
@@ -29,25 +29,25 @@ def index_matches_source(
     inventory, so it is cheap enough to run between reindexes; a failure means search
     answers from an older state of the source until the next run.
     """
-    indexed = {d.rel_path: d for d in feature_store.open().raw_documents().values()}
-    listed = {
-        f.rel_path: f for f in document_source.open().list_files() if not is_sidecar(f.rel_path)
-    }
-    added = sorted(set(listed) - set(indexed))
-    removed = sorted(set(indexed) - set(listed))
-    changed = sorted(
-        path for path in set(listed) & set(indexed) if not is_unchanged(indexed[path], listed[path])
+    files = [f for f in document_source.open().list_files() if not is_sidecar(f.rel_path)]
+    # The same test as the inventory's `is_unchanged` (size and modification time), in SQL.
+    listing = pa.table(
+        {
+            "rel_path": pa.array([f.rel_path for f in files], pa.string()),
+            "size_bytes": pa.array([f.size_bytes for f in files], pa.int64()),
+            "modified_at": pa.array([f.modified_at for f in files], pa.timestamp("us", "UTC")),
+        }
     )
-    rows = [[p, "added"] for p in added] + [[p, "changed"] for p in changed]
-    rows += [[p, "removed"] for p in removed]
+    del files
+    counts, rows = feature_store.open().inventory_differences(listing, shown=50)
     return dg.AssetCheckResult(
-        passed=not rows,
+        passed=not any(counts.values()),
         severity=dg.AssetCheckSeverity.WARN,
         metadata={
-            "added": len(added),
-            "changed": len(changed),
-            "removed": len(removed),
-            "not_yet_indexed": dg.MetadataValue.md(markdown_table(["file", "state"], rows[:50])),
+            **counts,
+            "not_yet_indexed": dg.MetadataValue.md(
+                markdown_table(["file", "state"], [list(row) for row in rows])
+            ),
         },
     )
 

@@ -284,6 +284,39 @@ class DuckDBStore:
             rows = connection.execute(f"SELECT {_RAW_COLUMNS} FROM documents_raw").fetchall()
         return {row[0]: _raw_document(row) for row in rows}
 
+    def inventory_differences(
+        self, listing: pa.Table, shown: int = 50
+    ) -> tuple[dict[str, int], list[tuple[str, str]]]:
+        """How a listing of the source (`rel_path`, `size_bytes`, `modified_at`) differs from
+        the last inventory: counts of files added, changed (size or time) and removed, and the
+        first `shown` (path, state) rows by path. Compared in DuckDB, so a million files cost
+        two columns of Arrow, not a model per document."""
+        differences = """
+            SELECT coalesce(l.rel_path, r.rel_path) AS rel_path,
+                   CASE WHEN r.rel_path IS NULL THEN 'added'
+                        WHEN l.rel_path IS NULL THEN 'removed'
+                        ELSE 'changed' END AS state
+            FROM listing l FULL OUTER JOIN documents_raw r ON l.rel_path = r.rel_path
+            WHERE r.rel_path IS NULL OR l.rel_path IS NULL
+               OR l.size_bytes <> r.size_bytes OR l.modified_at <> r.modified_at
+        """
+        with self.connect() as connection:
+            connection.register("listing", listing)
+            try:
+                counts = dict(
+                    connection.execute(
+                        f"SELECT state, count(*) FROM ({differences}) GROUP BY state"
+                    ).fetchall()
+                )
+                result = connection.execute(
+                    f"SELECT rel_path, state FROM ({differences}) ORDER BY "
+                    "CASE state WHEN 'added' THEN 0 WHEN 'changed' THEN 1 ELSE 2 END, rel_path"
+                )
+                rows = _first_rows(connection, result, shown)
+            finally:
+                connection.unregister("listing")
+        return {state: int(counts.get(state, 0)) for state in ("added", "changed", "removed")}, rows
+
     def replace_inventory(self, documents: Sequence[RawDocument]) -> list[str]:
         """Upserts the inventory by doc_id and deletes documents gone from the source.
 
