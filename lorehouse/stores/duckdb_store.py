@@ -900,7 +900,8 @@ def _first_rows(
     """The first `limit` rows of a result, and the rest dropped so the connection is free.
 
     Not SQL's LIMIT: DuckDB 2.0.0 returned every matching row of `... WHERE status = ?
-    ORDER BY rel_path LIMIT 50` over the left joins of the status query.
+    ORDER BY rel_path LIMIT 50` over the left joins of the status query (LIMIT over a LEFT
+    JOIN is a known wrong-result bug there: duckdb/duckdb#24542).
     """
     rows = result.fetchmany(limit)
     connection.abort()
