@@ -1,7 +1,7 @@
 """The inventory stage: list the source, record what is there, drop what disappeared.
 
-Only changed files are hashed (size and modification time, or the ETag, decide), so an
-unchanged corpus costs a listing.
+Only changed files are hashed (size and modification time decide; an S3 object's
+LastModified is set by every upload), so an unchanged corpus costs a listing.
 """
 
 from __future__ import annotations
