@@ -2,8 +2,8 @@
 
 The features stage (`lorehouse/stages/features.py`) keeps `documents`, `chunk_faqs` and
 `chunk_keywords` equal to what the stage tables say. This fills a DuckDB store with
-generated stage-table rows (per document: 2.75 chunks, 10 keywords and one FAQ a chunk, as
-the offline enrichment of `bench/scale.py`'s corpus makes), then times, on the same file:
+generated stage-table rows (per document 2.75 chunks, as in `bench/scale.py`'s corpus; per
+chunk 10 keywords and one FAQ, as LLM enrichment writes), then times, on the same file:
 
 * **rebuild**: every feature table deleted and inserted whole in one transaction (what the
   stage did before it synced per document), with nothing changed;
