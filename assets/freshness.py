@@ -56,7 +56,7 @@ def index_matches_source(
 def no_failed_documents(feature_store: FeatureStoreResource) -> dg.AssetCheckResult:
     """Warns while any document is unsearchable because a stage failed on it, listing why."""
     store = feature_store.open()
-    failed_count = sum(n for (_, status), n in store.status_counts().items() if status == "failed")
+    failed_count = store.status_totals()["failed"]
     failed = store.document_statuses(status="failed", limit=50)
     return dg.AssetCheckResult(
         passed=failed_count == 0,

@@ -699,13 +699,9 @@ def _print_summary(store: DuckDBStore) -> None:
             str(counts[(file_type, "parsed")]),
             str(counts[(file_type, "failed")]),
         )
-    failed = sum(v for (_, status), v in counts.items() if status == "failed")
-    table.add_row(
-        "[bold]all[/bold]",
-        str(sum(counts.values())),
-        str(sum(v for (_, status), v in counts.items() if status == "parsed")),
-        str(failed),
-    )
+    totals = store.status_totals()
+    failed = totals["failed"]
+    table.add_row("[bold]all[/bold]", str(sum(totals.values())), str(totals["parsed"]), str(failed))
     out.print(table)
     for failure in store.document_statuses(status="failed", limit=FAILURES_SHOWN):
         out.print(f"  failed: {failure.rel_path}: {failure.reason} ({failure.detail})")

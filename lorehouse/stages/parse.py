@@ -12,6 +12,8 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+import pyarrow as pa
+
 from lorehouse.models import DocumentFailure, FileType, ParsedDocument, RawDocument
 from lorehouse.parsing.registry import ParseOptions
 from lorehouse.parsing.runner import (
@@ -80,11 +82,10 @@ def parser_versions(options: ParseOptions) -> dict[str, str]:
 
 
 def documents_to_parse(
-    store: DuckDBStore, versions: dict[str, str], page: int = PAGE_DOCUMENTS
+    store: DuckDBStore, doc_ids: pa.Array, page: int = PAGE_DOCUMENTS
 ) -> Iterator[RawDocument]:
-    """Documents whose bytes or parser version changed since they were last parsed, by path:
-    their ids found once, their inventory rows read a page at a time."""
-    doc_ids = store.to_parse(versions)
+    """The documents `store.to_parse` found, by path, their inventory rows read a page at a
+    time."""
     for start in range(0, len(doc_ids), page):
         yield from store.raw_documents_for(doc_ids[start : start + page].to_pylist())
 
@@ -107,8 +108,9 @@ def run_parse(
     started = time.perf_counter()
     options = options or ParseOptions()
     versions = parser_versions(options)
-    total, skipped = store.count_to_parse(versions)
-    report = ParseReport(skipped=skipped)
+    doc_ids = store.to_parse(versions)
+    total = len(doc_ids)
+    report = ParseReport(skipped=store.row_count("documents_raw") - total)
     in_flight: dict[str, RawDocument] = {}
     parsed_batch: list[ParsedDocument] = []
     failed_batch: list[DocumentFailure] = []
@@ -136,7 +138,7 @@ def run_parse(
             on_progress(report.parsed + report.failed_count, total)
 
     def jobs() -> Iterator[ParseJob]:
-        for document in documents_to_parse(store, versions):
+        for document in documents_to_parse(store, doc_ids):
             in_flight[document.doc_id] = document
             yield ParseJob(document=document, load=lambda d=document: source.read_bytes(d.rel_path))
 

@@ -10,6 +10,7 @@ import json
 import re
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -351,16 +352,6 @@ class DuckDBStore:
         return removed
 
     # -- documents_parsed / documents_failed ---------------------------------------------------
-
-    def count_to_parse(self, versions: Mapping[str, str]) -> tuple[int, int]:
-        """(documents to parse, documents unchanged) given the parser version of each file
-        type: see `to_parse`."""
-        with self._with_versions(versions) as connection:
-            ((pending, unchanged),) = connection.execute(
-                f"SELECT count(*) FILTER (WHERE pending), count(*) FILTER (WHERE NOT pending) "
-                f"FROM ({_TO_PARSE})"
-            ).fetchall()
-        return int(pending), int(unchanged)
 
     def to_parse(self, versions: Mapping[str, str]) -> pa.Array:
         """The ids, by path, of the documents whose bytes or parser version (`versions`: file
@@ -866,6 +857,13 @@ class DuckDBStore:
             )
             for row in rows
         ]
+
+    def status_totals(self) -> Counter[str]:
+        """status -> how many inventoried documents, over every file type."""
+        totals: Counter[str] = Counter()
+        for (_, status), count in self.status_counts().items():
+            totals[status] += count
+        return totals
 
     def status_counts(self) -> dict[tuple[str, str], int]:
         """(file type, status) -> how many inventoried documents, counted in DuckDB."""
