@@ -36,11 +36,12 @@ def raw_documents(
     return dg.MaterializeResult(
         metadata={
             "dagster/row_count": report.documents,
-            "added": len(report.added),
-            "changed": len(report.changed),
-            "removed": len(report.removed),
+            "added": report.added,
+            "changed": report.changed,
+            "removed": report.removed,
             "restricted_documents": report.restricted,
             "files_hashed": report.hashed,
+            "files_trusted_unchanged": report.reused,
             "seconds": round(report.seconds, 2),
             "by_type": dg.MetadataValue.md(
                 markdown_table(["file type", "documents"], sorted(report.by_type.items()))

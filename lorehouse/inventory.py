@@ -1,29 +1,61 @@
-"""Inventories a source: one RawDocument per file, with content hash, real type and ACL groups.
+"""Inventories a source: one row per file, with content hash, real type and ACL groups.
 
 Hashing is skipped for files whose size and modification time match the previous inventory,
-so an unchanged corpus is re-inventoried from its listing alone.
+so an unchanged corpus is re-inventoried from its listing alone. The listing is cut into
+Arrow batches and each batch of documents is described on its own (`describe_batch`), so
+what a run holds in memory is a batch and the folder rules, not the corpus: the store keeps
+the rest (`DuckDBStore.inventory_staging`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import ClassVar
 
+import pyarrow as pa
+
 from lorehouse.errors import SourceError
-from lorehouse.models import PUBLIC_GROUP, RawDocument
+from lorehouse.models import PUBLIC_GROUP, FileType
 from lorehouse.sniffing import detect_file_type, extension_type
 from lorehouse.sources.base import (
     FOLDER_ACL_FILE,
     SIDECAR_SUFFIX,
     DocumentSource,
     SourceFile,
-    is_sidecar,
 )
 from lorehouse.stages.progress import ProgressCallback
+
+#: A file of the listing as the inventory stages it. Per-document sidecars are staged too
+#: (`sidecar`, no id), so whether a document has its own ACL file is a join, not a set of
+#: every path held in Python; folder rules (`_access.json`) are few and stay in `Listing`.
+LISTING_SCHEMA = pa.schema(
+    [
+        ("doc_id", pa.string()),
+        ("rel_path", pa.string()),
+        ("size_bytes", pa.int64()),
+        ("modified_at", pa.timestamp("us", "UTC")),
+        ("sidecar", pa.bool_()),
+    ]
+)
+
+#: A described document, as it goes into the new inventory (the `documents_raw` columns).
+INVENTORY_SCHEMA = pa.schema(
+    [
+        ("doc_id", pa.string()),
+        ("source_uri", pa.string()),
+        ("rel_path", pa.string()),
+        ("file_type", pa.string()),
+        ("size_bytes", pa.int64()),
+        ("content_sha256", pa.string()),
+        ("modified_at", pa.timestamp("us", "UTC")),
+        ("acl_groups", pa.list_(pa.string())),
+    ]
+)
 
 
 def document_id(rel_path: str) -> str:
@@ -32,55 +64,103 @@ def document_id(rel_path: str) -> str:
 
 
 @dataclass
-class Inventory:
-    """The result of listing a source."""
+class Listing:
+    """What one pass over the source keeps in memory: a count and the folder rules (at most
+    one per folder, so a few where documents are a million)."""
 
-    documents: list[RawDocument]
-    warnings: list[str] = field(default_factory=list)
+    documents: int = 0
+    folder_rules: set[str] = field(default_factory=set)
+
+
+@dataclass
+class InventoryTally:
+    """Counts kept while documents are described, batch by batch."""
+
+    documents: int = 0
+    added: int = 0
+    changed: int = 0
     hashed: int = 0
     reused: int = 0
+    restricted: int = 0
+    by_type: Counter[str] = field(default_factory=Counter)
+    warnings: list[str] = field(default_factory=list)
 
 
-def take_inventory(
+def listing_batches(
+    source: DocumentSource, listing: Listing, rows: int = 50_000
+) -> Iterator[pa.Table]:
+    """The source's files as Arrow tables of at most `rows` rows (`LISTING_SCHEMA`), in
+    listing order; folder rules are collected in `listing` instead of being staged."""
+    columns: dict[str, list] = {name: [] for name in LISTING_SCHEMA.names}
+    for file in source.list_files():
+        name = PurePosixPath(file.rel_path).name
+        if name == FOLDER_ACL_FILE:
+            listing.folder_rules.add(file.rel_path)
+            continue
+        sidecar = name.endswith(SIDECAR_SUFFIX)
+        columns["doc_id"].append(None if sidecar else document_id(file.rel_path))
+        columns["rel_path"].append(file.rel_path)
+        columns["size_bytes"].append(file.size_bytes)
+        columns["modified_at"].append(file.modified_at)
+        columns["sidecar"].append(sidecar)
+        listing.documents += not sidecar
+        if len(columns["rel_path"]) >= rows:
+            yield pa.table(columns, schema=LISTING_SCHEMA)
+            columns = {name: [] for name in LISTING_SCHEMA.names}
+    if columns["rel_path"]:
+        yield pa.table(columns, schema=LISTING_SCHEMA)
+
+
+def describe_batch(
     source: DocumentSource,
-    previous: Mapping[str, RawDocument] | None = None,
-    max_file_bytes: int | None = None,
+    plan: pa.Table,
+    acls: AccessRules,
+    max_file_bytes: int | None,
+    tally: InventoryTally,
     on_progress: ProgressCallback | None = None,
-) -> Inventory:
-    """Lists the source and describes each document; sidecar ACL files are read, not listed."""
-    previous = previous or {}
-    files = sorted(source.list_files(), key=lambda f: f.rel_path)
-    result = Inventory(documents=[])
-    acls = _AccessRules(source, {f.rel_path for f in files if is_sidecar(f.rel_path)}, result)
-    documents = [f for f in files if not is_sidecar(f.rel_path)]
-    for index, file in enumerate(documents, start=1):
-        doc_id = document_id(file.rel_path)
-        known = previous.get(doc_id)
-        if known is not None and is_unchanged(known, file):
-            raw = known.model_copy(update={"acl_groups": acls.groups_for(file.rel_path)})
-            result.reused += 1
+    total: int = 0,
+) -> pa.Table:
+    """The inventory rows (`INVENTORY_SCHEMA`) of a batch of planned documents, in order.
+
+    `plan` holds the listing's columns and, from the last inventory, whether each document
+    was `known`, is `unchanged` (same size and time: trusted without reading) and its
+    `prev_file_type` and `prev_content_sha256`. ACL groups are worked out for every
+    document, reused ones too, so an access change needs no re-hash.
+    """
+    out: dict[str, list] = {name: [] for name in INVENTORY_SCHEMA.names}
+    for row in plan.to_pylist():
+        rel_path = row["rel_path"]
+        groups = acls.groups_for(rel_path, has_own_sidecar=row["has_sidecar"])
+        if row["unchanged"]:
+            file_type, sha = row["prev_file_type"], row["prev_content_sha256"]
+            tally.reused += 1
         else:
-            raw = _describe(source, file, doc_id, acls.groups_for(file.rel_path), max_file_bytes)
-            result.hashed += 1
-        result.documents.append(raw)
+            file = SourceFile(rel_path, row["size_bytes"], row["modified_at"])
+            kind, sha = _describe(source, file, max_file_bytes)
+            file_type = kind.value
+            tally.hashed += 1
+        tally.documents += 1
+        tally.added += not row["known"]
+        tally.changed += bool(row["known"]) and sha != row["prev_content_sha256"]
+        tally.restricted += bool(groups)
+        tally.by_type[file_type] += 1
+        out["doc_id"].append(row["doc_id"])
+        out["source_uri"].append(source.file_uri(rel_path))
+        out["rel_path"].append(rel_path)
+        out["file_type"].append(file_type)
+        out["size_bytes"].append(row["size_bytes"])
+        out["content_sha256"].append(sha)
+        out["modified_at"].append(row["modified_at"])
+        out["acl_groups"].append(groups)
         if on_progress is not None:
-            on_progress(index, len(documents))
-    return result
-
-
-def is_unchanged(known: RawDocument, file: SourceFile) -> bool:
-    """Same size and modification time as at the last inventory: trusted without hashing."""
-    return known.size_bytes == file.size_bytes and known.modified_at == file.modified_at
+            on_progress(tally.documents, total)
+    return pa.table(out, schema=INVENTORY_SCHEMA)
 
 
 def _describe(
-    source: DocumentSource,
-    file: SourceFile,
-    doc_id: str,
-    groups: list[str],
-    max_file_bytes: int | None,
-) -> RawDocument:
-    """The document record; one that is too large or unreadable keeps its claimed type.
+    source: DocumentSource, file: SourceFile, max_file_bytes: int | None
+) -> tuple[FileType, str]:
+    """The file's type and content hash; one too large or unreadable keeps its claimed type.
 
     Such a record carries a digest of what the listing says (size, time) instead of the
     content's, and the parse stage, which tries the size and the read again, records why.
@@ -92,59 +172,41 @@ def _describe(
         except SourceError:
             data = None  # a dangling link, no permission, removed since listing
     if data is None:
-        file_type = extension_type(file.rel_path)
         digest = f"size-{file.size_bytes}-mtime-{file.modified_at.timestamp():.0f}"
-        sha = hashlib.sha256(digest.encode()).hexdigest()
-    else:
-        file_type = detect_file_type(data, file.rel_path)
-        sha = hashlib.sha256(data).hexdigest()
-    return RawDocument(
-        doc_id=doc_id,
-        source_uri=source.file_uri(file.rel_path),
-        rel_path=file.rel_path,
-        file_type=file_type,
-        size_bytes=file.size_bytes,
-        content_sha256=sha,
-        modified_at=file.modified_at,
-        acl_groups=groups,
-    )
+        return extension_type(file.rel_path), hashlib.sha256(digest.encode()).hexdigest()
+    return detect_file_type(data, file.rel_path), hashlib.sha256(data).hexdigest()
 
 
-class _AccessRules:
+class AccessRules:
     """ACL groups per document: its own sidecar, else the nearest folder's `_access.json`.
 
     A document with neither is public. A malformed ACL file makes its documents visible to no
-    group rather than to everyone: failing closed is the safe side of a typo.
+    group rather than to everyone: failing closed is the safe side of a typo. Folder rules
+    are read once each, when a document first needs them (one warning per bad file); a
+    document's own sidecar is read at its turn and not kept, as it serves no other document.
     """
 
     _NOBODY: ClassVar[list[str]] = ["__unreadable_acl__"]
 
-    def __init__(self, source: DocumentSource, sidecars: set[str], inventory: Inventory) -> None:
+    def __init__(self, source: DocumentSource, folder_rules: set[str], warnings: list[str]) -> None:
         self._source = source
-        self._sidecars = sidecars
-        self._inventory = inventory
-        self._cache: dict[str, list[str] | None] = {}
+        self._folder_rules = folder_rules
+        self._warnings = warnings
+        self._cache: dict[str, list[str]] = {}
 
-    def groups_for(self, rel_path: str) -> list[str]:
-        own = self._read(rel_path + SIDECAR_SUFFIX)
-        if own is not None:
-            return own
+    def groups_for(self, rel_path: str, has_own_sidecar: bool) -> list[str]:
+        if has_own_sidecar:
+            return self._parse(rel_path + SIDECAR_SUFFIX)
         folder = PurePosixPath(rel_path).parent
         while True:
             rule_path = (folder / FOLDER_ACL_FILE).as_posix().removeprefix("./")
-            groups = self._read(rule_path)
-            if groups is not None:
-                return groups
+            if rule_path in self._folder_rules:
+                if rule_path not in self._cache:
+                    self._cache[rule_path] = self._parse(rule_path)
+                return list(self._cache[rule_path])
             if folder == folder.parent or str(folder) in {"", "."}:
                 return []
             folder = folder.parent
-
-    def _read(self, rel_path: str) -> list[str] | None:
-        if rel_path not in self._sidecars:
-            return None
-        if rel_path not in self._cache:
-            self._cache[rel_path] = self._parse(rel_path)
-        return self._cache[rel_path]
 
     def _parse(self, rel_path: str) -> list[str]:
         try:
@@ -156,7 +218,7 @@ class _AccessRules:
                 raise ValueError(f"'{PUBLIC_GROUP}' is reserved for public documents")
             return sorted({g.strip() for g in groups if g.strip()})
         except (SourceError, ValueError, KeyError, TypeError) as error:
-            self._inventory.warnings.append(
+            self._warnings.append(
                 f"{rel_path}: unreadable access file ({error}); its documents are hidden"
             )
             return list(self._NOBODY)

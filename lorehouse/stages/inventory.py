@@ -1,7 +1,10 @@
 """The inventory stage: list the source, record what is there, drop what disappeared.
 
 Only changed files are hashed (size and modification time decide; an S3 object's
-LastModified is set by every upload), so an unchanged corpus costs a listing.
+LastModified is set by every upload), so an unchanged corpus costs a listing. The listing
+and the new inventory are staged in the store batch by batch and swapped in at the end, so
+a run holds a batch in memory whatever the corpus size, and a run that fails half way
+leaves the last inventory as it was.
 """
 
 from __future__ import annotations
@@ -10,7 +13,13 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
-from lorehouse.inventory import take_inventory
+from lorehouse.inventory import (
+    AccessRules,
+    InventoryTally,
+    Listing,
+    describe_batch,
+    listing_batches,
+)
 from lorehouse.sources.base import DocumentSource
 from lorehouse.stages.progress import ProgressCallback
 from lorehouse.stores.duckdb_store import DuckDBStore
@@ -18,15 +27,16 @@ from lorehouse.stores.duckdb_store import DuckDBStore
 
 @dataclass
 class InventoryReport:
-    """What changed in the source since the last inventory."""
+    """What changed in the source since the last inventory (counts of documents)."""
 
     documents: int
-    added: list[str]
-    changed: list[str]
-    removed: list[str]
+    added: int
+    changed: int
+    removed: int
     by_type: Counter[str]
     restricted: int
     hashed: int
+    reused: int
     seconds: float
     warnings: list[str] = field(default_factory=list)
 
@@ -36,26 +46,39 @@ def run_inventory(
     store: DuckDBStore,
     max_file_bytes: int,
     on_progress: ProgressCallback | None = None,
+    batch_documents: int = 5_000,
+    listing_rows: int = 50_000,
 ) -> InventoryReport:
-    """Lists the source, records it in documents_raw and drops documents that disappeared."""
+    """Lists the source, records it in documents_raw and drops documents that disappeared.
+
+    `listing_rows` files are staged at a time and `batch_documents` documents described at a
+    time: the two batch sizes bound what the run holds.
+    """
     started = time.perf_counter()
-    previous = store.raw_documents()
-    inventory = take_inventory(source, previous, max_file_bytes, on_progress)
-    removed = store.replace_inventory(inventory.documents)
-    added = [d.doc_id for d in inventory.documents if d.doc_id not in previous]
-    changed = [
-        d.doc_id
-        for d in inventory.documents
-        if d.doc_id in previous and previous[d.doc_id].content_sha256 != d.content_sha256
-    ]
+    listing = Listing()
+    tally = InventoryTally()
+    with store.inventory_staging() as staging:
+        for batch in listing_batches(source, listing, listing_rows):
+            staging.add_listing(batch)
+        total = staging.make_plan()
+        if total != listing.documents:
+            raise RuntimeError(f"the plan holds {total} of {listing.documents} listed documents")
+        acls = AccessRules(source, listing.folder_rules, tally.warnings)
+        for planned in staging.plan_batches(batch_documents):
+            described = describe_batch(
+                source, planned, acls, max_file_bytes, tally, on_progress, total
+            )
+            staging.add_documents(described)
+        removed = staging.commit(tally.documents)
     return InventoryReport(
-        documents=len(inventory.documents),
-        added=added,
-        changed=changed,
+        documents=tally.documents,
+        added=tally.added,
+        changed=tally.changed,
         removed=removed,
-        by_type=Counter(d.file_type.value for d in inventory.documents),
-        restricted=sum(1 for d in inventory.documents if d.acl_groups),
-        hashed=inventory.hashed,
+        by_type=tally.by_type,
+        restricted=tally.restricted,
+        hashed=tally.hashed,
+        reused=tally.reused,
         seconds=time.perf_counter() - started,
-        warnings=inventory.warnings,
+        warnings=tally.warnings,
     )

@@ -10,6 +10,7 @@ import json
 import re
 import threading
 import time
+import uuid
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -28,6 +29,7 @@ from lorehouse.models import (
     ParsedDocument,
     RawDocument,
 )
+from lorehouse.sources.base import SIDECAR_SUFFIX
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS documents_raw (
@@ -241,7 +243,9 @@ class DuckDBStore:
             connection.close()
 
     @contextmanager
-    def _transaction(self, **frames: pd.DataFrame) -> Iterator[duckdb.DuckDBPyConnection]:
+    def _transaction(
+        self, **frames: pd.DataFrame | pa.Table
+    ) -> Iterator[duckdb.DuckDBPyConnection]:
         """A connection inside one transaction, with `frames` registered under their names.
 
         Every multi-statement write goes through here, so a failure half-way rolls back and
@@ -279,12 +283,6 @@ class DuckDBStore:
 
     # -- documents_raw -------------------------------------------------------------------------
 
-    def raw_documents(self) -> dict[str, RawDocument]:
-        """The last inventory by doc_id."""
-        with self.connect() as connection:
-            rows = connection.execute(f"SELECT {_RAW_COLUMNS} FROM documents_raw").fetchall()
-        return {row[0]: _raw_document(row) for row in rows}
-
     def inventory_differences(
         self, listing: pa.Table, shown: int = 50
     ) -> tuple[dict[str, int], list[tuple[str, str]]]:
@@ -292,14 +290,13 @@ class DuckDBStore:
         the last inventory: counts of files added, changed (size or time) and removed, and the
         first `shown` (path, state) rows by path. Compared in DuckDB, so a million files cost
         two columns of Arrow, not a model per document."""
-        differences = """
+        differences = f"""
             SELECT coalesce(l.rel_path, r.rel_path) AS rel_path,
                    CASE WHEN r.rel_path IS NULL THEN 'added'
                         WHEN l.rel_path IS NULL THEN 'removed'
                         ELSE 'changed' END AS state
             FROM listing l FULL OUTER JOIN documents_raw r ON l.rel_path = r.rel_path
-            WHERE r.rel_path IS NULL OR l.rel_path IS NULL
-               OR l.size_bytes <> r.size_bytes OR l.modified_at <> r.modified_at
+            WHERE r.rel_path IS NULL OR l.rel_path IS NULL OR NOT ({_UNCHANGED})
         """
         with self.connect() as connection:
             connection.register("listing", listing)
@@ -318,38 +315,44 @@ class DuckDBStore:
                 connection.unregister("listing")
         return {state: int(counts.get(state, 0)) for state in ("added", "changed", "removed")}, rows
 
-    def replace_inventory(self, documents: Sequence[RawDocument]) -> list[str]:
-        """Upserts the inventory by doc_id and deletes documents gone from the source.
+    @contextmanager
+    def inventory_staging(self) -> Iterator[InventoryStaging]:
+        """A new inventory built beside the current one, batch by batch, and swapped in at
+        once by `InventoryStaging.commit`; left without a commit, it is dropped and
+        `documents_raw` is as it was.
 
-        Returns the ids of removed documents; their parsed rows and failures go with them, so a
-        deleted file stops being searchable in the same transaction.
+        The staging tables are ordinary tables in the file, not TEMP ones: each step opens
+        its own short connection, so no one waits for the file while a first build hashes
+        for hours. Leftovers of a run that was killed are dropped here (one index run writes
+        at a time).
         """
-        frame = pd.DataFrame(
-            [
-                {**doc.model_dump(mode="python"), "file_type": doc.file_type.value}
-                for doc in documents
-            ],
-            columns=list(RawDocument.model_fields),
-        )
-        with self._transaction(incoming=frame) as connection:
-            removed = [
-                row[0]
-                for row in connection.execute(
-                    "SELECT doc_id FROM documents_raw WHERE doc_id NOT IN "
-                    "(SELECT doc_id FROM incoming)"
-                ).fetchall()
-            ]
-            connection.execute("DELETE FROM documents_raw")
+        with self._transaction() as connection:
+            leftovers = connection.execute(
+                "SELECT table_name FROM duckdb_tables() WHERE schema_name = 'main' "
+                "AND starts_with(table_name, 'inventory_staging_')"
+            ).fetchall()
+            for (name,) in leftovers:
+                if _STAGING_TABLE.fullmatch(name):
+                    connection.execute(f"DROP TABLE IF EXISTS {name}")
+        staging = InventoryStaging(self, uuid.uuid4().hex[:12])
+        with self._transaction() as connection:
             connection.execute(
-                "INSERT INTO documents_raw (doc_id, source_uri, rel_path, file_type, size_bytes, "
-                "content_sha256, modified_at, acl_groups) SELECT doc_id, source_uri, rel_path, "
-                "file_type, size_bytes, content_sha256, modified_at, acl_groups FROM incoming"
+                f"CREATE TABLE {staging.listing} (doc_id VARCHAR, rel_path VARCHAR NOT NULL, "
+                "size_bytes BIGINT NOT NULL, modified_at TIMESTAMPTZ NOT NULL, "
+                "sidecar BOOLEAN NOT NULL)"
             )
-            for table in ("documents_parsed", "documents_failed"):
-                connection.execute(
-                    f"DELETE FROM {table} WHERE doc_id NOT IN (SELECT doc_id FROM incoming)"
-                )
-        return removed
+            connection.execute(
+                f"CREATE TABLE {staging.next} (doc_id VARCHAR NOT NULL, source_uri VARCHAR "
+                "NOT NULL, rel_path VARCHAR NOT NULL, file_type VARCHAR NOT NULL, size_bytes "
+                "BIGINT NOT NULL, content_sha256 VARCHAR NOT NULL, modified_at TIMESTAMPTZ "
+                "NOT NULL, acl_groups VARCHAR[] NOT NULL)"
+            )
+        try:
+            yield staging
+        finally:
+            with self._transaction() as connection:
+                for name in (staging.listing, staging.plan, staging.next):
+                    connection.execute(f"DROP TABLE IF EXISTS {name}")
 
     # -- documents_parsed / documents_failed ---------------------------------------------------
 
@@ -874,6 +877,107 @@ class DuckDBStore:
         return {(file_type, status): int(count) for file_type, status, count in rows}
 
 
+#: The inventory's one rule for a file it need not read again: the same size and
+#: modification time as at the last inventory (`l`: the listing, `r`: `documents_raw`). An
+#: S3 object's LastModified moves with every upload, so on S3 this follows the content too.
+_UNCHANGED = "l.size_bytes = r.size_bytes AND l.modified_at = r.modified_at"
+
+
+class InventoryStaging:
+    """One inventory run's tables: the listing as staged, the plan (each document in path
+    order with what the last inventory knew of it) and the rows of the new inventory.
+
+    Every step is its own short transaction and moves one batch, so the memory of a run is
+    a batch's; DuckDB does the joins and the one sort, spilling to disk past its limit.
+    """
+
+    def __init__(self, store: DuckDBStore, token: str) -> None:
+        self._store = store
+        self.listing = _staging_table(f"inventory_staging_{token}_listing")
+        self.plan = _staging_table(f"inventory_staging_{token}_plan")
+        self.next = _staging_table(f"inventory_staging_{token}_next")
+
+    def add_listing(self, batch: pa.Table) -> None:
+        """Appends a batch of the listing (`lorehouse.inventory.LISTING_SCHEMA`)."""
+        with self._store._transaction(batch=batch) as connection:
+            connection.execute(
+                f"INSERT INTO {self.listing} "
+                "SELECT doc_id, rel_path, size_bytes, modified_at, sidecar FROM batch"
+            )
+
+    def make_plan(self) -> int:
+        """Numbers the listed documents in path order beside their last inventory row, drops
+        the listing, and returns how many documents there are."""
+        with self._store._transaction() as connection:
+            connection.execute(
+                f"""
+                CREATE TABLE {self.plan} AS
+                WITH documents AS (SELECT * FROM {self.listing} WHERE NOT sidecar),
+                     sidecars AS (SELECT rel_path FROM {self.listing} WHERE sidecar)
+                SELECT row_number() OVER (ORDER BY l.rel_path) AS n,
+                       l.doc_id, l.rel_path, l.size_bytes, l.modified_at,
+                       EXISTS (SELECT 1 FROM sidecars s
+                               WHERE s.rel_path = l.rel_path || '{SIDECAR_SUFFIX}')
+                           AS has_sidecar,
+                       r.doc_id IS NOT NULL AS known,
+                       coalesce({_UNCHANGED}, false) AS unchanged,
+                       r.file_type AS prev_file_type,
+                       r.content_sha256 AS prev_content_sha256
+                FROM documents l LEFT JOIN documents_raw r ON r.doc_id = l.doc_id
+                ORDER BY n
+                """
+            )
+            connection.execute(f"DROP TABLE {self.listing}")
+            (count,) = connection.execute(f"SELECT count(*) FROM {self.plan}").fetchall()[0]
+        return int(count)
+
+    def plan_batches(self, rows: int) -> Iterator[pa.Table]:
+        """The plan in path order, `rows` documents at a time, each read in its own short
+        connection (ranges of the row number: no LIMIT, no OFFSET)."""
+        with self._store.connect() as connection:
+            (last,) = connection.execute(f"SELECT count(*) FROM {self.plan}").fetchall()[0]
+        for after in range(0, int(last), rows):
+            with self._store.connect() as connection:
+                batch = connection.sql(
+                    f"SELECT * FROM {self.plan} WHERE n > {int(after)} "
+                    f"AND n <= {int(after + rows)} ORDER BY n"
+                ).to_arrow_table()
+            yield batch
+
+    def add_documents(self, batch: pa.Table) -> None:
+        """Appends described documents (`lorehouse.inventory.INVENTORY_SCHEMA`)."""
+        with self._store._transaction(batch=batch) as connection:
+            connection.execute(f"INSERT INTO {self.next} SELECT * FROM batch")
+
+    def commit(self, documents: int) -> int:
+        """Swaps the new inventory in, in one transaction, and returns how many documents
+        were removed; their parsed rows and failures go with them, so a deleted file stops
+        being searchable in the same transaction. `documents` is how many rows the run
+        described: a different count in the staged rows rolls everything back."""
+        with self._store._transaction() as connection:
+            (staged,) = connection.execute(f"SELECT count(*) FROM {self.next}").fetchall()[0]
+            if staged != documents:
+                raise RuntimeError(
+                    f"inventory staging holds {staged} documents where {documents} were "
+                    "described; the last inventory is kept"
+                )
+            (removed,) = connection.execute(
+                "SELECT count(*) FROM documents_raw r WHERE NOT EXISTS "
+                f"(SELECT 1 FROM {self.next} x WHERE x.doc_id = r.doc_id)"
+            ).fetchall()[0]
+            connection.execute("DELETE FROM documents_raw")
+            connection.execute(
+                f"INSERT INTO documents_raw ({_RAW_COLUMNS}) SELECT {_RAW_COLUMNS} FROM {self.next}"
+            )
+            for table in ("documents_parsed", "documents_failed"):
+                connection.execute(
+                    f"DELETE FROM {table} WHERE doc_id NOT IN (SELECT doc_id FROM {self.next})"
+                )
+            connection.execute(f"DROP TABLE {self.next}")
+            connection.execute(f"DROP TABLE {self.plan}")
+        return int(removed)
+
+
 _RAW_COLUMNS = (
     "doc_id, source_uri, rel_path, file_type, size_bytes, content_sha256, modified_at, acl_groups"
 )
@@ -993,3 +1097,13 @@ def declared_columns() -> dict[str, list[tuple[str, str]]]:
     for table, column, data_type in rows:
         columns.setdefault(table, []).append((column, data_type))
     return columns
+
+
+_STAGING_TABLE = re.compile(r"inventory_staging_[0-9a-f]{12}_(listing|plan|next)")
+
+
+def _staging_table(name: str) -> str:
+    """Staging table names are interpolated into SQL, so only the inventory's own pass."""
+    if not _STAGING_TABLE.fullmatch(name):
+        raise ValueError(f"not an inventory staging table: {name!r}")
+    return name

@@ -49,8 +49,8 @@ def test_s3_prefix_is_inventoried_and_parsed_with_acls(
     }
     assert all(s.status == "parsed" for s in statuses.values())
     assert statuses["security/incident-response-plan.docx"].acl_groups == ["security"]
-    raw = DuckDBStore(data_dir / "lorehouse.duckdb").raw_documents()
-    assert {d.source_uri for d in raw.values()} >= {"s3://docs/corpus/finance/budget-2026.xlsx"}
+    raw = DuckDBStore(data_dir / "lorehouse.duckdb").table("documents_raw", ["source_uri"])
+    assert set(raw["source_uri"]) >= {"s3://docs/corpus/finance/budget-2026.xlsx"}
 
     client.delete_object(Bucket="docs", Key="corpus/finance/budget-2026.xlsx")
     rerun = materialize_all(

@@ -1,17 +1,22 @@
-"""Inventory: stable ids, content hashes, and access groups from sidecar and folder files."""
+"""Inventory: stable ids, content hashes, access groups from sidecar and folder files, and a
+run that holds a batch, not the corpus."""
 
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from lorehouse.errors import SourceError
-from lorehouse.inventory import document_id, take_inventory
+from lorehouse.inventory import document_id
 from lorehouse.models import PUBLIC_GROUP, FileType
 from lorehouse.sources import LocalFolderSource
+from lorehouse.sources.base import SourceFile
+from lorehouse.stages.inventory import InventoryReport, run_inventory
+from lorehouse.stores.duckdb_store import DuckDBStore
 
 
 def _write(root: Path, rel_path: str, content: bytes | str) -> None:
@@ -20,69 +25,223 @@ def _write(root: Path, rel_path: str, content: bytes | str) -> None:
     path.write_bytes(content.encode() if isinstance(content, str) else content)
 
 
-def test_acl_comes_from_sidecar_then_nearest_folder_rule_else_public(tmp_path: Path) -> None:
-    _write(tmp_path, "public/guide.md", "# Guide")
-    _write(tmp_path, "security/_access.json", json.dumps({"groups": ["security"]}))
-    _write(tmp_path, "security/plans/ir.md", "# Incident response")
-    _write(tmp_path, "security/open.md", "# Open")
-    _write(tmp_path, "security/open.md.meta.json", json.dumps({"groups": ["all-staff", "hr"]}))
-    documents = {d.rel_path: d for d in take_inventory(LocalFolderSource(tmp_path)).documents}
+def _inventory(
+    source: LocalFolderSource, store: DuckDBStore, **batches: int
+) -> tuple[InventoryReport, dict[str, dict]]:
+    """Runs the stage and returns its report and the inventory by path."""
+    report = run_inventory(source, store, max_file_bytes=1 << 20, **batches)
+    rows = store.table("documents_raw").to_dict("records")
+    return report, {row["rel_path"]: row for row in rows}
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> DuckDBStore:
+    return DuckDBStore(tmp_path / "store" / "lorehouse.duckdb")
+
+
+def test_acl_comes_from_sidecar_then_nearest_folder_rule_else_public(
+    tmp_path: Path, store: DuckDBStore
+) -> None:
+    root = tmp_path / "docs"
+    _write(root, "public/guide.md", "# Guide")
+    _write(root, "security/_access.json", json.dumps({"groups": ["security"]}))
+    _write(root, "security/plans/ir.md", "# Incident response")
+    _write(root, "security/open.md", "# Open")
+    _write(root, "security/open.md.meta.json", json.dumps({"groups": ["all-staff", "hr"]}))
+    _write(root, "security/orphan.md.meta.json", "{not json")  # describes no document
+    report, documents = _inventory(LocalFolderSource(root), store)
     assert set(documents) == {"public/guide.md", "security/plans/ir.md", "security/open.md"}
-    assert documents["public/guide.md"].acl_groups == []
-    assert documents["security/plans/ir.md"].acl_groups == ["security"]
-    assert documents["security/open.md"].acl_groups == ["all-staff", "hr"]
+    assert list(documents["public/guide.md"]["acl_groups"]) == []
+    assert list(documents["security/plans/ir.md"]["acl_groups"]) == ["security"]
+    assert list(documents["security/open.md"]["acl_groups"]) == ["all-staff", "hr"]
+    assert (report.documents, report.restricted, report.warnings) == (3, 2, [])
 
 
-def test_a_malformed_acl_file_hides_its_documents_and_says_why(tmp_path: Path) -> None:
-    _write(tmp_path, "secret/_access.json", "{not json")
-    _write(tmp_path, "secret/plan.md", "# Plan")
-    inventory = take_inventory(LocalFolderSource(tmp_path))
-    (document,) = inventory.documents
-    assert document.acl_groups and "security" not in document.acl_groups
-    assert any("unreadable access file" in w for w in inventory.warnings)
+def test_a_malformed_acl_file_hides_its_documents_and_says_why_once(
+    tmp_path: Path, store: DuckDBStore
+) -> None:
+    root = tmp_path / "docs"
+    _write(root, "secret/_access.json", "{not json")
+    for name in ("plan", "budget", "roadmap"):
+        _write(root, f"secret/{name}.md", f"# {name}")
+    report, documents = _inventory(LocalFolderSource(root), store, batch_documents=1)
+    assert all(d["acl_groups"] is not None and len(d["acl_groups"]) for d in documents.values())
+    assert all("security" not in d["acl_groups"] for d in documents.values())
+    assert len([w for w in report.warnings if "unreadable access file" in w]) == 1
 
 
-def test_an_acl_file_naming_the_public_group_hides_its_documents(tmp_path: Path) -> None:
+def test_an_acl_file_naming_the_public_group_hides_its_documents(
+    tmp_path: Path, store: DuckDBStore
+) -> None:
     # Every caller holds the public group, so a document "restricted" to it would be public.
-    _write(tmp_path, "hr/_access.json", json.dumps({"groups": ["hr", PUBLIC_GROUP]}))
-    _write(tmp_path, "hr/salaries.md", "# Salaries")
-    inventory = take_inventory(LocalFolderSource(tmp_path))
-    (document,) = inventory.documents
-    assert document.acl_groups and PUBLIC_GROUP not in document.acl_groups
-    assert any("reserved" in w and "hr/_access.json" in w for w in inventory.warnings)
+    root = tmp_path / "docs"
+    _write(root, "hr/_access.json", json.dumps({"groups": ["hr", PUBLIC_GROUP]}))
+    _write(root, "hr/salaries.md", "# Salaries")
+    report, documents = _inventory(LocalFolderSource(root), store)
+    groups = list(documents["hr/salaries.md"]["acl_groups"])
+    assert groups and PUBLIC_GROUP not in groups
+    assert any("reserved" in w and "hr/_access.json" in w for w in report.warnings)
 
 
-def test_ids_are_stable_and_hashes_follow_content(tmp_path: Path) -> None:
-    _write(tmp_path, "a/b.md", "# One")
-    first = take_inventory(LocalFolderSource(tmp_path)).documents[0]
-    _write(tmp_path, "a/b.md", "# Two")
-    second = take_inventory(LocalFolderSource(tmp_path)).documents[0]
-    assert first.doc_id == second.doc_id == document_id("a/b.md")
-    assert first.content_sha256 != second.content_sha256
-    assert first.file_type == FileType.MARKDOWN
+def test_ids_are_stable_and_hashes_follow_content(tmp_path: Path, store: DuckDBStore) -> None:
+    root = tmp_path / "docs"
+    _write(root, "a/b.md", "# One")
+    _, first = _inventory(LocalFolderSource(root), store)
+    _write(root, "a/b.md", "# Two, longer")
+    report, second = _inventory(LocalFolderSource(root), store)
+    assert first["a/b.md"]["doc_id"] == second["a/b.md"]["doc_id"] == document_id("a/b.md")
+    assert first["a/b.md"]["content_sha256"] != second["a/b.md"]["content_sha256"]
+    assert first["a/b.md"]["file_type"] == FileType.MARKDOWN.value
+    assert (report.added, report.changed, report.removed) == (0, 1, 0)
 
 
-def test_unchanged_files_are_not_read_again(tmp_path: Path) -> None:
-    _write(tmp_path, "a.md", "# A")
-    _write(tmp_path, "b.md", "# B")
-    source = LocalFolderSource(tmp_path)
-    first = take_inventory(source)
-    previous = {d.doc_id: d for d in first.documents}
-    os.utime(tmp_path / "b.md", (1_700_000_000, 1_700_000_000))
-    second = take_inventory(source, previous)
+class _CountingSource(LocalFolderSource):
+    """A folder source that counts which files were read."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.reads: list[str] = []
+
+    def read_bytes(self, rel_path: str) -> bytes:
+        self.reads.append(rel_path)
+        return super().read_bytes(rel_path)
+
+
+def test_unchanged_files_are_not_read_again(tmp_path: Path, store: DuckDBStore) -> None:
+    root = tmp_path / "docs"
+    _write(root, "a.md", "# A")
+    _write(root, "b.md", "# B")
+    source = _CountingSource(root)
+    first, _ = _inventory(source, store)
+    source.reads.clear()
+    os.utime(root / "b.md", (1_700_000_000, 1_700_000_000))
+    second, _ = _inventory(source, store)
     assert (first.hashed, second.hashed, second.reused) == (2, 1, 1)
+    assert source.reads == ["b.md"]
+    # Touched with the same bytes: read again, but not a change.
+    assert (second.added, second.changed, second.removed) == (0, 0, 0)
 
 
-def test_folder_loops_are_not_followed_and_broken_file_links_are_listed(tmp_path: Path) -> None:
-    _write(tmp_path, "docs/a.md", "# A")
-    _write(tmp_path, ".git/config", "x")
-    (tmp_path / "docs" / "loop").symlink_to(tmp_path / "docs", target_is_directory=True)
-    (tmp_path / "dangling.md").symlink_to(tmp_path / "missing.md")
-    (tmp_path / "self.md").symlink_to(tmp_path / "self.md")
-    source = LocalFolderSource(tmp_path)
-    documents = take_inventory(source).documents
+def test_folder_loops_are_not_followed_and_broken_file_links_are_listed(
+    tmp_path: Path, store: DuckDBStore
+) -> None:
+    root = tmp_path / "docs"
+    _write(root, "docs/a.md", "# A")
+    _write(root, ".git/config", "x")
+    (root / "docs" / "loop").symlink_to(root / "docs", target_is_directory=True)
+    (root / "dangling.md").symlink_to(root / "missing.md")
+    (root / "self.md").symlink_to(root / "self.md")
+    source = LocalFolderSource(root)
+    progress: list[tuple[int, int]] = []
+    run_inventory(
+        source, store, 1 << 20, on_progress=lambda done, total: progress.append((done, total))
+    )
     # The broken links are documents the owner expects indexed: listed, so that parsing can
     # record them as unreadable; the folder loop is walked once.
-    assert [d.rel_path for d in documents] == ["dangling.md", "docs/a.md", "self.md"]
+    assert store.table("documents_raw", ["rel_path"])["rel_path"].tolist() == [
+        "dangling.md",
+        "docs/a.md",
+        "self.md",
+    ]
+    assert progress == [(1, 3), (2, 3), (3, 3)]
     with pytest.raises(SourceError, match="symbolic links"):
         source.read_bytes("self.md")
+
+
+def _tree(root: Path) -> None:
+    """Nested folder rules, own sidecars, an orphan sidecar, a malformed rule shared by many
+    documents, and names whose order differs between bytes and case or accents."""
+    _write(root, "_access.json", json.dumps({"groups": ["staff"]}))
+    _write(root, "hr/_access.json", json.dumps({"groups": ["hr"]}))
+    _write(root, "hr/pay/_access.json", "{broken")
+    for index in range(7):
+        _write(root, f"hr/pay/slip-{index}.md", f"# Slip {index}")
+    _write(root, "hr/leave.md", "# Leave")
+    _write(root, "hr/leave.md.meta.json", json.dumps({"groups": ["hr", "leads"]}))
+    _write(root, "hr/gone.md.meta.json", json.dumps({"groups": ["x"]}))
+    for name in ("B.md", "a.md", "a-b/x.md", "a/b.md", "é.md", "e\u0301.md", "z9.md", "z10.md"):
+        _write(root, name, f"# {name}")
+
+
+def test_batch_sizes_do_not_change_the_inventory(tmp_path: Path) -> None:
+    root = tmp_path / "docs"
+    _tree(root)
+    runs = []
+    for label, batches in (("small", {"batch_documents": 2, "listing_rows": 3}), ("whole", {})):
+        store = DuckDBStore(tmp_path / label / "lorehouse.duckdb")
+        progress: list[tuple[int, int]] = []
+        report = run_inventory(
+            LocalFolderSource(root),
+            store,
+            1 << 20,
+            on_progress=lambda done, total, seen=progress: seen.append((done, total)),
+            **batches,
+        )
+        rows = store.table("documents_raw").drop(columns=["inventoried_at"])
+        runs.append((report, rows, progress))
+    (small, small_rows, small_progress), (whole, whole_rows, whole_progress) = runs
+    assert small_rows.astype(str).equals(whole_rows.astype(str))
+    paths = small_rows["rel_path"].tolist()
+    assert paths == sorted(paths) and len(paths) == 16
+    assert small.warnings == whole.warnings
+    assert len(small.warnings) == 1 and "hr/pay/_access.json" in small.warnings[0]
+    assert small_progress == whole_progress == [(n, 16) for n in range(1, 17)]
+    groups = {row.rel_path: list(row.acl_groups) for row in small_rows.itertuples()}
+    assert groups["hr/leave.md"] == ["hr", "leads"]
+    assert groups["hr/pay/slip-3.md"] == ["__unreadable_acl__"]
+    assert groups["a/b.md"] == ["staff"]
+    assert (small.documents, small.added, small.restricted) == (16, 16, 16)
+
+
+def test_removed_documents_leave_with_their_parsed_rows(
+    tmp_path: Path, stage_tables_store: DuckDBStore
+) -> None:
+    store = stage_tables_store
+    known = store.table("documents_raw", ["rel_path"])["rel_path"].tolist()
+    assert len(known) >= 2 and store.row_count("documents_parsed") >= 2
+    root = tmp_path / "empty-source"
+    root.mkdir()
+    _write(root, "new.md", "# New")
+    report = run_inventory(LocalFolderSource(root), store, 1 << 20)
+    assert (report.documents, report.added, report.removed) == (1, 1, len(known))
+    assert store.table("documents_raw", ["rel_path"])["rel_path"].tolist() == ["new.md"]
+    assert store.row_count("documents_parsed") == 0
+
+
+class _FailingSource(LocalFolderSource):
+    """Lists part of the tree, then fails, as a network share that drops out does."""
+
+    def list_files(self) -> Iterator[SourceFile]:
+        for index, file in enumerate(super().list_files()):
+            if index == 3:
+                raise SourceError("the share went away")
+            yield file
+
+
+def test_a_run_that_fails_half_way_keeps_the_last_inventory(
+    tmp_path: Path, store: DuckDBStore
+) -> None:
+    root = tmp_path / "docs"
+    _tree(root)
+    run_inventory(LocalFolderSource(root), store, 1 << 20)
+    before = store.table("documents_raw")
+    with pytest.raises(SourceError, match="went away"):
+        run_inventory(_FailingSource(root), store, 1 << 20, listing_rows=2)
+    assert store.table("documents_raw").equals(before)
+    with store.connect() as connection:
+        staged = connection.execute(
+            "SELECT count(*) FROM duckdb_tables() WHERE table_name LIKE 'inventory_staging_%'"
+        ).fetchall()[0][0]
+    assert staged == 0
+
+
+def test_tables_left_by_a_killed_run_are_dropped(tmp_path: Path, store: DuckDBStore) -> None:
+    with store.connect() as connection:
+        connection.execute("CREATE TABLE inventory_staging_deadbeef0000_plan (n BIGINT)")
+    root = tmp_path / "docs"
+    _write(root, "a.md", "# A")
+    report, documents = _inventory(LocalFolderSource(root), store)
+    assert report.documents == 1 and set(documents) == {"a.md"}
+    with store.connect() as connection:
+        names = connection.execute("SELECT table_name FROM duckdb_tables()").fetchall()
+    assert not [name for (name,) in names if name.startswith("inventory_staging_")]
