@@ -53,6 +53,26 @@ def parse_html(data: bytes, rel_path: str, options: ParseOptions) -> ParseOutput
     return ParseOutput(builder=writer.builder, warnings=writer.warnings, title=title or None)
 
 
+def html_fragment_to_markdown(fragment: str) -> str:
+    """Markdown for a piece of HTML inside another format: a table, a list.
+
+    Markdown files exported from Google Docs or wikis keep their tables as HTML; as raw tags
+    they reach the embedder, BM25 and extractive answers as `<td>` noise, and a reader sees
+    markup. The same walk as a web page's turns them into the builder's tables and lists; a
+    list inside a table cell keeps its items apart with bullets, as a cell holds one line.
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", XMLParsedAsHTMLWarning)
+        soup = BeautifulSoup(fragment, "lxml")
+    for item in soup.find_all("li"):
+        if item.find_parent(["td", "th"]) is not None:
+            item.insert(0, NavigableString(" \u2022 "))
+    writer = _HtmlWriter()
+    writer.walk(soup.body or soup, depth=0)
+    markdown, _ = writer.builder.build()
+    return markdown.strip()
+
+
 def _decode(data: bytes) -> str:
     """A declared charset wins; otherwise UTF-8, then the detected legacy encoding."""
     declared = _META_CHARSET.search(data[:4096])

