@@ -965,9 +965,18 @@ class InventoryStaging:
                 "SELECT count(*) FROM documents_raw r WHERE NOT EXISTS "
                 f"(SELECT 1 FROM {self.next} x WHERE x.doc_id = r.doc_id)"
             ).fetchall()[0]
-            connection.execute("DELETE FROM documents_raw")
+            # Only rows that differ are rewritten: a nightly run over an unchanged million
+            # documents writes nothing, where replacing the table rewrote every row and its
+            # key index. `inventoried_at` is therefore when a row last changed.
+            same = " AND ".join(f"x.{c} IS NOT DISTINCT FROM r.{c}" for c in _RAW_COLUMN_NAMES)
             connection.execute(
-                f"INSERT INTO documents_raw ({_RAW_COLUMNS}) SELECT {_RAW_COLUMNS} FROM {self.next}"
+                "DELETE FROM documents_raw r WHERE NOT EXISTS "
+                f"(SELECT 1 FROM {self.next} x WHERE {same})"
+            )
+            connection.execute(
+                f"INSERT INTO documents_raw ({_RAW_COLUMNS}) SELECT {_RAW_COLUMNS} "
+                f"FROM {self.next} x WHERE NOT EXISTS "
+                "(SELECT 1 FROM documents_raw r WHERE r.doc_id = x.doc_id)"
             )
             for table in ("documents_parsed", "documents_failed"):
                 connection.execute(
@@ -978,9 +987,11 @@ class InventoryStaging:
         return int(removed)
 
 
-_RAW_COLUMNS = (
-    "doc_id, source_uri, rel_path, file_type, size_bytes, content_sha256, modified_at, acl_groups"
+_RAW_COLUMN_NAMES = (
+    *("doc_id", "source_uri", "rel_path", "file_type", "size_bytes", "content_sha256"),
+    *("modified_at", "acl_groups"),
 )
+_RAW_COLUMNS = ", ".join(_RAW_COLUMN_NAMES)
 #: Every inventoried document, and whether it is to be parsed: neither parsed nor failed
 #: (other than by a timeout) with its current bytes and its type's parser version.
 _TO_PARSE = f"""
