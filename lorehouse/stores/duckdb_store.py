@@ -341,11 +341,11 @@ class DuckDBStore:
                 "size_bytes BIGINT NOT NULL, modified_at TIMESTAMPTZ NOT NULL, "
                 "sidecar BOOLEAN NOT NULL)"
             )
+            # The new inventory's rows take documents_raw's columns and types (the
+            # constraints are checked when the swap inserts them there).
             connection.execute(
-                f"CREATE TABLE {staging.next} (doc_id VARCHAR NOT NULL, source_uri VARCHAR "
-                "NOT NULL, rel_path VARCHAR NOT NULL, file_type VARCHAR NOT NULL, size_bytes "
-                "BIGINT NOT NULL, content_sha256 VARCHAR NOT NULL, modified_at TIMESTAMPTZ "
-                "NOT NULL, acl_groups VARCHAR[] NOT NULL)"
+                f"CREATE TABLE {staging.next} AS SELECT {_RAW_COLUMNS} FROM documents_raw "
+                "WHERE false"
             )
         try:
             yield staging
