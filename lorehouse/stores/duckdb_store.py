@@ -467,26 +467,37 @@ class DuckDBStore:
                 connection.execute(statement)
 
     def parsed_document(self, doc_id: str) -> ParsedDocument | None:
-        """One parsed document with its page map, for later stages and for inspection."""
+        """One parsed document with its page map, for inspection."""
+        return self.parsed_documents([doc_id]).get(doc_id)
+
+    def parsed_documents(self, doc_ids: Sequence[str]) -> dict[str, ParsedDocument]:
+        """These parsed documents with their page maps, by doc_id (absent ones left out).
+
+        Read over one connection: opening the database file and closing it again costs
+        about 45 ms at 20,000 documents, nine times what chunking a document costs, so the
+        chunk stage reads its documents a batch at a time.
+        """
         with self.connect() as connection:
-            row = connection.execute(
+            rows = connection.execute(
                 "SELECT doc_id, content_sha256, markdown, page_map, parser, parser_version, "
-                "parse_ms, warnings, title FROM documents_parsed WHERE doc_id = ?",
-                [doc_id],
-            ).fetchone()
-        if row is None:
-            return None
-        return ParsedDocument(
-            doc_id=row[0],
-            content_sha256=row[1],
-            markdown=row[2],
-            page_map=[PageSpan(**span) for span in json.loads(row[3])],
-            parser=row[4],
-            parser_version=row[5],
-            parse_ms=row[6],
-            warnings=list(row[7]),
-            title=row[8],
-        )
+                "parse_ms, warnings, title FROM documents_parsed "
+                "WHERE doc_id IN (SELECT unnest(?::VARCHAR[]))",
+                [list(doc_ids)],
+            ).fetchall()
+        return {
+            row[0]: ParsedDocument(
+                doc_id=row[0],
+                content_sha256=row[1],
+                markdown=row[2],
+                page_map=[PageSpan(**span) for span in json.loads(row[3])],
+                parser=row[4],
+                parser_version=row[5],
+                parse_ms=row[6],
+                warnings=list(row[7]),
+                title=row[8],
+            )
+            for row in rows
+        }
 
     # -- chunks ---------------------------------------------------------------------------------
 

@@ -115,3 +115,32 @@ def test_documents_to_chunk_and_chunks_to_drop_are_found_in_the_store(
     assert pending["doc_id"].to_pylist() == sorted(f"doc-{i}" for i in range(3, 11))
     assert pending["fingerprint"][0].as_py().endswith("|1|v7")
     assert len(stage_tables_store.to_chunk("v8")) == 11  # a new chunker redoes every one
+
+
+def test_chunking_reads_and_writes_documents_a_batch_at_a_time(
+    stage_tables_store: DuckDBStore,
+) -> None:
+    """Batches that do not divide the pending documents evenly still chunk each one once,
+    from its own Markdown; a document asked for but gone is left out, not an error."""
+    with stage_tables_store.connect() as connection:
+        connection.execute(
+            "UPDATE documents_parsed SET markdown = "
+            "'# Leave ' || doc_id || E'\\n\\nStaff of ' || doc_id || ' get ' || "
+            "replace(doc_id, 'doc-', '') || ' days of leave a year.'"
+        )
+    found = stage_tables_store.parsed_documents(["doc-3", "doc-404"])
+    assert list(found) == ["doc-3"]
+    assert "Staff of doc-3 get 3 days" in found["doc-3"].markdown
+
+    report = run_chunking(
+        stage_tables_store, Chunker(256, default_token_counter().count), batch_size=5
+    )
+    assert report.documents_chunked == 12
+    with stage_tables_store.connect() as connection:
+        rows = connection.execute(
+            "SELECT doc_id, count(*), any_value(text_chat) FROM chunks GROUP BY doc_id"
+        ).fetchall()
+    assert len(rows) == 12
+    for doc_id, count, text in rows:
+        assert count == 1
+        assert f"Staff of {doc_id} get {doc_id.removeprefix('doc-')} days" in text
