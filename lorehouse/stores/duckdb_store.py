@@ -6,6 +6,7 @@ the CLI can take turns on one database file instead of holding a lock for a whol
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import threading
@@ -550,27 +551,30 @@ class DuckDBStore:
     def chunks_by_document(
         self, doc_ids: Sequence[str]
     ) -> list[tuple[str, str, str | None, list[dict]]]:
-        """(doc_id, rel_path, title, chunks in order) for these chunked documents."""
+        """(doc_id, rel_path, title, chunks in order) for these chunked documents.
+
+        Grouped from Arrow rows in Python: pandas' groupby with a `to_dict` per document took
+        16 s of a 20,000-document enrichment run that found nothing to do.
+        """
         wanted = _key_frame("doc_id", doc_ids)
         with self.connect() as connection:
             connection.register("wanted", wanted)
             try:
-                frame = connection.execute(
+                query = (
                     "SELECT c.doc_id, r.rel_path, p.title, c.chunk_id, c.heading_path, "
                     "c.text_chat, c.text_embed, c.is_table FROM chunks c "
                     "JOIN documents_raw r USING (doc_id) JOIN documents_parsed p USING (doc_id) "
                     "WHERE c.doc_id IN (SELECT doc_id FROM wanted) ORDER BY r.rel_path, c.position"
-                ).df()
+                )
+                rows = connection.sql(query).to_arrow_table().to_pylist()
             finally:
                 connection.unregister("wanted")
-        grouped: list[tuple[str, str, str | None, list[dict]]] = []
-        for (doc_id, rel_path, title), rows in frame.groupby(
-            ["doc_id", "rel_path", "title"], sort=False, dropna=False
-        ):
-            grouped.append(
-                (doc_id, rel_path, None if pd.isna(title) else title, rows.to_dict("records"))
-            )
-        return grouped
+        # Rows arrive by path, and a path is one document's: each document's rows are adjacent.
+        return [
+            (doc_id, chunks[0]["rel_path"], chunks[0]["title"], chunks)
+            for doc_id, group in itertools.groupby(rows, key=lambda row: row["doc_id"])
+            for chunks in [list(group)]
+        ]
 
     def cached_enrichments(self, keys: Sequence[str]) -> dict[str, str]:
         """Cached payloads (JSON text) for the keys that have one."""
