@@ -9,6 +9,7 @@ import pytest
 
 from lorehouse.embedding.minilm import OnnxMiniLMEmbedder, default_embedder
 from lorehouse.retrieval import Retriever
+from lorehouse.stages import embed as embed_stage
 from lorehouse.stages.embed import (
     EmbedReport,
     keyed_rows,
@@ -119,3 +120,67 @@ def test_a_restricted_chunk_found_by_its_sentence_stays_hidden_from_outsiders(
         assert "office" not in {hit.chunk_id for hit in outsider}
         insider = retriever.search(question, top_k=8, mode=mode, caller_groups=["finance"])
         assert insider.hits[0].chunk_id == "office"
+
+
+def _sync_again(
+    index: ChunkIndex, embedder: OnnxMiniLMEmbedder, acl_office: list[str]
+) -> EmbedReport:
+    rows = _rows(embedder.name, acl_office)
+    report = EmbedReport(model=embedder.name, dimension=embedder.dimension)
+    sync_table(index, rows, "text_embed", chunk_schema, embedder, 8, report)
+    sync_sentences(index, rows, embedder, 8, report)
+    return report
+
+
+def test_a_rerun_cuts_no_windows_of_unchanged_chunks(
+    tmp_path: Path, embedder: OnnxMiniLMEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Cutting windows is what a run with nothing to do spent most on; a chunk whose stored
+    windows were cut from what it holds now keeps them without being cut again."""
+    index = _index(tmp_path, embedder, acl_office=[])
+    before = index.sentences().stored_keys()
+    cut: list[str] = []
+    monkeypatch.setattr(
+        embed_stage,
+        "sentence_windows",
+        lambda text, heading: cut.append(text) or sentence_windows(text, heading),
+    )
+    report = _sync_again(index, embedder, acl_office=[])
+    # Only the two chunks too short for windows are looked at again.
+    assert len(cut) == 2 and not any(OFFICE[0] in text for text in cut)
+    assert report.sentences == 4 and report.sentences_embedded == 0
+    assert index.sentences().stored_keys() == before
+
+
+def test_a_chunk_given_to_a_group_moves_its_windows_with_it_without_embedding(
+    tmp_path: Path, embedder: OnnxMiniLMEmbedder
+) -> None:
+    """The windows copy their chunk's access list: restricting a public chunk whose text did
+    not change rewrites its windows under the new list, from the vectors already stored."""
+    index = _index(tmp_path, embedder, acl_office=[])
+    report = _sync_again(index, embedder, acl_office=["finance"])
+    assert report.sentences_embedded == 0
+    windows = index.sentences().table().to_arrow().to_pylist()
+    assert {tuple(w["acl"]) for w in windows if w["chunk_id"] == "office"} == {("finance",)}
+    outsider = Retriever(index, embedder).search("What is the hotel limit per night?", top_k=8)
+    assert "office" not in {hit.chunk_id for hit in outsider.hits}
+
+
+def test_a_new_way_of_cutting_windows_cuts_every_chunk_again(
+    tmp_path: Path, embedder: OnnxMiniLMEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    index = _index(tmp_path, embedder, acl_office=[])
+    first = {row.row_hash for row in index.sentences().stored_keys().values()}
+    monkeypatch.setattr(embed_stage, "WINDOWS_VERSION", "next")
+    cut: list[str] = []
+    monkeypatch.setattr(
+        embed_stage,
+        "sentence_windows",
+        lambda text, heading: cut.append(text) or sentence_windows(text, heading),
+    )
+    report = _sync_again(index, embedder, acl_office=[])
+    assert len(cut) == 3
+    # Same windows, same text: rewritten under the new hash, nothing embedded.
+    assert report.sentences == 4 and report.sentences_embedded == 0
+    hashes = {row.row_hash for row in index.sentences().stored_keys().values()}
+    assert len(hashes) == 1 and hashes != first
