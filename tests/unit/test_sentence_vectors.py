@@ -67,12 +67,29 @@ def _rows(model: str, acl_office: list[str]) -> pd.DataFrame:
 
 def _index(tmp_path: Path, embedder: OnnxMiniLMEmbedder, acl_office: list[str]) -> ChunkIndex:
     index = ChunkIndex(str(tmp_path / "lance"))
+    report = _sync(index, embedder, acl_office)
+    assert report.sentences == 4  # the office chunk's 8 sentences in windows of 2
+    return index
+
+
+def _sync(index: ChunkIndex, embedder: OnnxMiniLMEmbedder, acl_office: list[str]) -> EmbedReport:
+    """Brings the chunk and sentence-window tables in line with `_rows`."""
     rows = _rows(embedder.name, acl_office)
     report = EmbedReport(model=embedder.name, dimension=embedder.dimension)
     sync_table(index, rows, "text_embed", chunk_schema, embedder, 8, report)
     sync_sentences(index, rows, embedder, 8, report)
-    assert report.sentences == 4  # the office chunk's 8 sentences in windows of 2
-    return index
+    return report
+
+
+def _count_cuts(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The chunk texts the embedding stage cuts into windows from now on."""
+    cut: list[str] = []
+    monkeypatch.setattr(
+        embed_stage,
+        "sentence_windows",
+        lambda text, heading: cut.append(text) or sentence_windows(text, heading),
+    )
+    return cut
 
 
 @pytest.fixture(scope="module")
@@ -122,16 +139,6 @@ def test_a_restricted_chunk_found_by_its_sentence_stays_hidden_from_outsiders(
         assert insider.hits[0].chunk_id == "office"
 
 
-def _sync_again(
-    index: ChunkIndex, embedder: OnnxMiniLMEmbedder, acl_office: list[str]
-) -> EmbedReport:
-    rows = _rows(embedder.name, acl_office)
-    report = EmbedReport(model=embedder.name, dimension=embedder.dimension)
-    sync_table(index, rows, "text_embed", chunk_schema, embedder, 8, report)
-    sync_sentences(index, rows, embedder, 8, report)
-    return report
-
-
 def test_a_rerun_cuts_no_windows_of_unchanged_chunks(
     tmp_path: Path, embedder: OnnxMiniLMEmbedder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -139,13 +146,8 @@ def test_a_rerun_cuts_no_windows_of_unchanged_chunks(
     windows were cut from what it holds now keeps them without being cut again."""
     index = _index(tmp_path, embedder, acl_office=[])
     before = index.sentences().stored_keys()
-    cut: list[str] = []
-    monkeypatch.setattr(
-        embed_stage,
-        "sentence_windows",
-        lambda text, heading: cut.append(text) or sentence_windows(text, heading),
-    )
-    report = _sync_again(index, embedder, acl_office=[])
+    cut = _count_cuts(monkeypatch)
+    report = _sync(index, embedder, acl_office=[])
     # Only the two chunks too short for windows are looked at again.
     assert len(cut) == 2 and not any(OFFICE[0] in text for text in cut)
     assert report.sentences == 4 and report.sentences_embedded == 0
@@ -158,7 +160,7 @@ def test_a_chunk_given_to_a_group_moves_its_windows_with_it_without_embedding(
     """The windows copy their chunk's access list: restricting a public chunk whose text did
     not change rewrites its windows under the new list, from the vectors already stored."""
     index = _index(tmp_path, embedder, acl_office=[])
-    report = _sync_again(index, embedder, acl_office=["finance"])
+    report = _sync(index, embedder, acl_office=["finance"])
     assert report.sentences_embedded == 0
     windows = index.sentences().table().to_arrow().to_pylist()
     assert {tuple(w["acl"]) for w in windows if w["chunk_id"] == "office"} == {("finance",)}
@@ -172,13 +174,8 @@ def test_a_new_way_of_cutting_windows_cuts_every_chunk_again(
     index = _index(tmp_path, embedder, acl_office=[])
     first = {row.row_hash for row in index.sentences().stored_keys().values()}
     monkeypatch.setattr(embed_stage, "WINDOWS_VERSION", "next")
-    cut: list[str] = []
-    monkeypatch.setattr(
-        embed_stage,
-        "sentence_windows",
-        lambda text, heading: cut.append(text) or sentence_windows(text, heading),
-    )
-    report = _sync_again(index, embedder, acl_office=[])
+    cut = _count_cuts(monkeypatch)
+    report = _sync(index, embedder, acl_office=[])
     assert len(cut) == 3
     # Same windows, same text: rewritten under the new hash, nothing embedded.
     assert report.sentences == 4 and report.sentences_embedded == 0
