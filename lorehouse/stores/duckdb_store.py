@@ -467,10 +467,6 @@ class DuckDBStore:
             for statement in statements:
                 connection.execute(statement)
 
-    def parsed_document(self, doc_id: str) -> ParsedDocument | None:
-        """One parsed document with its page map, for inspection."""
-        return self.parsed_documents([doc_id]).get(doc_id)
-
     def parsed_documents(self, doc_ids: Sequence[str]) -> dict[str, ParsedDocument]:
         """These parsed documents with their page maps, by doc_id (absent ones left out).
 
