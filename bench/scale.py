@@ -21,11 +21,18 @@ corpus and stores in DIR are kept, the interrupted run's time (its Dagster run, 
 last event) and memory (every sample is appended to `memory-N.tsv` in DIR as it is taken)
 are read back, and the rest of the build runs as the crash-safe reindex would run it after a
 crash. The full build's figures are then the two runs' sums and peaks.
+
+A build may also be paused, to give the machine to other work for a while: stop the whole
+process tree, this script included (`kill -STOP`), and continue it later (`kill -CONT`). The
+memory samples then stop too, and every gap of over PAUSE_GAP_SECONDS between two samples is
+time the build did not run: it is taken out of the wall time and of the stage it fell in, and
+reported as `paused_seconds`.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import random
 import statistics
@@ -34,6 +41,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +55,19 @@ sys.path.insert(0, str(REPO_ROOT))
 #: The indexing stages and their checks; the eval assets score the sample corpus only.
 SELECTION = "not group:evals"
 QUERIES = 50
+#: Samples come every 0.1-1 s (reading a large tree's memory maps takes a while), so a gap
+#: this long between two of them means the build and its sampler were stopped.
+PAUSE_GAP_SECONDS = 10.0
+
+
+def paused_seconds(times: Sequence[float], start: float, end: float) -> float:
+    """Seconds of [start, end] inside gaps of over PAUSE_GAP_SECONDS between sample `times`
+    (sorted): how long a build was stopped in that span."""
+    return sum(
+        max(0.0, min(after, end) - max(before, start))
+        for before, after in itertools.pairwise(times)
+        if after - before > PAUSE_GAP_SECONDS
+    )
 
 
 class PeakRss:
@@ -115,7 +136,7 @@ def materialize(
     }
     (data_dir / "dagster_home").mkdir(parents=True, exist_ok=True)
     command = [str(Path(sys.executable).parent / "lorehouse"), "materialize", "--select", SELECTION]
-    started = time.perf_counter()
+    started, started_at = time.perf_counter(), time.time()
     with log.open("a") as output:
         child = subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=output, stderr=output)
         sampler = PeakRss(child.pid, log=memory_log)
@@ -125,6 +146,8 @@ def materialize(
     if code != 0:
         raise SystemExit(f"materialize of {source} failed ({code}); see {log}")
     metadata, spans = _latest_run(data_dir / "dagster_home")
+    times = [at for at, _ in sampler.samples]
+    paused = paused_seconds(times, started_at, started_at + wall)
     stage_peaks = {
         label: round(
             max(
@@ -145,11 +168,17 @@ def materialize(
             for asset, label in STAGES.items()
             if asset in spans
         },
-        "wall_seconds": round(wall, 2),
+        "wall_seconds": round(wall - paused, 2),
+        "paused_seconds": round(paused, 1),
         "peak_rss_mib": round(peak / 2**20, 1),
         "peak_pss_mib": round(peak_pss / 2**20, 1),
         "stage_seconds": {
-            label: metadata.get(asset, {}).get("seconds", 0) for asset, label in STAGES.items()
+            label: round(
+                metadata.get(asset, {}).get("seconds", 0)
+                - (paused_seconds(times, *spans[asset]) if asset in spans else 0.0),
+                1,
+            )
+            for asset, label in STAGES.items()
         },
         "chunks": metadata["chunks"]["dagster/row_count"],
         "embedded": metadata["chunk_embeddings"]["embedded"],
@@ -217,9 +246,9 @@ def _memory_samples(memory_log: Path) -> list[tuple[float, int, int]]:
 
 def interrupted_runs(home: Path, memory_log: Path, margin: float = 60.0) -> dict[str, Any]:
     """What the build's runs that never finished cost: wall time from each run's first to
-    its last event, each stage's time, and the peak memory sampled while they ran (from
-    `margin` seconds before the first event, when the process was importing, to as long after
-    the last, when it was killed)."""
+    its last event, each stage's time (both without the time they were paused), and the peak
+    memory sampled while they ran (from `margin` seconds before the first event, when the
+    process was importing, to as long after the last, when it was killed)."""
     import dagster as dg
 
     with dg.DagsterInstance.from_config(str(home)) as instance:
@@ -228,13 +257,15 @@ def interrupted_runs(home: Path, memory_log: Path, margin: float = 60.0) -> dict
     if not runs:
         raise SystemExit(f"nothing to resume: every run in {home} finished")
     samples = _memory_samples(memory_log)
+    times = [at for at, _, _ in samples]
     windows = [(records[0].timestamp, records[-1].timestamp) for records in logs if records]
+    paused = sum(paused_seconds(times, start, end) for start, end in windows)
     stage_seconds = dict.fromkeys(STAGES.values(), 0.0)
     stage_peaks = dict.fromkeys(STAGES.values(), 0)
     for records in logs:
         for step, (start, end) in _step_spans(records).items():
             label = STAGES[step]
-            stage_seconds[label] += end - start
+            stage_seconds[label] += end - start - paused_seconds(times, start, end)
             inside = [pss for at, _, pss in samples if start <= at <= end]
             stage_peaks[label] = max(stage_peaks[label], *inside, 0)
     during = [
@@ -244,7 +275,8 @@ def interrupted_runs(home: Path, memory_log: Path, margin: float = 60.0) -> dict
     ]
     return {
         "runs": len(runs),
-        "wall_seconds": round(sum(end - start for start, end in windows), 2),
+        "wall_seconds": round(sum(end - start for start, end in windows) - paused, 2),
+        "paused_seconds": round(paused, 1),
         "stage_seconds": {label: round(value, 1) for label, value in stage_seconds.items()},
         "stage_peak_pss_mib": {label: round(v / 2**20, 1) for label, v in stage_peaks.items()},
         "samples": len(during),
@@ -258,6 +290,7 @@ def finished_after(before: dict[str, Any], rest: dict[str, Any]) -> dict[str, An
     up, memory the higher of the two."""
     total = dict(rest)
     total["wall_seconds"] = round(before["wall_seconds"] + rest["wall_seconds"], 2)
+    total["paused_seconds"] = round(before["paused_seconds"] + rest["paused_seconds"], 1)
     total["stage_seconds"] = {
         label: round(before["stage_seconds"].get(label, 0.0) + seconds, 1)
         for label, seconds in rest["stage_seconds"].items()
