@@ -28,9 +28,10 @@ router = APIRouter()
 def healthz(service: ServiceDep) -> JSONResponse:
     """Liveness and readiness for probes: 200 once both stores are built, else 503.
 
-    Needs no key, so it tells nothing else; GET /v1/health has the details.
+    Needs no key, so it tells nothing else; GET /v1/health has the details. Probes call it
+    every few seconds, so it counts nothing: each count is a scan of a store.
     """
-    health = _health(service, caller_groups=())
+    health = _health(service, caller_groups=(), counts=False)
     liveness = Liveness(status=health.status)
     if health.status != "ok":
         not_ready = next(s for s in (health.lancedb, health.duckdb) if not s.ready)
@@ -58,16 +59,16 @@ def _health_code(health: Health) -> int:
     return 200 if health.status == "ok" else 503
 
 
-def _health(service: Service, caller_groups: Sequence[str]) -> Health:
-    """Both stores' state; counts are of what `caller_groups` may see.
+def _health(service: Service, caller_groups: Sequence[str], counts: bool = True) -> Health:
+    """Both stores' state; counts (unless not wanted) are of what `caller_groups` may see.
 
     Details name states and error types, never paths or hosts: those are in the server log.
     """
     health = Health(
         status="ok",
         embedding_model=service.embedder.name,
-        lancedb=_lance_health(service, caller_groups),
-        duckdb=_duckdb_health(service, caller_groups),
+        lancedb=_lance_health(service, caller_groups, counts),
+        duckdb=_duckdb_health(service, caller_groups, counts),
     )
     if not (health.lancedb.ready and health.duckdb.ready):
         health.status = "unavailable"
@@ -79,29 +80,39 @@ def _unreachable(store: str, error: Exception) -> StoreHealth:
     return StoreHealth(reachable=False, ready=False, detail=f"unreachable ({type(error).__name__})")
 
 
-def _lance_health(service: Service, caller_groups: Sequence[str]) -> StoreHealth:
+def _lance_health(service: Service, caller_groups: Sequence[str], counts: bool) -> StoreHealth:
     try:
         if not service.index.exists():
             return StoreHealth(
                 reachable=True, ready=False, detail=NOT_MATERIALIZED.format(store="LanceDB")
             )
         service.retriever.check_model()
-        visible = service.index.count(access_clause(caller_groups))
+        visible = service.index.count(access_clause(caller_groups)) if counts else None
     except IndexModelMismatch as error:
         return StoreHealth(reachable=True, ready=False, detail=str(error))
     except OSError as error:
         return _unreachable("LanceDB", error)
-    return StoreHealth(reachable=True, ready=True, detail="built", counts={"chunks": visible})
+    return StoreHealth(
+        reachable=True,
+        ready=True,
+        detail="built",
+        counts={"chunks": visible} if visible is not None else {},
+    )
 
 
-def _duckdb_health(service: Service, caller_groups: Sequence[str]) -> StoreHealth:
+def _duckdb_health(service: Service, caller_groups: Sequence[str], counts: bool) -> StoreHealth:
     try:
         store = service.feature_store()
         built = store.row_count("documents") > 0
-        visible, _ = store.visible_documents(caller_groups, limit=1, offset=0)
+        visible = store.visible_documents(caller_groups, limit=1, offset=0)[0] if counts else None
     except StoreUnavailable as error:
         return StoreHealth(reachable=True, ready=False, detail=str(error))
     except duckdb.Error as error:
         return _unreachable("DuckDB", error)
     detail = "built" if built else "empty; run `lorehouse materialize`"
-    return StoreHealth(reachable=True, ready=built, detail=detail, counts={"documents": visible})
+    return StoreHealth(
+        reachable=True,
+        ready=built,
+        detail=detail,
+        counts={"documents": visible} if visible is not None else {},
+    )

@@ -7,6 +7,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import duckdb
 import pytest
 from fastapi.testclient import TestClient
 
@@ -165,6 +166,26 @@ def test_documents_are_paginated_with_summaries(client, keys) -> None:
         d["doc_id"] for d in second["documents"]
     }
     assert all(d["summary"] for d in first["documents"])
+
+
+def test_a_health_probe_opens_the_feature_store_once_and_writes_nothing(
+    client, keys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Probes come every few seconds: each costs one read of the DuckDB file, not a schema
+    check (a write transaction) and two counts it does not show."""
+    opened: list[bool] = []
+    real_connect = duckdb.connect
+
+    def counting_connect(*args: object, **kwargs: object) -> duckdb.DuckDBPyConnection:
+        opened.append(True)
+        return real_connect(*args, **kwargs)
+
+    monkeypatch.setattr(duckdb, "connect", counting_connect)
+    client.get("/v1/documents?limit=1", headers=_as(keys, "public"))  # the store is built once
+    opened.clear()
+    for _ in range(5):
+        assert client.get("/healthz").json() == {"status": "ok", "detail": None}
+    assert len(opened) == 5
 
 
 def test_health_counts_what_the_caller_may_see(client, keys) -> None:
