@@ -50,7 +50,8 @@ demo: install $(DAGSTER_HOME)/dagster.yaml
 # fixtures are built once), in the order tests/conftest.py gives them: slow files first.
 # (pytest-xdist would start the files holding the most tests first, leaving the long
 # single-test builds to run alone at the end, about a minute of 13-14.) The tests marked
-# `serial` measure latency and run alone afterwards.
+# `serial` measure latency and run alone afterwards. The 15 slowest tests are listed at the
+# end: the suite must stay under 15 minutes on 2 cores, and this shows where it goes.
 TEST_WORKERS ?= 2
 
 # Both runs share one fresh folder for the sample corpus's build (tests/conftest.py), so it is
@@ -60,7 +61,7 @@ test: install
 	$(BIN)/ruff format --check .
 	export TEST_SAMPLE_STORE_DIR="$$(mktemp -d)" && trap 'rm -rf "$$TEST_SAMPLE_STORE_DIR"' EXIT \
 		&& $(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder \
-			-m "not benchmark and not serial" \
+			-m "not benchmark and not serial" --durations=15 \
 		&& $(BIN)/pytest -m serial
 
 # `dg dev` finds the code location in pyproject.toml's [tool.dg] and runs it in .venv.
