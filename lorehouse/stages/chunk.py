@@ -55,6 +55,7 @@ def run_chunking(
         documents = store.parsed_documents([doc_id for doc_id, _, _ in batch])
         batch_ids: list[str] = []
         rows: list[dict] = []
+        chunkless: dict[str, str] = {}
         for doc_id, fingerprint, acl in batch:
             done += 1
             document = documents.get(doc_id)
@@ -62,6 +63,8 @@ def run_chunking(
                 continue
             chunks = chunker.chunk(document, acl)
             rows.extend(_row(chunk, fingerprint) for chunk in chunks)
+            if not chunks:
+                chunkless[doc_id] = fingerprint
             batch_ids.append(doc_id)
             report.documents_chunked += 1
             report.chunks_written += len(chunks)
@@ -70,7 +73,7 @@ def run_chunking(
             if on_progress is not None:
                 on_progress(done, pending.num_rows)
         if batch_ids:
-            store.replace_chunks(batch_ids, chunk_frame(rows))
+            store.replace_chunks(batch_ids, chunk_frame(rows), chunkless)
     report.seconds = time.perf_counter() - started
     return report
 

@@ -83,6 +83,13 @@ CREATE TABLE IF NOT EXISTS chunks (
     source_fingerprint VARCHAR NOT NULL,
     chunked_at TIMESTAMPTZ NOT NULL DEFAULT current_timestamp
 );
+-- Parsed documents whose current parse yields no chunk (an empty page, a lone heading):
+-- without a row here they would have no chunk carrying the fingerprint, and every run would
+-- chunk them again.
+CREATE TABLE IF NOT EXISTS chunkless_documents (
+    doc_id VARCHAR PRIMARY KEY,
+    source_fingerprint VARCHAR NOT NULL
+);
 CREATE TABLE IF NOT EXISTS enrichment_cache (
     cache_key VARCHAR PRIMARY KEY,
     kind VARCHAR NOT NULL,
@@ -504,25 +511,47 @@ class DuckDBStore:
         holds about 150 MB here, and an unchanged corpus nothing.
 
         A document's fingerprint is its content hash, parser version and chunker version;
-        its chunks carry the fingerprint they were cut from.
+        its chunks carry the fingerprint they were cut from, and a document cut into no chunk
+        has it in `chunkless_documents`.
         """
+        fingerprint = "p.content_sha256 || '|' || p.parser_version || '|' || $version"
         with self.connect() as connection:
             return connection.sql(
-                "SELECT p.doc_id, p.content_sha256 || '|' || p.parser_version || '|' || $version "
-                "AS fingerprint, r.acl_groups AS acl "
+                f"SELECT p.doc_id, {fingerprint} AS fingerprint, r.acl_groups AS acl "
                 "FROM documents_parsed p JOIN documents_raw r USING (doc_id) "
                 "WHERE NOT EXISTS (SELECT 1 FROM chunks c WHERE c.doc_id = p.doc_id "
-                "AND c.source_fingerprint = p.content_sha256 || '|' || p.parser_version "
-                "|| '|' || $version) ORDER BY p.doc_id",
+                f"AND c.source_fingerprint = {fingerprint}) "
+                "AND NOT EXISTS (SELECT 1 FROM chunkless_documents e WHERE e.doc_id = p.doc_id "
+                f"AND e.source_fingerprint = {fingerprint}) ORDER BY p.doc_id",
                 params={"version": chunker_version},
             ).to_arrow_table()
 
-    def replace_chunks(self, doc_ids: Sequence[str], frame: pd.DataFrame) -> None:
-        """Swaps the chunks of these documents for `frame`'s rows in one transaction."""
+    def replace_chunks(
+        self,
+        doc_ids: Sequence[str],
+        frame: pd.DataFrame,
+        chunkless: Mapping[str, str] | None = None,
+    ) -> None:
+        """Swaps the chunks of these documents for `frame`'s rows in one transaction;
+        `chunkless` maps those of them cut into no chunk to the fingerprint they were cut from.
+        """
         ids = _key_frame("doc_id", doc_ids)
-        with self._transaction(incoming=frame, replaced=ids) as connection:
+        chunkless = chunkless or {}
+        empty = pa.table(
+            {
+                "doc_id": pa.array(list(chunkless), pa.string()),
+                "source_fingerprint": pa.array(list(chunkless.values()), pa.string()),
+            }
+        )
+        with self._transaction(incoming=frame, replaced=ids, empty=empty) as connection:
             connection.execute("DELETE FROM chunks WHERE doc_id IN (SELECT doc_id FROM replaced)")
+            connection.execute(
+                "DELETE FROM chunkless_documents WHERE doc_id IN (SELECT doc_id FROM replaced)"
+            )
             _insert_frame(connection, "chunks", "incoming", frame)
+            connection.execute(
+                "INSERT INTO chunkless_documents SELECT doc_id, source_fingerprint FROM empty"
+            )
 
     def drop_unparsed_chunks(self) -> int:
         """Deletes chunks of documents no longer parsed (removed, or now failing); returns how
@@ -531,6 +560,10 @@ class DuckDBStore:
         with self._transaction() as connection:
             ((documents,),) = connection.execute(f"SELECT count(*) FROM ({gone})").fetchall()
             connection.execute(f"DELETE FROM chunks WHERE doc_id IN ({gone})")
+            connection.execute(
+                "DELETE FROM chunkless_documents "
+                "WHERE doc_id NOT IN (SELECT doc_id FROM documents_parsed)"
+            )
         return int(documents)
 
     # -- enrichment and the document list -------------------------------------------------------

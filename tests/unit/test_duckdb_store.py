@@ -117,6 +117,34 @@ def test_documents_to_chunk_and_chunks_to_drop_are_found_in_the_store(
     assert len(stage_tables_store.to_chunk("v8")) == 11  # a new chunker redoes every one
 
 
+def test_a_document_cut_into_no_chunk_is_not_chunked_again_until_it_changes(
+    stage_tables_store: DuckDBStore,
+) -> None:
+    """An empty page parses to Markdown with nothing to chunk. Before, having no chunk with
+    its fingerprint, it was chunked again on every run, so no run ever found nothing to do."""
+    with stage_tables_store.connect() as connection:
+        connection.execute(
+            "UPDATE documents_parsed SET markdown = CASE WHEN doc_id = 'doc-5' THEN '' "
+            "ELSE '# Leave\n\nStaff of ' || doc_id || ' get 20 days of leave a year.' END"
+        )
+    chunker = Chunker(256, default_token_counter().count)
+    first = run_chunking(stage_tables_store, chunker)
+    assert (first.documents_chunked, first.chunks_written) == (12, 11)
+
+    again = run_chunking(stage_tables_store, chunker)
+    assert (again.documents_chunked, again.documents_skipped) == (0, 12)
+
+    # A new parse of it (new content) is chunked again, and now yields a chunk.
+    with stage_tables_store.connect() as connection:
+        connection.execute(
+            "UPDATE documents_parsed SET content_sha256 = 'new', "
+            "markdown = '# Leave\n\nNow it says something.' WHERE doc_id = 'doc-5'"
+        )
+    edited = run_chunking(stage_tables_store, chunker)
+    assert (edited.documents_chunked, edited.chunks_written) == (1, 1)
+    assert run_chunking(stage_tables_store, chunker).documents_chunked == 0
+
+
 def test_chunking_reads_and_writes_documents_a_batch_at_a_time(
     stage_tables_store: DuckDBStore,
 ) -> None:
