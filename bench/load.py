@@ -465,6 +465,12 @@ class PhaseResult:
     rss_samples_mib: list[tuple[float, float]] = field(default_factory=list)
     outcomes: list[Outcome] = field(default_factory=list)
 
+    @property
+    def server_cpu_ms_per_request(self) -> float | None:
+        """Server CPU per response (drain included): what a request costs whatever else the
+        machine is doing, where req/s moves with the neighbours; cores / this = capacity."""
+        return 1000 * self.server_cpu_seconds / self.requests if self.requests else None
+
 
 def percentile(ordered: Sequence[float], q: float) -> float | None:
     """Nearest-rank percentile of sorted values; None without values."""
@@ -664,8 +670,9 @@ def report_markdown(
         "```",
         "",
         "| phase | endpoint | clients | seconds | requests | req/s | p50 ms | p95 ms | p99 ms "
-        "| max ms | errors | unfinished | server CPU | peak RSS MiB | RSS at end MiB |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| max ms | errors | unfinished | server CPU | server CPU ms/request | peak RSS MiB "
+        "| RSS at end MiB |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in results:
         lat = r.latency_ms
@@ -674,13 +681,14 @@ def report_markdown(
             f"| {r.name} | {r.endpoint} | {r.clients} | {r.seconds:g} | {r.requests:,} | "
             f"{r.throughput:.1f} | {_ms(lat['p50'])} | {_ms(lat['p95'])} | {_ms(lat['p99'])} | "
             f"{_ms(lat['max'])} | {r.errors} | {r.unfinished} | {cpu_share:.2f} cores | "
-            f"{r.rss_peak_mib:.0f} | {r.rss_end_mib:.0f} |"
+            f"{_ms(r.server_cpu_ms_per_request)} | {r.rss_peak_mib:.0f} | {r.rss_end_mib:.0f} |"
         )
     lines += [
         "",
         "req/s: responses received within the phase's nominal seconds, divided by them. "
         "Latencies: every 200 response of the phase, drain included. Server CPU: CPU seconds of "
-        f"the server process / phase wall time. RSS: server process and children, sampled every "
+        "the server process / phase wall time, and / responses (the figure other work on the "
+        f"machine moves least). RSS: server process and children, sampled every "
         f"{RSS_INTERVAL_SECONDS:g} s.",
     ]
     for r in results:
@@ -925,6 +933,7 @@ def benchmark(args: argparse.Namespace, data_dir: Path, workdir: Path, log_dir: 
 
 def _phase_json(result: PhaseResult) -> dict[str, Any]:
     data = asdict(result)
+    data["server_cpu_ms_per_request"] = result.server_cpu_ms_per_request
     outcomes = data.pop("outcomes")
     data["failed_requests"] = [o for o in outcomes if o["kind"] != "ok"]
     # Every completed request: seconds after the phase start it was sent, ms, outcome.

@@ -58,6 +58,9 @@ def test_load_bench_runs_both_phases_without_errors(
         latency = phase["latency_ms"]
         assert 0 < latency["p50"] <= latency["p95"] <= latency["p99"] <= latency["max"]
         assert phase["rss_peak_mib"] >= phase["rss_end_mib"] > 0
+        # What a request costs the server, the capacity figure: CPU seconds over responses.
+        expected = 1000 * phase["server_cpu_seconds"] / phase["requests"]
+        assert phase["server_cpu_ms_per_request"] == pytest.approx(expected) and expected > 0
     assert phases["search"]["clients"] == 4 and phases["ask"]["clients"] == 2
     assert "| search | POST /v1/search | 4 |" in run.stdout
     assert result["machine"]["cpu_count"] == os.cpu_count()
