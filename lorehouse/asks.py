@@ -5,8 +5,9 @@ two things that two documents answer. Searched whole, the first document's chunk
 top of the ranking and the second document's answer lands at rank 10-40. Uber's Genie splits
 such questions with an LLM (query decomposition); this module does it offline, from the
 question's own syntax: a question sentence is cut where a conjunction opens a new ask
-("..., and what ...", "... or is ..."), and statements around it ("I'm planning to move
-abroad.") stay with every ask as its context.
+("..., and what ...", "... or is ..."), a comparison is cut into its two sides ("What am I
+paid on parental leave compared with medical leave?" asks about each leave), and statements
+around it ("I'm planning to move abroad.") stay with every ask as its context.
 
 The rankings are then interleaved, not fused by score: each ask's best chunks take turns
 with the whole question's, so every ask is represented in the first few hits. Fusing the
@@ -34,6 +35,13 @@ _OPENS_ASK = (
 _ASK_BOUNDARY = re.compile(
     rf"(?:,\s*(?:and|or|but)\s+|\s+(?:and|or|but)\s+|;\s*)(?={_OPENS_ASK}\b)", re.IGNORECASE
 )
+#: "<ask> compared with <other>?": a question comparing two things, each answered apart.
+_COMPARISON = re.compile(
+    r"^(?P<ask>.+?)\s+(?:(?:as\s+)?compared\s+(?:with|to)|versus|vs\.?|as\s+opposed\s+to)"
+    r"\s+(?P<other>[^,;?]+?)\s*\?$",
+    re.IGNORECASE,
+)
+_DIGITS = re.compile(r"\d+")
 _SENTENCE_END = re.compile(r"(?<=[?.!])\s+(?=[A-Z])")
 #: An ask shorter than this ("When" of "When and where ...") has no subject of its own.
 MIN_ASK_WORDS = 3
@@ -61,6 +69,40 @@ class QuestionAsks:
         return [f"{self.context} {ask}".strip() for ask in self.asks]
 
 
+def compared_sides(ask: str) -> list[str]:
+    """The two sides of a comparison, each as the question asked of it, or the ask alone.
+
+    "What am I paid while on parental leave compared with medical leave?" becomes "What am I
+    paid while on parental leave" and "What am I paid while on medical leave": the other side
+    takes the place of the words it stands against, found by its last word ("leave" and
+    "leave", "FY 2023" and "FY 2022"). When no words of the ask line up with it, the question
+    stays one ask: a side searched without its question ("medical leave") finds the topic,
+    not the answer.
+    """
+    match = _COMPARISON.match(ask.strip())
+    if match is None:
+        return [ask]
+    first, other = match.group("ask").strip(" ,;"), match.group("other").strip()
+    first_words, other_words = first.split(), other.split()
+    if len(first_words) < MIN_ASK_WORDS:
+        return [ask]
+    if len(other_words) >= len(first_words) or not _stands_against(
+        first_words[-1], other_words[-1]
+    ):
+        return [ask]
+    return [first, " ".join([*first_words[: -len(other_words)], *other_words])]
+
+
+def _stands_against(word: str, other: str) -> bool:
+    """Whether two closing words name the same kind of thing: the same word, or the same word
+    around other numbers ("2023" and "2022", "FY2023" and "FY2022")."""
+    word, other = word.strip(".,").casefold(), other.strip(".,").casefold()
+    if word == other:
+        return True
+    numbered = _DIGITS.search(word) and _DIGITS.search(other)
+    return bool(numbered) and _DIGITS.sub("", word) == _DIGITS.sub("", other)
+
+
 def question_asks(question: str) -> QuestionAsks | None:
     """The asks of a question that has at least two (the first MAX_ASKS), or None.
 
@@ -70,11 +112,12 @@ def question_asks(question: str) -> QuestionAsks | None:
     sentences = [s.strip() for s in _SENTENCE_END.split(question.strip()) if s.strip()]
     context = " ".join(s for s in sentences if not s.endswith("?"))
     asks = [
-        part.strip(" ,;")
+        side
         for sentence in sentences
         if sentence.endswith("?")
         for part in _ASK_BOUNDARY.split(sentence)
         if part.strip(" ,;")
+        for side in compared_sides(part.strip(" ,;"))
     ]
     if len(asks) < 2 or any(len(ask.split()) < MIN_ASK_WORDS for ask in asks):
         return None

@@ -53,6 +53,33 @@ def test_a_question_is_cut_where_a_conjunction_opens_a_new_ask(
     assert question_asks(question) == QuestionAsks(asks, context)
 
 
+@pytest.mark.parametrize(
+    ("question", "asks"),
+    [
+        (
+            "What am I paid while on parental leave compared with medical leave?",
+            ("What am I paid while on parental leave", "What am I paid while on medical leave"),
+        ),
+        (
+            "Did net earnings increase in Q2 of FY2023 compared to Q2 of FY2022?",
+            (
+                "Did net earnings increase in Q2 of FY2023",
+                "Did net earnings increase in Q2 of FY2022",
+            ),
+        ),
+        (
+            "What was the operating profit in H1 2023 versus H1 2022?",
+            (
+                "What was the operating profit in H1 2023",
+                "What was the operating profit in H1 2022",
+            ),
+        ),
+    ],
+)
+def test_a_comparison_is_asked_of_each_side(question: str, asks: tuple[str, ...]) -> None:
+    assert question_asks(question) == QuestionAsks(asks, "")
+
+
 def test_each_ask_is_searched_with_the_statements_around_it() -> None:
     split = question_asks("I just got promoted. Does the team send anything, and will I get more?")
     assert split is not None
@@ -71,6 +98,9 @@ def test_each_ask_is_searched_with_the_statements_around_it() -> None:
         # A claim is one statement, whatever its clauses (BEIR SciFact's queries are claims).
         "Men are more susceptible to death due to pneumonia and what follows is mortality.",
         "Can I work from China or Russia, either while living there or on a trip?",
+        # The two sides of a comparison name different kinds of thing: no words to swap.
+        "Is remote work cheaper compared to an office?",
+        "Men are more susceptible to death due to pneumonia when compared to women.",
     ],
 )
 def test_a_single_ask_or_a_statement_is_not_split(question: str) -> None:
