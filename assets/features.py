@@ -46,6 +46,7 @@ def enriched_chunks(
             "model": report.model,
             "chunks": report.chunks,
             "documents": report.documents,
+            "documents_up_to_date": report.documents_up_to_date,
             "cache_hits": report.cache_hits,
             "computed": report.computed,
             "llm_calls": report.llm_calls,

@@ -57,7 +57,8 @@ def fill(store: Any, documents: int) -> None:
             "'extractive', 'bundled', 'v1', 'enriched', NULL FROM chunks"
         )
         connection.execute(
-            "INSERT INTO document_enrichment SELECT 'd' || i, 'summary ' || i, NULL, "
+            "INSERT INTO document_enrichment (doc_id, summary, generated_title, "
+            "enrichment_mode, model, status, error) SELECT 'd' || i, 'summary ' || i, NULL, "
             f"'extractive', 'bundled', 'enriched', NULL FROM range({documents}) t(i)"
         )
 

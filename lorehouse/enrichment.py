@@ -100,6 +100,8 @@ class EnrichmentReport:
     model: str
     chunks: int = 0
     documents: int = 0
+    #: Documents left as they were: enriched before from the chunks they have now.
+    documents_up_to_date: int = 0
     cache_hits: int = 0
     computed: int = 0
     failures: list[tuple[str, str]] = field(default_factory=list)

@@ -149,7 +149,8 @@ def stage_tables_store(tmp_path: Path) -> DuckDBStore:
             "'extractive', 'bundled', 'v1', 'enriched', NULL FROM chunks"
         )
         connection.execute(
-            "INSERT INTO document_enrichment SELECT 'doc-' || i, 'About leave.', NULL, "
+            "INSERT INTO document_enrichment (doc_id, summary, generated_title, "
+            "enrichment_mode, model, status, error) SELECT 'doc-' || i, 'About leave.', NULL, "
             f"'extractive', 'bundled', 'enriched', NULL FROM range({GENERATED_DOCUMENTS}) t(i)"
         )
     return store

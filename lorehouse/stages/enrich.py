@@ -8,6 +8,7 @@ corpus.
 
 from __future__ import annotations
 
+import hashlib
 import time
 
 from lorehouse.chunking import BREADCRUMB_SEPARATOR
@@ -25,15 +26,19 @@ def run_enrichment(
     on_progress: ProgressCallback | None = None,
     batch_documents: int = 500,
 ) -> EnrichmentReport:
-    """Enriches every current chunk and document, `batch_documents` documents at a time.
+    """Enriches the chunks and documents whose enrichment is not current,
+    `batch_documents` documents at a time.
 
-    Each batch is read, enriched (cached answers are reused, new ones cached as they come)
-    and written in one transaction per batch; then the enrichment of documents that lost
-    their chunks is dropped.
+    A document enriched from the chunks it has now by the same enricher is left as it is
+    (counted in `documents_up_to_date`); one whose chunks changed, or whose enrichment failed,
+    is enriched again. Each batch is read, enriched (cached answers are reused, new ones
+    cached as they come) and written in one transaction per batch, with the fingerprint of
+    what it was enriched from; then the enrichment of documents that lost their chunks is
+    dropped.
     """
     started = time.perf_counter()
     report = EnrichmentReport(mode=enricher.mode, model=enricher.model)
-    doc_ids = store.chunked_document_ids()
+    doc_ids, report.documents_up_to_date = store.documents_to_enrich(enricher.version)
     for start in range(0, len(doc_ids), batch_documents):
         batch = doc_ids[start : start + batch_documents]
         done_before = report.computed  # progress counts answers computed, batch after batch
@@ -42,17 +47,30 @@ def run_enrichment(
             if on_progress is not None:
                 on_progress(before + done, before + total)
 
+        documents = _documents(store, batch)
         result = enricher.enrich(
-            _documents(store, batch),
-            store.cached_enrichments,
-            store.add_enrichment_cache,
-            on_progress=progress,
+            documents, store.cached_enrichments, store.add_enrichment_cache, on_progress=progress
         )
+        fingerprints = {
+            document.doc_id: enrichment_fingerprint(enricher.version, document)
+            for document in documents
+        }
+        for row in result.document_rows:
+            row["input_fingerprint"] = fingerprints[row["doc_id"]]
         store.replace_enrichment(batch, result.chunk_rows, result.document_rows)
         _add(report, result.report)
     store.drop_enrichment_of_unchunked()
     report.seconds = time.perf_counter() - started
     return report
+
+
+def enrichment_fingerprint(enricher_version: str, document: DocumentInput) -> str:
+    """What a document's enrichment was made from: the enricher, the title and the chunks (a
+    chunk id hashes the chunk's text and position). `DuckDBStore.documents_to_enrich`
+    computes the same in SQL to find the documents whose enrichment is not current."""
+    chunk_ids = ",".join(chunk.chunk_id for chunk in document.chunks)
+    text = f"{enricher_version}|{document.title or ''}|{chunk_ids}"
+    return hashlib.md5(text.encode(), usedforsecurity=False).hexdigest()
 
 
 def _documents(store: DuckDBStore, doc_ids: list[str]) -> list[DocumentInput]:

@@ -116,7 +116,8 @@ CREATE TABLE IF NOT EXISTS document_enrichment (
     enrichment_mode VARCHAR NOT NULL,
     model VARCHAR NOT NULL,
     status VARCHAR NOT NULL,
-    error VARCHAR
+    error VARCHAR,
+    input_fingerprint VARCHAR
 );
 CREATE TABLE IF NOT EXISTS documents (
     doc_id VARCHAR PRIMARY KEY,
@@ -568,14 +569,32 @@ class DuckDBStore:
 
     # -- enrichment and the document list -------------------------------------------------------
 
-    def chunked_document_ids(self) -> list[str]:
-        """Every chunked document's id, in path order (what the enrichment stage batches)."""
+    def documents_to_enrich(self, enricher_version: str) -> tuple[list[str], int]:
+        """The chunked documents whose enrichment is not current, in path order, and how many
+        are current.
+
+        A document's enrichment is current when it was written from the chunks it has now,
+        under the same title, by the same enricher (`enrichment_fingerprint` of those, stored
+        with it), and neither it nor any of its chunks failed. Checked here in one query, a
+        run that finds nothing changed reads no chunk and rewrites no row: on 20,000
+        documents it had read 54,526 chunks and rewritten their enrichment to learn that.
+        """
         with self.connect() as connection:
             rows = connection.execute(
-                "SELECT doc_id FROM documents_raw WHERE doc_id IN (SELECT doc_id FROM chunks) "
-                "ORDER BY rel_path"
+                "WITH current_input AS ("
+                "  SELECT c.doc_id, md5(? || '|' || coalesce(p.title, '') || '|' || "
+                "    string_agg(c.chunk_id, ',' ORDER BY c.position)) AS fingerprint "
+                "  FROM chunks c JOIN documents_parsed p USING (doc_id) GROUP BY c.doc_id, p.title"
+                ") "
+                "SELECT r.doc_id, coalesce(e.status = 'enriched' "
+                "  AND e.input_fingerprint = i.fingerprint "
+                "  AND NOT EXISTS (SELECT 1 FROM enriched_chunks x "
+                "                  WHERE x.doc_id = r.doc_id AND x.status <> 'enriched'), false) "
+                "FROM documents_raw r JOIN current_input i USING (doc_id) "
+                "LEFT JOIN document_enrichment e USING (doc_id) ORDER BY r.rel_path",
+                [enricher_version],
             ).fetchall()
-        return [row[0] for row in rows]
+        return [doc_id for doc_id, current in rows if not current], sum(c for _, c in rows)
 
     def chunks_by_document(
         self, doc_ids: Sequence[str]
@@ -1097,6 +1116,7 @@ _MIGRATIONS = """
 ALTER TABLE eval_answers ADD COLUMN IF NOT EXISTS key_facts INTEGER DEFAULT 0;
 ALTER TABLE eval_answers ADD COLUMN IF NOT EXISTS key_facts_found INTEGER DEFAULT 0;
 ALTER TABLE eval_answers ADD COLUMN IF NOT EXISTS declined BOOLEAN DEFAULT false;
+ALTER TABLE document_enrichment ADD COLUMN IF NOT EXISTS input_fingerprint VARCHAR;
 """
 _TABLES = frozenset(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", _SCHEMA))
 

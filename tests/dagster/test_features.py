@@ -53,5 +53,6 @@ def test_graph_builds_the_document_list_and_reruns_from_cache(data_dir: Path) ->
     assert second.success
     again = metadata_of(second, "enriched_chunks")
     assert again["computed"] == 0
-    assert again["cache_hits"] == enrich_meta["computed"]
+    assert again["documents_up_to_date"] == enrich_meta["documents"]
+    assert again["documents"] == again["cache_hits"] == 0
     assert metadata_of(second, "chunks")["documents_chunked"] == 0

@@ -55,7 +55,8 @@ def _client(mock: object, **options: object) -> LLMClient:
 
 
 def _job_count(store: DuckDBStore) -> int:
-    return store.row_count("chunks") + len(store.chunked_document_ids())
+    """One answer per chunk and one per document."""
+    return store.row_count("chunks") + int(store.table("chunks")["doc_id"].nunique())
 
 
 def test_answers_are_parsed_into_the_models(chunked_store: DuckDBStore) -> None:
@@ -110,11 +111,48 @@ def test_second_run_on_unchanged_chunks_makes_no_calls(chunked_store: DuckDBStor
     first = run_enrichment(chunked_store, Enricher(_client(answer)))
     assert first.llm_calls > 0
     second_client = _client(answer)
+    before = chunked_store.table("enriched_chunks")
     second = run_enrichment(chunked_store, Enricher(second_client))
     assert second_client.usage.calls == 0
-    assert second.cache_hits == first.computed
     assert second.computed == 0
-    assert chunked_store.table("enriched_chunks")["status"].eq("enriched").all()
+    # Nothing changed: no document is read again, no row rewritten.
+    assert second.documents_up_to_date == first.documents
+    assert second.documents == second.chunks == second.cache_hits == 0
+    assert chunked_store.table("enriched_chunks").equals(before)
+    assert before["status"].eq("enriched").all()
+
+
+def test_only_documents_whose_chunks_changed_are_enriched_again(
+    chunked_store: DuckDBStore,
+) -> None:
+    answer = json.dumps({**CHUNK_ANSWER, **TABLE_ANSWER, "summary": "Summary of the document."})
+    first = run_enrichment(chunked_store, Enricher(_client(answer)))
+    assert first.documents == 2
+    changed = chunked_store.table("chunks").iloc[0]
+    chunked_store.execute_in_transaction(
+        [
+            "UPDATE chunks SET text_chat = text_chat || ' Amended.', "
+            f"chunk_id = 'amended-{changed['chunk_id']}' WHERE chunk_id = '{changed['chunk_id']}'"
+        ]
+    )
+    client = _client(answer)
+    second = run_enrichment(chunked_store, Enricher(client))
+    assert (second.documents, second.documents_up_to_date) == (1, 1)
+    assert client.usage.calls == 2  # the amended chunk and its document; the rest is cached
+    enriched = chunked_store.table("enriched_chunks")
+    assert f"amended-{changed['chunk_id']}" in set(enriched["chunk_id"])
+    assert changed["chunk_id"] not in set(enriched["chunk_id"])
+
+
+def test_a_failed_enrichment_is_tried_again_on_the_next_run(chunked_store: DuckDBStore) -> None:
+    # A chunk answer is not a valid document summary: the documents fail.
+    failing = run_enrichment(chunked_store, Enricher(_client(json.dumps(CHUNK_ANSWER))))
+    assert failing.failures
+    answer = json.dumps({**CHUNK_ANSWER, **TABLE_ANSWER, "summary": "Summary of the document."})
+    retried = run_enrichment(chunked_store, Enricher(_client(answer)))
+    assert retried.documents == 2 and retried.documents_up_to_date == 0
+    assert not retried.failures
+    assert set(chunked_store.table("document_enrichment")["status"]) == {"enriched"}
 
 
 def test_rate_limits_back_off_and_then_fail_cleanly() -> None:
