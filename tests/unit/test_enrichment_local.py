@@ -48,6 +48,9 @@ def test_local_model_enriches_chunks(tmp_path_factory: pytest.TempPathFactory) -
     assert 2 <= len(parsed.faqs) <= 4
     assert 3 <= len(parsed.keywords) <= 8
     assert all(question.strip() for question in parsed.faqs)
-    assert client.usage.calls == len(failures) + 1
+    # Every reply the model produced counts as a call, valid or not; a request that timed out
+    # on a busy machine produced none.
+    replies = [failure for failure in failures if "invalid output" in failure]
+    assert client.usage.calls == len(replies) + 1
     assert client.usage.tokens_out > 0
     assert client.usage.cost_usd == 0.0
