@@ -31,6 +31,7 @@ from lorehouse.settings import (
     DEFAULT_BM25_WEIGHT,
     DEFAULT_ENRICHED_WEIGHT,
     DEFAULT_FUSION_RRF_K,
+    DEFAULT_QUESTION_WORD_WEIGHT,
     SENTENCES_PER_CANDIDATE,
 )
 from lorehouse.stores.lance_index import (
@@ -166,6 +167,7 @@ class Retriever:
         rerank_api_base: str | None = None,
         bm25_weight: float = DEFAULT_BM25_WEIGHT,
         enriched_weight: float = DEFAULT_ENRICHED_WEIGHT,
+        question_word_weight: float = DEFAULT_QUESTION_WORD_WEIGHT,
         split_asks: bool = True,
         rrf_k: float = DEFAULT_FUSION_RRF_K,
     ) -> None:
@@ -178,6 +180,8 @@ class Retriever:
         # BM25 reads the chunk text at full weight and what enrichment wrote about it (title,
         # summary, keywords, FAQs) at `enriched_weight`.
         self.text_fields = {"text_embed": 1.0, "text_enriched": enriched_weight}
+        # A question's "how", "do", "I" match FAQ-style passages rather than the answer.
+        self.question_word_weight = question_word_weight
         self.default_rerank = default_rerank
         self.rerank_api_base = rerank_api_base
         # Runs the BM25 leg of searches beside their vector leg; its threads start on first
@@ -286,7 +290,12 @@ class Retriever:
                 timings,
                 "bm25",
                 lambda: chunks.text_ranking(
-                    query, where, depth, fields=self.text_fields, scope=scope
+                    query,
+                    where,
+                    depth,
+                    fields=self.text_fields,
+                    scope=scope,
+                    question_word_weight=self.question_word_weight,
                 ),
             )
         query_vector = np.zeros(0, dtype=np.float32)

@@ -64,6 +64,10 @@ DEFAULT_FUSION_RRF_K = 60.0
 #: chunk text's 1. At 1 a short field's match outvotes the passage itself. 0.25 was the one
 #: setting that gained on all three measured sets (BENCHMARKS.md, "Retrieval quality").
 DEFAULT_ENRICHED_WEIGHT = 0.25
+#: Weight of a query's question words ("how", "do", "I", "my": `stores.bm25.QUESTION_WORDS`)
+#: in BM25 against its content words' 1. At 1 they match FAQ-style passages and prose that
+#: asks the same way instead of the passage that answers (BENCHMARKS.md, "Retrieval quality").
+DEFAULT_QUESTION_WORD_WEIGHT = 0.25
 #: Sentence vectors: each chunk also gets one vector per window of this many consecutive
 #: sentences (its heading above them), a new window every SENTENCE_WINDOW_STRIDE sentences.
 #: The vector ranking scores a chunk by its own vector or its best window, whichever is
@@ -308,6 +312,15 @@ class Settings(BaseSettings):
         description=(
             "Weight of the enriched text (title, summary, keywords, FAQs) in BM25, the chunk "
             "text weighing 1."
+        ),
+    )
+    search_question_word_weight: float = Field(
+        default=DEFAULT_QUESTION_WORD_WEIGHT,
+        ge=0.0,
+        le=1.0,
+        description=(
+            "Weight of a query's question words (how, what, do, can, I, my, ...) in BM25, its "
+            "other words weighing 1: a question's phrasing should not outvote its subject."
         ),
     )
     search_split_asks: bool = Field(

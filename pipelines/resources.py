@@ -176,6 +176,7 @@ class EvalResource(SettingsResource):
     search_bm25_weight: float = _setting("search_bm25_weight", ge=0.0)
     search_rrf_k: float = _setting("search_rrf_k", gt=0.0)
     search_enriched_weight: float = _setting("search_enriched_weight", ge=0.0)
+    search_question_word_weight: float = _setting("search_question_word_weight", ge=0.0)
     rerank: str = _setting("rerank")
     rerank_api_base: str | None = _setting("rerank_api_base", default=None)
     ask_context_chunks: int = _setting("ask_context_chunks", ge=1)

@@ -37,6 +37,19 @@ STOP_WORDS = frozenset(
     }
 )
 MAX_TOKEN_CHARS = 40
+#: Words a question carries that the passage answering it usually does not: interrogatives,
+#: auxiliaries and the asker's pronouns ("How do I get my ...?"). At full weight they match
+#: FAQ-style passages and second-person prose that share them ("How do you ...") and outvote
+#: the question's content words; queries weigh them at the retriever's question-word weight.
+#: Left out on purpose: "us" (lowercased "US"), "may" (the month) and "am" (the time).
+QUESTION_WORDS = frozenset(
+    {
+        *("what", "which", "who", "whom", "whose", "when", "where", "why", "how"),
+        *("do", "does", "did", "can", "could", "should", "would", "might", "must"),
+        *("i", "me", "my", "mine", "we", "our", "you", "your"),
+        *("get", "got", "have", "has", "had", "any", "much", "many"),
+    }
+)
 # Okapi BM25's usual constants, as LanceDB, Lucene and bm25s use them.
 K1 = 1.2
 B = 0.75
@@ -49,6 +62,8 @@ class Analyzer:
         self._stemmer = Stemmer.Stemmer(language)
         # Snowball is the slow step; a corpus has far fewer distinct words than tokens.
         self._stem = lru_cache(maxsize=200_000)(self._stemmer.stemWord)
+        #: QUESTION_WORDS as index terms.
+        self.question_terms = frozenset(self.terms(" ".join(sorted(QUESTION_WORDS))))
 
     def terms(self, text: str | None) -> list[str]:
         if not text:
@@ -169,6 +184,7 @@ class BM25Index:
         visible: np.ndarray,
         allowed: np.ndarray,
         limit: int,
+        question_word_weight: float = 1.0,
     ) -> list[tuple[str, float]]:
         """(key, score) of the best `limit` rows in `allowed`, scored over `visible`.
 
@@ -176,15 +192,23 @@ class BM25Index:
         the subset results may come from (the scope narrowed by the caller's filters). The
         score of a row is the weighted sum of its fields' BM25 scores (`fields`: column ->
         weight): a short field such as a title scores high on any match, and at full weight
-        it outvotes the passage itself.
+        it outvotes the passage itself. The query's QUESTION_WORDS count `question_word_weight`
+        times (0 drops them).
         """
         # Sorted, so every row's sum is taken in the same order in every process.
         terms = sorted(set(self.analyzer.terms(query)))
         scores = np.zeros(len(self.keys), dtype=np.float64)
         if not terms or limit <= 0:
             return []
+        asked = self.analyzer.question_terms
+        content = [term for term in terms if term not in asked]
+        question = [term for term in terms if term in asked] if question_word_weight else []
         for field, weight in fields.items():
-            self.fields[field].add_scores(terms, visible, scores, weight)
+            self.fields[field].add_scores(content, visible, scores, weight)
+            if question:
+                self.fields[field].add_scores(
+                    question, visible, scores, weight * question_word_weight
+                )
         scores[~allowed] = 0.0
         matched = np.flatnonzero(scores > 0)
         if len(matched) > limit:

@@ -896,13 +896,15 @@ class TableSnapshot:
         limit: int,
         fields: Sequence[str] | Mapping[str, float] | None = None,
         scope: str | None = None,
+        question_word_weight: float = 1.0,
     ) -> list[tuple[str, float]]:
         """(key, BM25 score) of the best rows matching `where`, without reading the rows.
 
         The BM25 statistics are those of the rows matching `scope` (default: `where`), so
         pass the caller's access clause as `scope` and access plus filters as `where`: a
         filter narrows the results without changing how terms are weighted, and rows outside
-        the caller's access change neither. Each field weighs 1 unless a mapping says.
+        the caller's access change neither. Each field weighs 1 unless a mapping says; the
+        query's question words ("how", "do", "I") weigh `question_word_weight`.
         """
         allowed = self.mask(where)
         visible = allowed if scope is None or scope == where else self.mask(scope)
@@ -911,7 +913,9 @@ class TableSnapshot:
             if isinstance(fields, Mapping)
             else dict.fromkeys(fields or self.text_columns, 1.0)
         )
-        return self._bm25_index().search(text, weights, visible, allowed, limit)
+        return self._bm25_index().search(
+            text, weights, visible, allowed, limit, question_word_weight
+        )
 
     def text_search(
         self,
@@ -921,9 +925,10 @@ class TableSnapshot:
         columns: Sequence[str],
         fields: Sequence[str] | Mapping[str, float] | None = None,
         scope: str | None = None,
+        question_word_weight: float = 1.0,
     ) -> list[dict]:
         """`text_ranking` with the rows read; each row carries its score as `_score`."""
-        ranked = self.text_ranking(text, where, limit, fields, scope)
+        ranked = self.text_ranking(text, where, limit, fields, scope, question_word_weight)
         found = self.rows_by_key([key for key, _ in ranked], where, columns)
         return [{**found[key], "_score": score} for key, score in ranked if key in found]
 

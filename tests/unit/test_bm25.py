@@ -81,3 +81,34 @@ def test_a_field_counts_by_its_weight() -> None:
     text_only = score({"text": 1.0, "title": 0.0})
     assert full["a"] > half["a"] > text_only["a"] > 0
     assert full["a"] - text_only["a"] == pytest.approx(2 * (half["a"] - text_only["a"]))
+
+
+def test_question_words_weigh_less_than_the_subject_they_ask_about() -> None:
+    # An FAQ-style passage shares the question's phrasing; the answer shares its subject.
+    texts = {
+        "faq": "How do I get a new badge? How do I get my desk? Ask your manager how.",
+        "answer": "Replacement laptops are ordered by IT within two days.",
+        "other": "Laptops are not for personal use.",
+    }
+    index = _index(texts)
+    everything = np.ones(len(texts), dtype=bool)
+
+    def ranked(weight: float) -> list[str]:
+        found = index.search(
+            "How do I get my replacement laptop?",
+            {"text": 1.0},
+            everything,
+            everything,
+            10,
+            question_word_weight=weight,
+        )
+        return [key for key, _ in found]
+
+    assert ranked(1.0)[0] == "faq"
+    assert ranked(0.25)[0] == "answer"
+    # At 0 the question words match nothing; the passage of questions alone drops out.
+    assert "faq" not in ranked(0.0)
+    # A query of question words only still finds what shares them at a weight above 0.
+    assert index.search("how do I", {"text": 1.0}, everything, everything, 10, 0.25)
+    # Content words are never question words: "US", "May" and "AM" stay searchable.
+    assert not {"us", "may", "am"} & Analyzer().question_terms

@@ -69,7 +69,13 @@ def _eager_search(
         rankings.append(best)
     if mode is not SearchMode.VECTOR:
         rows = index.snapshot().text_search(
-            query, where, depth, COLUMNS, fields=retriever.text_fields, scope=access_clause(groups)
+            query,
+            where,
+            depth,
+            COLUMNS,
+            fields=retriever.text_fields,
+            scope=access_clause(groups),
+            question_word_weight=retriever.question_word_weight,
         )
         for row in rows:
             candidates.setdefault(row["chunk_id"], Candidate(row)).scores["bm25"] = row["_score"]
