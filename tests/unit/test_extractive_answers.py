@@ -218,6 +218,31 @@ def test_a_sentence_is_read_under_its_sections_heading() -> None:
     assert answer.startswith("Sourcegraph will reimburse these costs"), answer
 
 
+@pytest.mark.parametrize(
+    ("question", "opening"),
+    [
+        ("How much can I spend on a hotel in London?", "Central London: $300"),
+        ("What's the most I can pay for a hotel room in Paris?", "Central Paris: $250"),
+        ("How much can I spend on meals in Paris?", "Central Paris: $60"),
+    ],
+)
+def test_a_list_item_is_read_under_its_lead_in(question: str, opening: str) -> None:
+    """ "Central London: $300" is a hotel limit only under the line that introduces its list;
+    alone it reads like the meal amount of the list before it."""
+    meals = _hit(
+        1,
+        "Meals on a trip are reimbursed up to a daily amount by city:\n\n"
+        "- Central London: $80\n- Central Paris: $60",
+    )
+    hotels = _hit(
+        2,
+        "Hotel stays are reimbursed up to a nightly limit by city:\n\n"
+        "- Central London: $300\n- Central Paris: $250",
+    )
+    answer = _answer(question, [meals, hotels])
+    assert answer.startswith(opening), answer
+
+
 class _CountingEmbedder:
     """The bundled embedder, recording the texts it is asked to embed."""
 
