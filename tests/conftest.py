@@ -23,6 +23,22 @@ DOCS_CORPUS = SHARED_CORPUS / "docs"
 SAMPLE_STORE_DIR_VARIABLE = "TEST_SAMPLE_STORE_DIR"
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Imports all of anyio on the main thread before any test server starts.
+
+    anyio imports its API on first use, and pytest rewrites anyio's modules as they are
+    imported (anyio registers a pytest plugin). A test's uvicorn thread that touched a part
+    first (a static file of /docs: `anyio.open_file`) compiled it while the main thread
+    compiled a test module, and CPython 3.11's AST constructor is not safe across threads:
+    "SystemError: AST constructor recursion depth mismatch" and a /docs page without its
+    script. Deployed servers import from bytecode and never compile this way.
+    """
+    import anyio
+
+    for name in dir(anyio):
+        getattr(anyio, name)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Tests that read the public corpus say so, and skip loudly where it is absent.
 
