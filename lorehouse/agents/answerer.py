@@ -262,10 +262,6 @@ def _holds_what_is_asked(question: str, units: Sequence[_Unit]) -> np.ndarray:
     )
 
 
-#: The end of a sentence: a list item that ends one is no longer read under its lead-in.
-_SENTENCE_END = re.compile(r"[.!?]\s*$")
-
-
 def _lead_ins(units: Sequence[_Unit]) -> list[str | None]:
     """Per unit, the lead-in ("The SLA for remediation depends on the severity:") whose list
     it belongs to, or None.
@@ -284,7 +280,8 @@ def _lead_ins(units: Sequence[_Unit]) -> list[str | None]:
             current = text
             continue
         leads.append(current)
-        if _SENTENCE_END.search(text):
+        # An item that ends a sentence ends the list the lead-in opened.
+        if text.endswith((".", "!", "?")):
             current = None
     return leads
 
