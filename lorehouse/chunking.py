@@ -430,6 +430,24 @@ _BLOCK_START = re.compile(rf"{_LIST_MARKER.pattern}|^\s*(?:$|#|\||```|~~~|<|\[!)
 _QUOTE_MARKER = re.compile(r"^\s*>\s?")
 
 
+def chunk_body(text_chat: str, heading_path: Sequence[str]) -> str:
+    """A chunk's own Markdown: its `text_chat` without the breadcrumb line put before it.
+
+    A chunk before its document's first heading (most PDF pages, text files) has no
+    breadcrumb, so its first line is its own text and must be kept: cutting the first line
+    unconditionally lost the opening paragraph of 27 % of the passages extractive answers
+    read on the docs dev set ("We have 36 full-time employees, ..."). A breadcrumb shortened
+    to its nearest headings still counts as one.
+    """
+    first, separator, rest = text_chat.partition("\n\n")
+    if separator and heading_path:
+        path = [heading.strip() for heading in heading_path]
+        breadcrumbs = {BREADCRUMB_SEPARATOR.join(path[keep:]) for keep in range(len(path))}
+        if first.strip() in breadcrumbs:
+            return rest
+    return text_chat
+
+
 def unwrap_soft_breaks(markdown: str) -> str:
     """Markdown with each paragraph on one line: a line break inside a paragraph is a space.
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 import textwrap
 
-from lorehouse.chunking import BREADCRUMB_SEPARATOR
+from lorehouse.chunking import chunk_body
 
 _MARKDOWN = re.compile(r"[*_`#>|]+|\[|\]\([^)]*\)")
 #: Formats whose chunks have real page (or slide, or sheet) numbers.
@@ -20,10 +20,8 @@ def plain_text(markdown: str) -> str:
 
 def passage(text_chat: str, heading_path: list[str], width: int) -> str:
     """A chunk's own words (its breadcrumb line left out), at most `width` characters."""
-    breadcrumb = BREADCRUMB_SEPARATOR.join(heading_path)
-    first, _, rest = text_chat.partition("\n\n")
-    body = rest if heading_path and first.strip() == breadcrumb.strip() else text_chat
-    return textwrap.shorten(plain_text(body), width, placeholder=" …")
+    body = plain_text(chunk_body(text_chat, heading_path))
+    return textwrap.shorten(body, width, placeholder=" …")
 
 
 def cut_right(text: str, width: int) -> str:

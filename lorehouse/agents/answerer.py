@@ -17,7 +17,7 @@ from functools import cached_property
 
 import numpy as np
 
-from lorehouse.chunking import plain_text, sentences, unwrap_soft_breaks
+from lorehouse.chunking import chunk_body, plain_text, sentences, unwrap_soft_breaks
 from lorehouse.embedding.base import Embedder, VectorCache
 from lorehouse.llm import LLMClient
 from lorehouse.retrieval import SearchHit
@@ -102,7 +102,7 @@ def context_block(hits: Sequence[SearchHit]) -> str:
     for number, hit in enumerate(hits, start=1):
         where = " > ".join(hit.heading_path)
         pages = f", pages {hit.page_start}-{hit.page_end}" if hit.page_start else ""
-        body = without_source_markers(hit.text_chat.split("\n", 1)[-1]).strip()
+        body = without_source_markers(chunk_body(hit.text_chat, hit.heading_path)).strip()
         blocks.append(f"[{number}] {hit.title or hit.rel_path} - {where}{pages}\n{body}")
     return "\n\n".join(blocks)
 
@@ -172,7 +172,7 @@ def stream_llm_answer(
 def _units(hit: SearchHit) -> list[str]:
     """Sentences of a passage; rows (with their header) of a table passage."""
     # A link reads as its text: the citation already says where the sentence comes from.
-    body = without_source_markers(_LINK.sub(r"\1", hit.text_chat.split("\n", 1)[-1]))
+    body = without_source_markers(_LINK.sub(r"\1", chunk_body(hit.text_chat, hit.heading_path)))
     if hit.is_table:
         rows = [line for line in body.splitlines() if line.strip().startswith("|")]
         rows = [r for r in rows if not set(r.replace("|", "").strip()) <= set("-: ")]

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from rapidfuzz import fuzz
 
+from lorehouse.chunking import chunk_body
 from lorehouse.retrieval import SearchHit
 
 #: Normalized texts at least this similar (rapidfuzz ratio, 0-100) count as the same passage.
@@ -25,7 +26,7 @@ def _normalized(text: str) -> str:
 
 def _body(hit: SearchHit) -> str:
     """The passage without its breadcrumb line, which identical passages in two places differ by."""
-    return _normalized(hit.text_chat.split("\n", 1)[-1])
+    return _normalized(chunk_body(hit.text_chat, hit.heading_path))
 
 
 def remove_duplicates(hits: Sequence[SearchHit]) -> list[SearchHit]:

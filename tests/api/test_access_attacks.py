@@ -28,6 +28,7 @@ from segtok.segmenter import split_multi
 
 from api.main import create_app
 from lorehouse.api_keys import add_key
+from lorehouse.chunking import chunk_body
 from lorehouse.settings import BUNDLED_SAMPLE_CORPUS, Settings
 from lorehouse.stores.duckdb_store import DuckDBStore
 from tests.conftest import materialize_everything
@@ -145,7 +146,10 @@ def material(data_dir: Path) -> Material:
     restricted = chunks[chunks["acl"].map(len) > 0]
     public = chunks[chunks["acl"].map(len) == 0]
     public_text = f" {_words(' '.join(public['text_chat']))} "
-    bodies = {row.chunk_id: row.text_chat.split("\n", 1)[-1] for row in restricted.itertuples()}
+    bodies = {
+        row.chunk_id: chunk_body(row.text_chat, list(row.heading_path))
+        for row in restricted.itertuples()
+    }
     markers = {}
     for chunk_id, body in bodies.items():
         candidates = [_words(u) for u in _units(body)]

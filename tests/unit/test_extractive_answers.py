@@ -7,14 +7,23 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from lorehouse.agents.answerer import answer_extractively, citations_in
+from lorehouse.agents.answerer import answer_extractively, citations_in, context_block
+from lorehouse.chunking import BREADCRUMB_SEPARATOR
 from lorehouse.embedding.base import VectorCache
 from lorehouse.embedding.minilm import default_embedder
 from lorehouse.retrieval import SearchHit
 from lorehouse.settings import DEFAULT_ANSWER_MAX_WORDS, DEFAULT_ANSWER_MIN_SIMILARITY
 
 
-def _hit(number: int, body: str, *, is_table: bool = False) -> SearchHit:
+def _hit(
+    number: int,
+    body: str,
+    *,
+    is_table: bool = False,
+    heading_path: Sequence[str] = ("Travel",),
+) -> SearchHit:
+    """A passage as the chunker writes it: its breadcrumb line first, when it has headings."""
+    breadcrumb = BREADCRUMB_SEPARATOR.join(heading_path)
     return SearchHit(
         rank=number,
         chunk_id=f"chunk-{number}",
@@ -24,11 +33,11 @@ def _hit(number: int, body: str, *, is_table: bool = False) -> SearchHit:
         source_uri=f"file:///travel-{number}.md",
         file_type="md",
         position=number,
-        heading_path=["Travel"],
+        heading_path=list(heading_path),
         page_start=None,
         page_end=None,
         is_table=is_table,
-        text_chat=f"# Travel\n{body}",
+        text_chat=f"{breadcrumb}\n\n{body}" if breadcrumb else body,
         score=1.0 / number,
         scores={},
         citation=f"/v1/chunks/chunk-{number}",
@@ -125,6 +134,25 @@ def test_a_question_in_the_document_does_not_stand_in_for_its_answer() -> None:
     assert "Who gets a background check?" not in answer
 
 
+@pytest.mark.parametrize(
+    "heading_path", [(), ("Annual report", "Employees")], ids=["no heading", "under headings"]
+)
+def test_the_opening_line_of_a_passage_is_read(heading_path: tuple[str, ...]) -> None:
+    """A PDF page before its first heading has no breadcrumb line: its first line is its own
+    text, and the fact it holds reaches the answer and the prompt an LLM reads."""
+    employees = _hit(
+        1,
+        "We have 36 full-time employees, including officers, sales staff and technicians.\n\n"
+        "As needed, we also employ part-time and temporary staff and independent contractors.",
+        heading_path=heading_path,
+    )
+    answer = _answer("How many full-time employees does the company have?", [employees])
+    assert answer.startswith("We have 36 full-time employees"), answer
+    prompt = context_block([employees])
+    assert "We have 36 full-time employees" in prompt
+    assert prompt.count("Annual report > Employees") == (1 if heading_path else 0)
+
+
 def test_links_read_as_their_text() -> None:
     linked = _hit(
         1,
@@ -212,8 +240,11 @@ def test_a_sentence_is_read_under_its_sections_heading() -> None:
         "Your travel budget also covers public transportation and rideshare to and from "
         "co-working spaces while you travel for work, up to $20 per day.",
     )
-    childcare = _hit(2, "Sourcegraph will reimburse these costs, up to $50 per day, on work trips.")
-    childcare.heading_path = ["Travel", "Babysitting and childcare while you travel"]
+    childcare = _hit(
+        2,
+        "Sourcegraph will reimburse these costs, up to $50 per day, on work trips.",
+        heading_path=["Travel", "Babysitting and childcare while you travel"],
+    )
     answer = _answer("Can I expense a babysitter while I travel for work?", [budget, childcare])
     assert answer.startswith("Sourcegraph will reimburse these costs"), answer
 
