@@ -19,6 +19,9 @@ _NUMBER = re.compile(r"(?<![\w.])\d{1,3}(?:,\d{3})+(?:\.\d+)?|(?<![\w.])\d+(?:\.
 # Capitalized words not at a sentence start, and acronyms: "Airbase", "People Ops", "SOC 2".
 _NAMED = re.compile(r"(?<=[a-z,;:] )[A-Z][A-Za-z0-9&]+(?: [A-Z][A-Za-z0-9&]+)*|\b[A-Z]{2,}\b")
 _SPACE = re.compile(r"\s+")
+# "the 29th" states 29: the reference's "20th century" yields the fact 20, which an answer
+# copying those words must be credited with.
+_ORDINAL = r"(?:(?<=\d)(?:st|nd|rd|th))?"
 # Words that are capitalized in answers without being facts.
 _NOT_NAMES = frozenset({"I", "OK", "USD", "EUR", "CHF", "No", "Yes", "Read"})
 
@@ -56,6 +59,6 @@ def score_key_facts(reference: str, answer: str) -> KeyFactScore:
     found = tuple(
         fact
         for fact in facts
-        if re.search(rf"(?<![\w.]){re.escape(_normalized(fact))}(?![\w]|\.\d)", said)
+        if re.search(rf"(?<![\w.]){re.escape(_normalized(fact))}{_ORDINAL}(?![\w]|\.\d)", said)
     )
     return KeyFactScore(facts, found)

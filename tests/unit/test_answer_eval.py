@@ -72,6 +72,10 @@ def test_key_facts_are_the_reference_numbers_and_names_the_answer_must_state() -
     assert score_key_facts("20 weeks", "200 weeks").found == ()
     assert score_key_facts("2,000", "2000.5").found == ()
     assert score_key_facts("no facts here", "anything").share == 1.0
+    # An ordinal states its number: the reference's own "20th century" is found in an answer.
+    assert score_key_facts("Newspapers of the 20th century.", "20th century papers").share == 1
+    assert score_key_facts("On 29 August 2022.", "to be held on 29th August, 2022").share == 1
+    assert score_key_facts("20 weeks", "the 20s").found == ()
 
 
 def test_a_citation_number_is_not_a_stated_fact() -> None:
