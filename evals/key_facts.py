@@ -19,6 +19,7 @@ _NUMBER = re.compile(r"(?<![\w.])\d{1,3}(?:,\d{3})+(?:\.\d+)?|(?<![\w.])\d+(?:\.
 # Capitalized words not at a sentence start, and acronyms: "Airbase", "People Ops", "SOC 2".
 _NAMED = re.compile(r"(?<=[a-z,;:] )[A-Z][A-Za-z0-9&]+(?: [A-Z][A-Za-z0-9&]+)*|\b[A-Z]{2,}\b")
 _SPACE = re.compile(r"\s+")
+_TRAILING_ZEROS = re.compile(r"(\d)\.(\d*?)0+(?!\d)")
 # "the 29th" states 29: the reference's "20th century" yields the fact 20, which an answer
 # copying those words must be credited with.
 _ORDINAL = r"(?:(?<=\d)(?:st|nd|rd|th))?"
@@ -46,9 +47,13 @@ def key_facts(reference: str) -> tuple[str, ...]:
 
 
 def _normalized(text: str) -> str:
-    """Case folded, thousands separators and extra spaces removed."""
+    """Case folded, thousands separators, a decimal's trailing zeros and extra spaces removed:
+    "$1,384.80" and "$1384.8" state the same amount."""
     without_separators = re.sub(r"(?<=\d),(?=\d{3})", "", text)
-    return _SPACE.sub(" ", without_separators).casefold()
+    without_zeros = _TRAILING_ZEROS.sub(
+        lambda m: m.group(1) + (f".{m.group(2)}" if m.group(2) else ""), without_separators
+    )
+    return _SPACE.sub(" ", without_zeros).casefold()
 
 
 def score_key_facts(reference: str, answer: str) -> KeyFactScore:

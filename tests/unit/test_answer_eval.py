@@ -76,6 +76,10 @@ def test_key_facts_are_the_reference_numbers_and_names_the_answer_must_state() -
     assert score_key_facts("Newspapers of the 20th century.", "20th century papers").share == 1
     assert score_key_facts("On 29 August 2022.", "to be held on 29th August, 2022").share == 1
     assert score_key_facts("20 weeks", "the 20s").found == ()
+    # One amount, written two ways.
+    assert score_key_facts("= $1,384.80", "34.62 x 40 = $1384.8").found == ("1384.80",)
+    assert score_key_facts("$11,250.00 net", "net $11,250").share == 1
+    assert score_key_facts("1.05 mm", "1.5 mm").found == ()
 
 
 def test_a_citation_number_is_not_a_stated_fact() -> None:
