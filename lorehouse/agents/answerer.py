@@ -177,15 +177,37 @@ def _units(hit: SearchHit) -> list[str]:
         rows = [line for line in body.splitlines() if line.strip().startswith("|")]
         rows = [r for r in rows if not set(r.replace("|", "").strip()) <= set("-: ")]
         if len(rows) > 1:
-            header = [c.strip() for c in rows[0].strip("|").split("|")]
-            units = []
-            for row in rows[1:]:
-                cells = [c.strip() for c in row.strip("|").split("|")]
-                pairs = [f"{h}: {c}" for h, c in zip(header, cells, strict=False) if c]
-                units.append("; ".join(pairs) + ".")
-            return units
+            names = _column_names(rows[0])
+            cells = [_table_cells(row) for row in rows[1:]]
+            return [_row_unit(names, row) for row in cells if any(row)]
     # A hard-wrapped paragraph is one run of sentences, not one fragment per line.
     return sentences(plain_text(unwrap_soft_breaks(body)))
+
+
+def _table_cells(row: str) -> list[str]:
+    return [cell.strip() for cell in row.strip().strip("|").split("|")]
+
+
+def _column_names(header_row: str) -> list[str]:
+    """A table's column names; blank when its header is one caption repeated over every
+    column (an infobox's "Building 92 on the Microsoft Redmond campus"), which names none."""
+    names = _table_cells(header_row)
+    return [""] * len(names) if len(names) > 1 and len(set(names)) == 1 else names
+
+
+def _row_unit(names: list[str], cells: list[str]) -> str:
+    """A table row as one sentence with its column names: "Trip: Team; Limit: $1,850."
+
+    A row of a table without column names reads as its label and values: "Founded: April
+    4, 1975.", not the caption repeated before each cell.
+    """
+    if not any(names):
+        label, *values = [cell for cell in cells if cell]
+        return f"{label}: {'; '.join(values)}." if values else f"{label}."
+    # A row shorter than its header (a ragged Markdown table) names the cells it has.
+    named = zip(names, cells, strict=False)
+    pairs = [f"{name}: {cell}" if name else cell for name, cell in named if cell]
+    return "; ".join(pairs) + "."
 
 
 #: Questions that ask for an amount, a limit, a duration or a date: their answer holds a number.

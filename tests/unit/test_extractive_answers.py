@@ -113,6 +113,22 @@ def test_a_table_answer_keeps_its_row_whole_with_the_column_names() -> None:
     assert "Trip category: Customer visit; Total spend limit: $2,400; Per night: $350." in answer
 
 
+def test_an_infobox_row_reads_as_its_label_and_value() -> None:
+    """An infobox's header is one caption over both columns; it names no column, so a row
+    reads "Founded: ..." instead of repeating the caption before the label and the value."""
+    infobox = _hit(
+        1,
+        "| Building 7 on the Contoso campus | Building 7 on the Contoso campus |\n"
+        "|---|---|\n"
+        "| Founded | April 4, 1975 in Albuquerque, New Mexico |\n"
+        "| Headquarters | One Contoso Way, Redmond, Washington |",
+        is_table=True,
+    )
+    answer = _answer("When and where was Contoso founded?", [infobox])
+    assert answer.startswith("Founded: April 4, 1975 in Albuquerque, New Mexico."), answer
+    assert "Building 7" not in answer
+
+
 def test_a_question_the_context_does_not_touch_is_declined() -> None:
     draft = answer_extractively(
         default_embedder(),
