@@ -37,7 +37,11 @@ _LINK = re.compile(r"\[([^\]]+)\]\([^)]*\)")
 #: Lorehouse's citations: an extractive answer quoting "... Surface Hub. [106]" showed a
 #: citation [106] of no passage, and renumbering by use made the source's "[2]" citation [1].
 _SOURCE_MARKER = re.compile(
-    r"[ \t]*\[(?:\d{1,3}(?:\s*[,\u2013-]\s*\d{1,3})*|[a-z]|citation needed|[^\[\]\n]{1,40}\?)\]"
+    r"[ \t]*\[(?:\d{1,3}(?:\s*[,\u2013-]\s*\d{1,3})*|[a-z]|citation needed"
+    r"|[^\[\]\n]{1,40}\?[*_ ]*)\]"
+    # The same marker kept as a link to its footnote by Markdown exports of a wiki page:
+    # "[[ 30 ]](#cite_note-30)".
+    r"|[ \t]*\[\[[^\[\]\n]{1,40}\]\]\(#cite[^)\s]*\)"
 )
 
 
@@ -82,8 +86,9 @@ def without_source_markers(text: str) -> str:
 
     def drop(match: re.Match[str]) -> str:
         before = text[match.start() - 1] if match.start() else ""
-        glued = match.group(0).startswith("[") and (before.isalnum() or before in "]_")
-        return match.group(0) if glued else ""
+        marker = match.group(0)
+        glued = marker.startswith("[") and (before.isalnum() or before in "]_")
+        return marker if glued and "](#cite" not in marker else ""
 
     while True:
         cleaned = _SOURCE_MARKER.sub(drop, text)

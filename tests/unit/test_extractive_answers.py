@@ -246,6 +246,11 @@ def test_an_index_in_code_is_not_a_reference_marker() -> None:
     assert without_source_markers("Redmond.[2][3] Next, [a] Step [1 of 3]") == (
         "Redmond. Next, Step [1 of 3]"
     )
+    # A wiki page exported to Markdown keeps its markers as links to their footnotes.
+    assert without_source_markers(
+        "Duck quacks echo.[[ 30 ]](#cite_note-30) [[ 9 ]](#cite_note-FOOTNOTECarboneras-9) "
+        'See [the notes](#notes). It is written as "breeeeze", [ *self-published source?* ] but'
+    ) == ('Duck quacks echo. See [the notes](#notes). It is written as "breeeeze", but')
 
 
 def test_a_sentence_is_read_under_its_sections_heading() -> None:
