@@ -20,9 +20,12 @@ _NUMBER = re.compile(r"(?<![\w.])\d{1,3}(?:,\d{3})+(?:\.\d+)?|(?<![\w.])\d+(?:\.
 _NAMED = re.compile(r"(?<=[a-z,;:] )[A-Z][A-Za-z0-9&]+(?: [A-Z][A-Za-z0-9&]+)*|\b[A-Z]{2,}\b")
 _SPACE = re.compile(r"\s+")
 _TRAILING_ZEROS = re.compile(r"(\d)\.(\d*?)0+(?!\d)")
-# "the 29th" states 29: the reference's "20th century" yields the fact 20, which an answer
-# copying those words must be credited with.
-_ORDINAL = r"(?:(?<=\d)(?:st|nd|rd|th))?"
+# What may follow a stated fact. A number is read with whatever is glued to it, as
+# `key_facts` reads it: the reference's "1980s", "113k", "2.5yrs", "29th" and "1Password"
+# yield 1980, 113, 2.5, 29 and 1, and an answer copying those words states them. A name must
+# end where the word ends ("US" is not in "use").
+_AFTER_NUMBER = r"(?!\d|[.,]\d)"
+_AFTER_NAME = r"(?!\w)"
 # Words that are capitalized in answers without being facts.
 _NOT_NAMES = frozenset({"I", "OK", "USD", "EUR", "CHF", "No", "Yes", "Read"})
 
@@ -64,6 +67,10 @@ def score_key_facts(reference: str, answer: str) -> KeyFactScore:
     found = tuple(
         fact
         for fact in facts
-        if re.search(rf"(?<![\w.]){re.escape(_normalized(fact))}{_ORDINAL}(?![\w]|\.\d)", said)
+        if re.search(
+            rf"(?<![\w.]){re.escape(_normalized(fact))}"
+            + (_AFTER_NUMBER if _NUMBER.fullmatch(fact) else _AFTER_NAME),
+            said,
+        )
     )
     return KeyFactScore(facts, found)

@@ -72,10 +72,16 @@ def test_key_facts_are_the_reference_numbers_and_names_the_answer_must_state() -
     assert score_key_facts("20 weeks", "200 weeks").found == ()
     assert score_key_facts("2,000", "2000.5").found == ()
     assert score_key_facts("no facts here", "anything").share == 1.0
-    # An ordinal states its number: the reference's own "20th century" is found in an answer.
+    # A number is read with what is glued to it on both sides: an answer copying the
+    # reference's own "20th century", "2.5yrs" or "113k" states 20, 2.5 and 113.
     assert score_key_facts("Newspapers of the 20th century.", "20th century papers").share == 1
     assert score_key_facts("On 29 August 2022.", "to be held on 29th August, 2022").share == 1
-    assert score_key_facts("20 weeks", "the 20s").found == ()
+    assert score_key_facts("Every 2.5yrs", "Engineering: 2.5yrs").share == 1
+    assert score_key_facts("FinTabNet 113k", "FinTabNet (113k samples)").share == 1
+    # A name ends where its word ends.
+    assert score_key_facts("Open a PR in GitHub.", "Kindly press the button on GitHub.").found == (
+        "GitHub",
+    )
     # One amount, written two ways.
     assert score_key_facts("= $1,384.80", "34.62 x 40 = $1384.8").found == ("1384.80",)
     assert score_key_facts("$11,250.00 net", "net $11,250").share == 1
