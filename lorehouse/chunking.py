@@ -32,7 +32,7 @@ from segtok.segmenter import split_multi, split_single
 
 from lorehouse.models import PageSpan, ParsedDocument
 
-CHUNKER_VERSION = "3"
+CHUNKER_VERSION = "4"
 BREADCRUMB_SEPARATOR = " > "
 # The embedding model adds [CLS] and [SEP] to every input.
 _SPECIAL_TOKENS = 2
@@ -416,7 +416,11 @@ _IMAGE = re.compile(r"!\[([^\]]*)\]\([^)]*\)")
 _LINK = re.compile(r"\[([^\]]+)\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
 _AUTOLINK = re.compile(r"<(https?://[^>\s]+)>")
 _BARE_URL = re.compile(r"(?<![(\w])https?://[^\s)<>|]+")
-_EMPHASIS = re.compile(r"(\*\*|__|\*|_|~~)(?=\S)(.+?)(?<=\S)\1")
+# Underscores mark emphasis only at a word's edge, as in CommonMark: inside a word they belong
+# to it ("QIBM_DB_SECADM", "cite_note", "my_file.py"), which read "QIBMDBSECADM" before.
+_EMPHASIS = re.compile(
+    r"(\*\*|\*|~~)(?=\S)(.+?)(?<=\S)\1|(?<![\w\\])(__|_)(?=\S)(.+?)(?<=\S)\3(?!\w)"
+)
 _INLINE_CODE = re.compile(r"`+([^`]+)`+")
 _HEADING = re.compile(r"(?m)^#{1,6}\s+")
 _SEPARATOR_ROW = re.compile(r"^\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)*\|?\s*$")
@@ -498,7 +502,7 @@ def plain_text(markdown: str) -> str:
     text = _BARE_URL.sub(lambda m: _host(m.group(0)), text)
     text = _INLINE_CODE.sub(r"\1", text)
     for _ in range(2):  # nested emphasis (***bold italic***)
-        text = _EMPHASIS.sub(r"\2", text)
+        text = _EMPHASIS.sub(lambda m: m.group(2) or m.group(4), text)
     text = _HEADING.sub("", text)
     # Entities read as their characters: "AT&amp;T" is AT&T, a row of "&nbsp;" is blank.
     text = html.unescape(text).replace("\u00a0", " ")

@@ -127,6 +127,15 @@ def test_plain_text_strips_styling_and_shortens_urls() -> None:
     )
 
 
+def test_an_underscore_inside_a_word_is_part_of_it() -> None:
+    """ "QIBM_DB_SECADM" is one identifier: read as emphasis it became "QIBMDBSECADM", which
+    neither a search for it nor an answer quoting it could match."""
+    markdown = "Grant QIBM_DB_SECADM to the _security_ officer, and __always__ run my_job.py."
+    assert plain_text(markdown) == (
+        "Grant QIBM_DB_SECADM to the security officer, and always run my_job.py."
+    )
+
+
 def test_an_over_long_sentence_is_cut_between_words_only(counter: TokenCounter) -> None:
     sentence = "The policy " + "applies to every employee " * 120 + "without exception."
     document = ParsedDocument(
