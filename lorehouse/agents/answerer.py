@@ -32,6 +32,10 @@ NOT_FOUND_ANSWER = (
 CITATION = re.compile(r"\[(\d{1,3})\]")
 _PROMPT_SCAFFOLDING = ("Passages (in document order)", "Search queries used to find", "Rules:")
 _LINK = re.compile(r"\[([^\]]+)\]\([^)]*\)")
+#: A reference-style link, "the [Checkov website][2]": its "[2]" is the source's link label,
+#: and quoted as is it read as a citation of context passage 2. Not after a word or a
+#: bracket, where "[1][2]" indexes something ("grid[1][2]").
+_REFERENCE_LINK = re.compile(r"(?<![\w\]])\[([^\[\]\n]+)\]\[[^\[\]\n]*\]")
 #: A source's own reference markers: Wikipedia's "[106]", "[a]", "[citation needed]",
 #: "[self-published source?]", a paper's "[3, 4]" or "[12-14]". Left in a passage they read as
 #: Lorehouse's citations: an extractive answer quoting "... Surface Hub. [106]" showed a
@@ -107,7 +111,8 @@ def context_block(hits: Sequence[SearchHit]) -> str:
     for number, hit in enumerate(hits, start=1):
         where = " > ".join(hit.heading_path)
         pages = f", pages {hit.page_start}-{hit.page_end}" if hit.page_start else ""
-        body = without_source_markers(chunk_body(hit.text_chat, hit.heading_path)).strip()
+        body = _REFERENCE_LINK.sub(r"\1", chunk_body(hit.text_chat, hit.heading_path))
+        body = without_source_markers(body).strip()
         blocks.append(f"[{number}] {hit.title or hit.rel_path} - {where}{pages}\n{body}")
     return "\n\n".join(blocks)
 
@@ -177,7 +182,8 @@ def stream_llm_answer(
 def _units(hit: SearchHit) -> list[str]:
     """Sentences of a passage; rows (with their header) of a table passage."""
     # A link reads as its text: the citation already says where the sentence comes from.
-    body = without_source_markers(_LINK.sub(r"\1", chunk_body(hit.text_chat, hit.heading_path)))
+    body = _REFERENCE_LINK.sub(r"\1", _LINK.sub(r"\1", chunk_body(hit.text_chat, hit.heading_path)))
+    body = without_source_markers(body)
     if hit.is_table:
         rows = [line for line in body.splitlines() if line.strip().startswith("|")]
         rows = [r for r in rows if not set(r.replace("|", "").strip()) <= set("-: ")]
@@ -190,7 +196,9 @@ def _units(hit: SearchHit) -> list[str]:
 
 
 def _table_cells(row: str) -> list[str]:
-    return [cell.strip() for cell in row.strip().strip("|").split("|")]
+    """A row's cells as plain words: "**Principle of Least Privilege**" reads without its
+    asterisks, as a sentence of the passage does."""
+    return [" ".join(plain_text(cell).split()) for cell in row.strip().strip("|").split("|")]
 
 
 def _column_names(header_row: str) -> list[str]:

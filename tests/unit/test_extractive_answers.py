@@ -129,6 +129,39 @@ def test_an_infobox_row_reads_as_its_label_and_value() -> None:
     assert "Building 7" not in answer
 
 
+def test_a_reference_style_link_is_not_read_as_a_citation() -> None:
+    """ "the [Checkov website][2]" labels a link; quoted as is, its "[2]" cited passage 2."""
+    checkov = _hit(
+        1,
+        "To skip a Checkov check, follow the suppression steps on the [Checkov website][2] "
+        "or copy an existing skip from [our repositories][3].\n\n"
+        "[2]: https://www.checkov.io/suppressions\n[3]: https://github.com/search",
+    )
+    draft = answer_extractively(
+        default_embedder(),
+        "How do I skip a Checkov check?",
+        [checkov, _hit(2, "Laptops are replaced every four years."), _hit(3, "Lunch is at noon.")],
+        DEFAULT_ANSWER_MIN_SIMILARITY,
+        DEFAULT_ANSWER_MAX_WORDS,
+    )
+    assert "on the Checkov website or copy an existing skip from our repositories" in draft.text
+    assert draft.cited_passages() == [(1, 1)], draft.text
+    assert "Checkov website][2]" not in context_block([checkov])
+
+
+def test_a_table_cell_reads_without_its_styling() -> None:
+    table = _hit(
+        1,
+        "| **Principle** | Meaning |\n|---|---|\n"
+        "| **Least privilege** | Grant `read` access before `write` access. |",
+        is_table=True,
+    )
+    answer = _answer("What does least privilege mean?", [table])
+    assert answer.startswith(
+        "Principle: Least privilege; Meaning: Grant read access before write access."
+    ), answer
+
+
 def test_a_question_the_context_does_not_touch_is_declined() -> None:
     draft = answer_extractively(
         default_embedder(),
