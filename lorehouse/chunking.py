@@ -419,8 +419,12 @@ _BARE_URL = re.compile(r"(?<![(\w])https?://[^\s)<>|]+")
 # Underscores mark emphasis only at a word's edge, as in CommonMark: inside a word they belong
 # to it ("QIBM_DB_SECADM", "cite_note", "my_file.py"), which read "QIBMDBSECADM" before.
 _EMPHASIS = re.compile(
-    r"(\*\*|\*|~~)(?=\S)(.+?)(?<=\S)\1|(?<![\w\\])(__|_)(?=\S)(.+?)(?<=\S)\3(?!\w)"
+    r"(?<!\\)(\*\*|\*|~~)(?=\S)(.+?)(?<=\S)(?<!\\)\1"
+    r"|(?<![\w\\])(__|_)(?=\S)(.+?)(?<=\S)\3(?!\w)"
 )
+# A backslash escape reads as its character, as a Markdown renderer shows it: exports write
+# "QIBM\_DB\_SECADM" and "\*USE" for what the page says.
+_ESCAPED = re.compile(r"\\([!-/:-@\[-`{-~])")
 _INLINE_CODE = re.compile(r"`+([^`]+)`+")
 _HEADING = re.compile(r"(?m)^#{1,6}\s+")
 _SEPARATOR_ROW = re.compile(r"^\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)*\|?\s*$")
@@ -504,6 +508,7 @@ def plain_text(markdown: str) -> str:
     for _ in range(2):  # nested emphasis (***bold italic***)
         text = _EMPHASIS.sub(lambda m: m.group(2) or m.group(4), text)
     text = _HEADING.sub("", text)
+    text = _ESCAPED.sub(r"\1", text)
     # Entities read as their characters: "AT&amp;T" is AT&T, a row of "&nbsp;" is blank.
     text = html.unescape(text).replace("\u00a0", " ")
     lines = [_plain_table_line(line) for line in text.splitlines()]

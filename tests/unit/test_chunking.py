@@ -134,6 +134,10 @@ def test_an_underscore_inside_a_word_is_part_of_it() -> None:
     assert plain_text(markdown) == (
         "Grant QIBM_DB_SECADM to the security officer, and always run my_job.py."
     )
+    # Escaped, as exports write them, they read as the characters a renderer shows.
+    assert plain_text(r"Grant QIBM\_DB\_SECADM and \*USE, not \*ALL\*.") == (
+        "Grant QIBM_DB_SECADM and *USE, not *ALL*."
+    )
 
 
 def test_an_over_long_sentence_is_cut_between_words_only(counter: TokenCounter) -> None:
