@@ -247,11 +247,6 @@ _FACT = re.compile(r"\$?\d[\d,.]*%?|(?<=[a-z,;:] )[A-Z][A-Za-z0-9&]+|\b[A-Z]{2,}
 LEXICAL_WEIGHT = 0.3
 #: Bonus for a sentence that holds what the question asks for (a number, a name).
 SLOT_WEIGHT = 0.15
-#: How much a sentence loses for resembling one already in the answer (its closest cosine).
-#: Four sentences on the exercise window left no room for the vesting schedule a two-part
-#: question also asked about. 5-fold cross-validation over both dev sets chose 0.1 in 21 of
-#: 25 folds (BENCHMARKS.md, "Sentences that repeat the answer").
-REDUNDANCY_WEIGHT = 0.1
 _ANALYZER = Analyzer()
 
 
@@ -332,7 +327,7 @@ def _similarities(
     units: Sequence[_Unit],
     hits: Sequence[SearchHit],
     kept: VectorCache | None = None,
-) -> tuple[np.ndarray, np.ndarray]:
+) -> np.ndarray:
     """Per unit, its cosine with the question, read alone, under its section's heading or
     (a list item) under its lead-in, whichever is closest.
 
@@ -359,11 +354,10 @@ def _similarities(
     ]
     texts = [question, *(unit.text for unit in units), *(t for _, t in framed)]
     vectors = kept.embed(embedder, texts) if kept is not None else embedder.embed(texts)
-    unit_vectors = vectors[1 : 1 + len(units)]
-    best = unit_vectors @ vectors[0]
+    best = vectors[1 : 1 + len(units)] @ vectors[0]
     # A unit read two ways (under its heading and its lead-in) keeps the closer reading.
     np.maximum.at(best, [index for index, _ in framed], vectors[1 + len(units) :] @ vectors[0])
-    return best, unit_vectors
+    return best
 
 
 def answer_extractively(
@@ -379,14 +373,12 @@ def answer_extractively(
 
     A sentence scores by its similarity to the question (read alone or under its section's
     heading, whichever is closer), the question's words it contains and whether it holds what
-    is asked (a number for "how much", a name for "who"). Each sentence after the best must
-    add a fact (a number or a name) not yet stated, within `max_words`, so the answer names
-    the limit instead of repeating the topic; it also loses a little for resembling a sentence
-    already chosen, so the other part of a question gets its turn. The best sentence opens
-    the answer; the others follow in the order the context presents them, so the answer
-    states the fact first and then reads like the source. A table row is one unit, with its
-    column names, so it is never cut. `kept_vectors` keeps the sentences' vectors for the
-    next answers
+    is asked (a number for "how much", a name for "who"). Each sentence
+    after the best must add a fact (a number or a name) not yet stated, within `max_words`, so
+    the answer names the limit instead of repeating the topic. The best sentence opens the
+    answer; the others follow in the order the context presents them, so the answer states the
+    fact first and then reads like the source. A table row is one unit, with its column names,
+    so it is never cut. `kept_vectors` keeps the sentences' vectors for the next answers
     reading the same passages.
     """
     units = [
@@ -396,7 +388,7 @@ def answer_extractively(
     ]
     if not units:
         return DraftAnswer(NOT_FOUND_ANSWER, [], answerable=False)
-    similarities, vectors = _similarities(embedder, question, units, hits, kept_vectors)
+    similarities = _similarities(embedder, question, units, hits, kept_vectors)
     if float(np.max(similarities)) < min_similarity:
         return DraftAnswer(NOT_FOUND_ANSWER, [], answerable=False)
     scores = (
@@ -404,37 +396,23 @@ def answer_extractively(
         + LEXICAL_WEIGHT * _lexical_overlap(question, units)
         + SLOT_WEIGHT * _holds_what_is_asked(question, units)
     )
-    # A question or a lead-in ("Who gets a background check?", "Renewals:") resembles the
-    # question most and answers nothing: statements go first, those only when nothing else.
-    last_resort = [unit.text.rstrip().endswith(("?", ":")) for unit in units]
-    lengths = [len(unit.text.split()) for unit in units]
     chosen: list[_Unit] = []
     stated: set[str] = set()
     words = 0
-    # Per unit, its closest cosine to a unit already chosen.
-    redundancy = np.zeros(len(units))
-    while len(chosen) < max_sentences:
-        adjusted = scores - REDUNDANCY_WEIGHT * redundancy
-        order = sorted(range(len(units)), key=lambda i: (last_resort[i], -adjusted[i], i))
-        picked = next(
-            (
-                index
-                for index in order
-                if not chosen
-                or (
-                    units[index] not in chosen
-                    and units[index].facts - stated
-                    and words + lengths[index] <= max_words
-                )
-            ),
-            None,
-        )
-        if picked is None:
+    order = np.argsort(-scores, kind="stable")
+    # A question or a lead-in ("Who gets a background check?", "Renewals:") resembles the
+    # question most and answers nothing: statements go first, those only when nothing else.
+    order = sorted(order, key=lambda i: units[int(i)].text.rstrip().endswith(("?", ":")))
+    for index in order:
+        unit = units[int(index)]
+        length = len(unit.text.split())
+        if chosen and (not unit.facts - stated or words + length > max_words):
+            continue
+        chosen.append(unit)
+        stated |= unit.facts
+        words += length
+        if len(chosen) == max_sentences:
             break
-        chosen.append(units[picked])
-        stated |= units[picked].facts
-        words += lengths[picked]
-        redundancy = np.maximum(redundancy, vectors @ vectors[picked])
     best, *rest = chosen
     chosen = [best, *sorted(rest, key=lambda unit: (unit.passage, unit.order))]
     text = " ".join(f"{unit.text} [{unit.passage}]" for unit in chosen)

@@ -162,30 +162,6 @@ def test_a_table_cell_reads_without_its_styling() -> None:
     ), answer
 
 
-def test_the_second_part_of_a_question_gets_its_turn() -> None:
-    """Three sentences on the exercise window, each with its own number, fill a short answer
-    before the vesting schedule the question also asks for; alike, they make room for it."""
-    windows = _hit(
-        1,
-        "The exercise window for stock options granted after May 2021 is ten (10) years. "
-        "The exercise window for options of teammates who left before 2019 is ninety (90) days. "
-        "The exercise window for options of advisors is twelve (12) months.",
-        heading_path=("Equity",),
-    )
-    vesting = _hit(
-        2, "Options vest monthly over 4 years after a 1-year cliff.", heading_path=("Equity",)
-    )
-    draft = answer_extractively(
-        default_embedder(),
-        "How long is the exercise window for my stock options, and how do they vest?",
-        [windows, vesting],
-        DEFAULT_ANSWER_MIN_SIMILARITY,
-        max_words=40,
-    )
-    assert draft.text.startswith("The exercise window for stock options granted after May 2021")
-    assert "Options vest monthly over 4 years after a 1-year cliff." in draft.text, draft.text
-
-
 def test_a_question_the_context_does_not_touch_is_declined() -> None:
     draft = answer_extractively(
         default_embedder(),
