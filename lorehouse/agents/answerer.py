@@ -101,6 +101,12 @@ def without_source_markers(text: str) -> str:
         text = cleaned
 
 
+def _source_text(hit: SearchHit) -> str:
+    """A passage's own Markdown, as both the LLM's context and extractive answers read it:
+    no breadcrumb line, and a reference-style link as its text."""
+    return _REFERENCE_LINK.sub(r"\1", chunk_body(hit.text_chat, hit.heading_path))
+
+
 def context_block(hits: Sequence[SearchHit]) -> str:
     """Numbered passages with title, section and pages, as the answer prompt shows them.
 
@@ -111,8 +117,7 @@ def context_block(hits: Sequence[SearchHit]) -> str:
     for number, hit in enumerate(hits, start=1):
         where = " > ".join(hit.heading_path)
         pages = f", pages {hit.page_start}-{hit.page_end}" if hit.page_start else ""
-        body = _REFERENCE_LINK.sub(r"\1", chunk_body(hit.text_chat, hit.heading_path))
-        body = without_source_markers(body).strip()
+        body = without_source_markers(_source_text(hit)).strip()
         blocks.append(f"[{number}] {hit.title or hit.rel_path} - {where}{pages}\n{body}")
     return "\n\n".join(blocks)
 
@@ -182,8 +187,7 @@ def stream_llm_answer(
 def _units(hit: SearchHit) -> list[str]:
     """Sentences of a passage; rows (with their header) of a table passage."""
     # A link reads as its text: the citation already says where the sentence comes from.
-    body = _REFERENCE_LINK.sub(r"\1", _LINK.sub(r"\1", chunk_body(hit.text_chat, hit.heading_path)))
-    body = without_source_markers(body)
+    body = without_source_markers(_LINK.sub(r"\1", _source_text(hit)))
     if hit.is_table:
         rows = [line for line in body.splitlines() if line.strip().startswith("|")]
         rows = [r for r in rows if not set(r.replace("|", "").strip()) <= set("-: ")]
