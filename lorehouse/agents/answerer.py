@@ -251,6 +251,13 @@ _FACT = re.compile(r"\$?\d[\d,.]*%?|(?<=[a-z,;:] )[A-Z][A-Za-z0-9&]+|\b[A-Z]{2,}
 LEXICAL_WEIGHT = 0.3
 #: Bonus for a sentence that holds what the question asks for (a number, a name).
 SLOT_WEIGHT = 0.15
+#: After the best sentence, a sentence longer than UNDISCOUNTED_WORDS competes with its score
+#: divided by (words / UNDISCOUNTED_WORDS) ** LENGTH_DISCOUNT: the greedy rule of budgeted
+#: extractive summarization (Lin and Bilmes, 2010), so one long sentence does not spend the
+#: word budget that two short ones holding more facts would fill. Chosen by 5-fold
+#: cross-validation over both dev sets (BENCHMARKS.md, "Long sentences spend the budget").
+LENGTH_DISCOUNT = 0.2
+UNDISCOUNTED_WORDS = 20
 _ANALYZER = Analyzer()
 
 
@@ -364,6 +371,18 @@ def _similarities(
     return best
 
 
+def _statements_first(units: Sequence[_Unit], order: np.ndarray) -> list[int]:
+    """`order` with questions and lead-ins last, each group in its order.
+
+    A question or a lead-in ("Who gets a background check?", "Renewals:") resembles the
+    question most and answers nothing: statements go first, those only when nothing else.
+    """
+    return sorted(
+        (int(index) for index in order),
+        key=lambda index: units[index].text.rstrip().endswith(("?", ":")),
+    )
+
+
 def answer_extractively(
     embedder: Embedder,
     question: str,
@@ -379,7 +398,8 @@ def answer_extractively(
     heading, whichever is closer), the question's words it contains and whether it holds what
     is asked (a number for "how much", a name for "who"). Each sentence
     after the best must add a fact (a number or a name) not yet stated, within `max_words`, so
-    the answer names the limit instead of repeating the topic. The best sentence opens the
+    the answer names the limit instead of repeating the topic; a long one competes with a
+    score discounted by its length, as it spends more of the budget. The best sentence opens the
     answer; the others follow in the order the context presents them, so the answer states the
     fact first and then reads like the source. A table row is one unit, with its column names,
     so it is never cut. `kept_vectors` keeps the sentences' vectors for the next answers
@@ -403,13 +423,20 @@ def answer_extractively(
     chosen: list[_Unit] = []
     stated: set[str] = set()
     words = 0
-    order = np.argsort(-scores, kind="stable")
-    # A question or a lead-in ("Who gets a background check?", "Renewals:") resembles the
-    # question most and answers nothing: statements go first, those only when nothing else.
-    order = sorted(order, key=lambda i: units[int(i)].text.rstrip().endswith(("?", ":")))
+    lengths = np.array([len(unit.text.split()) for unit in units])
+    per_budget = scores / np.maximum(1.0, lengths / UNDISCOUNTED_WORDS) ** LENGTH_DISCOUNT
+    best_first = _statements_first(units, np.argsort(-scores, kind="stable"))[0]
+    order = [
+        best_first,
+        *(
+            index
+            for index in _statements_first(units, np.argsort(-per_budget, kind="stable"))
+            if index != best_first
+        ),
+    ]
     for index in order:
-        unit = units[int(index)]
-        length = len(unit.text.split())
+        unit = units[index]
+        length = int(lengths[index])
         if chosen and (not unit.facts - stated or words + length > max_words):
             continue
         chosen.append(unit)

@@ -86,6 +86,33 @@ def test_a_sentence_repeating_a_stated_fact_is_left_out() -> None:
     assert "$2,650" in answer
 
 
+def test_a_long_sentence_does_not_spend_the_budget_two_short_facts_need() -> None:
+    expense_policy = [
+        _hit(
+            1,
+            "Every expense report needs an itemized receipt for each expense over $25. "
+            "Expense reports are reviewed by the Finance team at the end of each month, and to "
+            "keep them accurate and complete it asks every teammate to take good care when "
+            "filing them, to check every line of an expense before filing it, to keep copies of "
+            "what they send in case an auditor asks for them later in the year, and to reach out "
+            "to the team in Slack whenever something about a report is unclear to them or an "
+            "expense does not fit any category.",
+        ),
+        _hit(
+            2,
+            "Each expense report also needs your manager's approval in Airbase. Submit every "
+            "expense report within 30 days of the purchase.",
+        ),
+    ]
+    answer = _answer("What do I need to submit with an expense report?", expense_policy)
+    assert "30 days" in answer
+    assert "$25" in answer and "Airbase" in answer, (
+        "two short sentences, each with its own fact, fit the 100 words the 86-word one "
+        "would have spent"
+    )
+    assert "auditor" not in answer
+
+
 @pytest.mark.parametrize("words", [10, 40])
 def test_the_answer_stays_within_its_word_budget(words: int) -> None:
     draft = answer_extractively(
