@@ -85,7 +85,7 @@ def _open(data: bytes) -> pymupdf.Document:
 
 
 @register_parser(
-    file_type="pdf", name="pymupdf", version=f"4+pymupdf{pymupdf.VersionBind}", reads_options=True
+    file_type="pdf", name="pymupdf", version=f"5+pymupdf{pymupdf.VersionBind}", reads_options=True
 )
 def parse_pdf(data: bytes, rel_path: str, options: ParseOptions) -> ParseOutput:
     """Markdown for a PDF; scanned pages are OCR'd only when OCR languages are configured.

@@ -37,18 +37,39 @@ def normalize_grid(
     return [[row[col] for col in keep] for row in padded], [page for _, page in kept]
 
 
-def collapse_repeated_columns(grid: list[list[str]]) -> list[list[str]]:
-    """Drop a column that is an exact copy of its left neighbour in every row.
+#: A cell holding a currency sign alone: financial statements set "$" in a column of its own
+#: before the amount of a total row ("Net Revenue | $ | 86,392").
+_CURRENCY_SIGN = re.compile(r"^[$€£¥]$|^(?:US|C|A)\$$")
 
-    Layout engines split one logical column into several physical ones (e.g. a currency sign and
+
+def collapse_repeated_columns(grid: list[list[str]]) -> list[list[str]]:
+    """Merge a column into its left neighbour where it only repeats it.
+
+    Layout engines split one logical column into several physical ones (a currency sign and
     its amount, or a cell merged across grid columns); after merged cells are repeated, such a
-    column carries no information and only widens every chunk that holds the table.
+    column carries no information and only widens every chunk that holds the table. A column
+    merges when, in every row, it equals its left neighbour, or the neighbour is empty, or the
+    neighbour is a currency sign alone, which then reads as the amount's prefix ("$86,392").
+    Before currency signs were read this way, a financial statement's amounts were each shown
+    twice ("Cost of sales | 40,576 | 40,576"), because its total rows kept the columns apart.
     """
     if not grid:
         return grid
-    width = len(grid[0])
-    keep = [0] + [col for col in range(1, width) if any(r[col] != r[col - 1] for r in grid)]
-    return [[row[col] for col in keep] for row in grid]
+    columns = [list(column) for column in zip(*grid, strict=True)]
+    merged = [columns[0]]
+    for column in columns[1:]:
+        left = merged[-1]
+        if all(
+            cell == before or not before or (bool(cell) and _CURRENCY_SIGN.match(before))
+            for before, cell in zip(left, column, strict=True)
+        ):
+            merged[-1] = [
+                f"{before}{cell}" if cell and _CURRENCY_SIGN.match(before) else cell
+                for before, cell in zip(left, column, strict=True)
+            ]
+        else:
+            merged.append(column)
+    return [list(row) for row in zip(*merged, strict=True)]
 
 
 def render_table(

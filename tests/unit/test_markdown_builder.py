@@ -46,3 +46,29 @@ def test_table_rendering_escapes_pipes_and_drops_empty_rows_and_columns() -> Non
 def test_two_header_rows_fold_into_one_header() -> None:
     text, _ = render_table([["Hotel", "Hotel"], ["EUR", "CAD"], ["180", "275"]], header_rows=2)
     assert text.splitlines()[0] == "| Hotel / EUR | Hotel / CAD |"
+
+
+def test_a_financial_statement_shows_each_amount_once_with_its_currency_sign() -> None:
+    # The layout engine sets "$" in a column of its own on total rows; the amount of every
+    # other row spans both columns and was repeated into each.
+    statement = [
+        ["", "2022", "2022", "2021", "2021"],
+        ["Net Revenue", "$", "86,392", "$", "79,474"],
+        ["Cost of sales", "40,576", "40,576", "37,075", "37,075"],
+        ["Gain on the Juice Transaction", "(3,321)", "(3,321)", "—", "—"],
+    ]
+    text, _ = render_table(statement)
+    assert text.splitlines() == [
+        "|  | 2022 | 2021 |",
+        "| --- | --- | --- |",
+        "| Net Revenue | $86,392 | $79,474 |",
+        "| Cost of sales | 40,576 | 37,075 |",
+        "| Gain on the Juice Transaction | (3,321) | — |",
+    ]
+
+
+def test_columns_that_only_take_turns_are_not_merged() -> None:
+    ledger = [["Item", "Debit", "Credit"], ["Laptop", "1,200", ""], ["Refund", "", "300"]]
+    text, _ = render_table(ledger)
+    assert text.splitlines()[0] == "| Item | Debit | Credit |"
+    assert "| Refund |  | 300 |" in text.splitlines()
