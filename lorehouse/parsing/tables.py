@@ -40,6 +40,9 @@ def normalize_grid(
 #: A cell holding a currency sign alone: financial statements set "$" in a column of its own
 #: before the amount of a total row ("Net Revenue | $ | 86,392").
 _CURRENCY_SIGN = re.compile(r"^[$€£¥]$|^(?:US|C|A)\$$")
+#: A cell closing the amount on its left: a negative amount's parenthesis, a percent sign
+#: ("(33,543,351 | )", "12.5 | %").
+_CLOSING_SIGN = re.compile(r"^\)?%?$")
 
 
 def collapse_repeated_columns(grid: list[list[str]]) -> list[list[str]]:
@@ -49,7 +52,8 @@ def collapse_repeated_columns(grid: list[list[str]]) -> list[list[str]]:
     its amount, or a cell merged across grid columns); after merged cells are repeated, such a
     column carries no information and only widens every chunk that holds the table. A column
     merges when, in every row, it equals its left neighbour, or the neighbour is empty, or the
-    neighbour is a currency sign alone, which then reads as the amount's prefix ("$86,392").
+    neighbour is a currency sign alone, which then reads as the amount's prefix ("$86,392");
+    and a column holding only closing signs (")", "%") joins the amounts on its left.
     Before currency signs were read this way, a financial statement's amounts were each shown
     twice ("Cost of sales | 40,576 | 40,576"), because its total rows kept the columns apart.
     """
@@ -59,7 +63,9 @@ def collapse_repeated_columns(grid: list[list[str]]) -> list[list[str]]:
     merged = [columns[0]]
     for column in columns[1:]:
         left = merged[-1]
-        if all(
+        if all(_CLOSING_SIGN.match(cell) for cell in column):
+            merged[-1] = [f"{before}{cell}" for before, cell in zip(left, column, strict=True)]
+        elif all(
             cell == before or not before or (bool(cell) and _CURRENCY_SIGN.match(before))
             for before, cell in zip(left, column, strict=True)
         ):

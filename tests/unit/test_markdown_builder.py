@@ -67,6 +67,21 @@ def test_a_financial_statement_shows_each_amount_once_with_its_currency_sign() -
     ]
 
 
+def test_a_negative_amount_and_a_percentage_keep_their_closing_sign() -> None:
+    balance = [
+        ["", "2023", "", "2022", ""],
+        ["Accumulated deficit", "(33,543,351", ")", "(35,655,163", ")"],
+        ["Additional paid-in capital", "16,380,597", "", "10,798,536", ""],
+        ["Gross margin", "61.2", "%", "58.9", "%"],
+    ]
+    text, _ = render_table(balance)
+    assert text.splitlines()[2:] == [
+        "| Accumulated deficit | (33,543,351) | (35,655,163) |",
+        "| Additional paid-in capital | 16,380,597 | 10,798,536 |",
+        "| Gross margin | 61.2% | 58.9% |",
+    ]
+
+
 def test_columns_that_only_take_turns_are_not_merged() -> None:
     ledger = [["Item", "Debit", "Credit"], ["Laptop", "1,200", ""], ["Refund", "", "300"]]
     text, _ = render_table(ledger)
