@@ -192,8 +192,13 @@ def _units(hit: SearchHit) -> list[str]:
         rows = [line for line in body.splitlines() if line.strip().startswith("|")]
         rows = [r for r in rows if not set(r.replace("|", "").strip()) <= set("-: ")]
         if len(rows) > 1:
-            names = _column_names(rows[0])
-            cells = [_table_cells(row) for row in rows[1:]]
+            header = _table_cells(rows[0])
+            if _is_data_row(header):
+                # A statement whose first row holds amounts has no column names: that row
+                # is read as the others are, "Net Revenue: $86,392; $79,474."
+                names, cells = [""] * len(header), [_table_cells(row) for row in rows]
+            else:
+                names, cells = _column_names(rows[0]), [_table_cells(row) for row in rows[1:]]
             return [_row_unit(names, row) for row in cells if any(row)]
     # A hard-wrapped paragraph is one run of sentences, not one fragment per line.
     return sentences(plain_text(unwrap_soft_breaks(body)))
@@ -203,6 +208,25 @@ def _table_cells(row: str) -> list[str]:
     """A row's cells as plain words: "**Principle of Least Privilege**" reads without its
     asterisks, as a sentence of the passage does."""
     return [" ".join(plain_text(cell).split()) for cell in row.strip().strip("|").split("|")]
+
+
+#: A cell holding an amount as a statement prints it: a sign, separator, decimal point,
+#: parenthesis or percent beside its digits ("$86,392", "(3,321)", "6.45", "12%"); a year or
+#: a plain count ("2022", "3") may name a column.
+_AMOUNT = re.compile(
+    r"^[$€£¥]?\(?[$€£¥]?\d{1,3}(?:,\d{3})+(?:\.\d+)?\)?%?$|^[$€£¥(]?\d*\.\d+\)?%?$"
+    r"|^(?:[$€£¥]\d+|\(\d+\)|\d+%)$"
+)
+
+
+def _is_data_row(cells: list[str]) -> bool:
+    """Whether a table's first row is data (a label and amounts), not column names.
+
+    A financial statement's years often sit above the table, outside its grid, so the
+    parser takes its first line ("Net Revenue | $86,392 | $79,474") for the header.
+    """
+    values = [cell for cell in cells[1:] if cell.strip("—–-")]  # a dash stands for nil
+    return bool(values) and all(_AMOUNT.match(cell) for cell in values)
 
 
 def _column_names(header_row: str) -> list[str]:

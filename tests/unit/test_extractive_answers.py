@@ -156,6 +156,23 @@ def test_an_infobox_row_reads_as_its_label_and_value() -> None:
     assert "Building 7" not in answer
 
 
+def test_a_statement_whose_first_row_holds_amounts_reads_each_row_as_label_and_amounts() -> None:
+    """A financial statement's years sit above its grid, so its first row is data, not
+    column names: the amounts must not be read as the names of the next rows' columns."""
+    statement = _hit(
+        1,
+        "| Net Revenue | $86,392 | $79,474 |\n"
+        "| --- | --- | --- |\n"
+        "| Cost of sales | 40,576 | 37,075 |\n"
+        "| Operating Profit | 11,512 | 11,162 |",
+        is_table=True,
+        heading_path=("Consolidated Statement of Income",),
+    )
+    answer = _answer("What was the operating profit?", [statement])
+    assert answer.startswith("Operating Profit: 11,512; 11,162."), answer
+    assert "$86,392:" not in answer
+
+
 def test_a_reference_style_link_is_not_read_as_a_citation() -> None:
     """ "the [Checkov website][2]" labels a link; quoted as is, its "[2]" cited passage 2."""
     checkov = _hit(
