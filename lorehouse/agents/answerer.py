@@ -244,6 +244,7 @@ def _row_unit(names: list[str], cells: list[str]) -> str:
     """
     if not any(names):
         label, *values = [cell for cell in cells if cell]
+        label = label.rstrip(":")  # "Revenues:" names its row already
         return f"{label}: {'; '.join(values)}." if values else f"{label}."
     # A row shorter than its header (a ragged Markdown table) names the cells it has.
     named = zip(names, cells, strict=False)
