@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import itertools
 
+import pytest
+
 from lorehouse.parsing.markdown_builder import MarkdownBuilder, page_of_offset
 from lorehouse.parsing.tables import render_table
 
@@ -48,38 +50,53 @@ def test_two_header_rows_fold_into_one_header() -> None:
     assert text.splitlines()[0] == "| Hotel / EUR | Hotel / CAD |"
 
 
-def test_a_financial_statement_shows_each_amount_once_with_its_currency_sign() -> None:
-    # The layout engine sets "$" in a column of its own on total rows; the amount of every
-    # other row spans both columns and was repeated into each.
-    statement = [
-        ["", "2022", "2022", "2021", "2021"],
-        ["Net Revenue", "$", "86,392", "$", "79,474"],
-        ["Cost of sales", "40,576", "40,576", "37,075", "37,075"],
-        ["Gain on the Juice Transaction", "(3,321)", "(3,321)", "—", "—"],
-    ]
+# The layout engine sets "$" in a column of its own on total rows, and the amount of every
+# other row spans both columns and was repeated into each; closing signs get columns too.
+STATEMENT_WITH_CURRENCY_COLUMNS = [
+    ["", "2022", "2022", "2021", "2021"],
+    ["Net Revenue", "$", "86,392", "$", "79,474"],
+    ["Cost of sales", "40,576", "40,576", "37,075", "37,075"],
+    ["Gain on the Juice Transaction", "(3,321)", "(3,321)", "—", "—"],
+]
+BALANCE_WITH_CLOSING_SIGN_COLUMNS = [
+    ["", "2023", "", "2022", ""],
+    ["Accumulated deficit", "(33,543,351", ")", "(35,655,163", ")"],
+    ["Additional paid-in capital", "16,380,597", "", "10,798,536", ""],
+    ["Gross margin", "61.2", "%", "58.9", "%"],
+]
+
+
+@pytest.mark.parametrize(
+    ("statement", "expected"),
+    [
+        (
+            STATEMENT_WITH_CURRENCY_COLUMNS,
+            [
+                "|  | 2022 | 2021 |",
+                "| --- | --- | --- |",
+                "| Net Revenue | $86,392 | $79,474 |",
+                "| Cost of sales | 40,576 | 37,075 |",
+                "| Gain on the Juice Transaction | (3,321) | — |",
+            ],
+        ),
+        (
+            BALANCE_WITH_CLOSING_SIGN_COLUMNS,
+            [
+                "|  | 2023 | 2022 |",
+                "| --- | --- | --- |",
+                "| Accumulated deficit | (33,543,351) | (35,655,163) |",
+                "| Additional paid-in capital | 16,380,597 | 10,798,536 |",
+                "| Gross margin | 61.2% | 58.9% |",
+            ],
+        ),
+    ],
+    ids=["currency-sign-columns", "closing-sign-columns"],
+)
+def test_a_financial_statement_shows_each_amount_once_with_its_signs(
+    statement: list[list[str | None]], expected: list[str]
+) -> None:
     text, _ = render_table(statement)
-    assert text.splitlines() == [
-        "|  | 2022 | 2021 |",
-        "| --- | --- | --- |",
-        "| Net Revenue | $86,392 | $79,474 |",
-        "| Cost of sales | 40,576 | 37,075 |",
-        "| Gain on the Juice Transaction | (3,321) | — |",
-    ]
-
-
-def test_a_negative_amount_and_a_percentage_keep_their_closing_sign() -> None:
-    balance = [
-        ["", "2023", "", "2022", ""],
-        ["Accumulated deficit", "(33,543,351", ")", "(35,655,163", ")"],
-        ["Additional paid-in capital", "16,380,597", "", "10,798,536", ""],
-        ["Gross margin", "61.2", "%", "58.9", "%"],
-    ]
-    text, _ = render_table(balance)
-    assert text.splitlines()[2:] == [
-        "| Accumulated deficit | (33,543,351) | (35,655,163) |",
-        "| Additional paid-in capital | 16,380,597 | 10,798,536 |",
-        "| Gross margin | 61.2% | 58.9% |",
-    ]
+    assert text.splitlines() == expected
 
 
 def test_columns_that_only_take_turns_are_not_merged() -> None:
