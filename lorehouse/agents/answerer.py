@@ -192,14 +192,14 @@ def _units(hit: SearchHit) -> list[str]:
         rows = [line for line in body.splitlines() if line.strip().startswith("|")]
         rows = [r for r in rows if not set(r.replace("|", "").strip()) <= set("-: ")]
         if len(rows) > 1:
-            header = _table_cells(rows[0])
+            header, *body = [_table_cells(row) for row in rows]
             if _is_data_row(header):
                 # A statement whose first row holds amounts has no column names: that row
                 # is read as the others are, "Net Revenue: $86,392; $79,474."
-                names, cells = [""] * len(header), [_table_cells(row) for row in rows]
+                names, body = [""] * len(header), [header, *body]
             else:
-                names, cells = _column_names(rows[0]), [_table_cells(row) for row in rows[1:]]
-            return [_row_unit(names, row) for row in cells if any(row)]
+                names = _column_names(header)
+            return [_row_unit(names, row) for row in body if any(row)]
     # A hard-wrapped paragraph is one run of sentences, not one fragment per line.
     return sentences(plain_text(unwrap_soft_breaks(body)))
 
@@ -229,10 +229,10 @@ def _is_data_row(cells: list[str]) -> bool:
     return bool(values) and all(_AMOUNT.match(cell) for cell in values)
 
 
-def _column_names(header_row: str) -> list[str]:
-    """A table's column names; blank when its header is one caption repeated over every
-    column (an infobox's "Building 92 on the Microsoft Redmond campus"), which names none."""
-    names = _table_cells(header_row)
+def _column_names(names: list[str]) -> list[str]:
+    """A table's column names (its header row's cells); blank when the header is one caption
+    repeated over every column (an infobox's "Building 92 on the Microsoft Redmond campus"),
+    which names none."""
     return [""] * len(names) if len(names) > 1 and len(set(names)) == 1 else names
 
 
