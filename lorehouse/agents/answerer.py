@@ -20,6 +20,7 @@ import numpy as np
 from lorehouse.chunking import chunk_body, plain_text, sentences, unwrap_soft_breaks
 from lorehouse.embedding.base import Embedder, VectorCache
 from lorehouse.llm import LLMClient
+from lorehouse.parsing.tables import is_data_row
 from lorehouse.retrieval import SearchHit
 from lorehouse.stores.bm25 import Analyzer
 
@@ -193,7 +194,7 @@ def _units(hit: SearchHit) -> list[str]:
         rows = [r for r in rows if not set(r.replace("|", "").strip()) <= set("-: ")]
         if len(rows) > 1:
             header, *body = [_table_cells(row) for row in rows]
-            if _is_data_row(header):
+            if is_data_row(header):
                 # A statement whose first row holds amounts has no column names: that row
                 # is read as the others are, "Net Revenue: $86,392; $79,474."
                 names, body = [""] * len(header), [header, *body]
@@ -208,25 +209,6 @@ def _table_cells(row: str) -> list[str]:
     """A row's cells as plain words: "**Principle of Least Privilege**" reads without its
     asterisks, as a sentence of the passage does."""
     return [" ".join(plain_text(cell).split()) for cell in row.strip().strip("|").split("|")]
-
-
-#: A cell holding an amount as a statement prints it: a sign, separator, decimal point,
-#: parenthesis or percent beside its digits ("$86,392", "(3,321)", "6.45", "12%"); a year or
-#: a plain count ("2022", "3") may name a column.
-_AMOUNT = re.compile(
-    r"^[$€£¥]?\(?[$€£¥]?\d{1,3}(?:,\d{3})+(?:\.\d+)?\)?%?$|^[$€£¥(]?\d*\.\d+\)?%?$"
-    r"|^(?:[$€£¥]\d+|\(\d+\)|\d+%)$"
-)
-
-
-def _is_data_row(cells: list[str]) -> bool:
-    """Whether a table's first row is data (a label and amounts), not column names.
-
-    A financial statement's years often sit above the table, outside its grid, so the
-    parser takes its first line ("Net Revenue | $86,392 | $79,474") for the header.
-    """
-    values = [cell for cell in cells[1:] if cell.strip("—–-")]  # a dash stands for nil
-    return bool(values) and all(_AMOUNT.match(cell) for cell in values)
 
 
 def _column_names(names: list[str]) -> list[str]:

@@ -32,7 +32,7 @@ _STRICT_NAMESPACE = b"purl.oclc.org/ooxml/officeDocument"
 _LIST_STYLE = re.compile(r"^list\s*(bullet|number|paragraph)?\s*(\d)?$", re.IGNORECASE)
 
 
-@register_parser(file_type="docx", name="python-docx", version=f"4+docx{version('python-docx')}")
+@register_parser(file_type="docx", name="python-docx", version=f"5+docx{version('python-docx')}")
 def parse_docx(data: bytes, rel_path: str, options: ParseOptions) -> ParseOutput:
     """Markdown for a Word document, body order kept, headers and footers left out."""
     check_office_package(data, "docx")

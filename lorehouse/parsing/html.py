@@ -32,7 +32,7 @@ _META_CHARSET = re.compile(rb"<meta[^>]+charset=[\"']?([A-Za-z0-9_\-]+)", re.IGN
 _MAX_DEPTH = 200
 
 
-@register_parser(file_type="html", name="bs4-lxml", version=f"2+bs4{version('beautifulsoup4')}")
+@register_parser(file_type="html", name="bs4-lxml", version=f"3+bs4{version('beautifulsoup4')}")
 def parse_html(data: bytes, rel_path: str, options: ParseOptions) -> ParseOutput:
     """Markdown for a web page or an HTML export, page chrome left out."""
     text = _decode(data)

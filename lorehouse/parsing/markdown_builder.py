@@ -72,9 +72,13 @@ class MarkdownBuilder:
         label: str | None = None,
         row_pages: list[int] | None = None,
         header_rows: int = 1,
+        column_labels: list[str] | None = None,
     ) -> None:
-        """A table; `row_pages` gives each row's page when the table runs across pages."""
-        rendered = render_table(rows, header_rows=header_rows, row_pages=row_pages)
+        """A table; `row_pages` gives each row's page when the table runs across pages, and
+        `column_labels` the names of a headerless table's value columns, found outside it."""
+        rendered = render_table(
+            rows, header_rows=header_rows, row_pages=row_pages, column_labels=column_labels
+        )
         if rendered is None:
             return
         text, line_pages = rendered

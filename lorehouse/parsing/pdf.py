@@ -19,6 +19,7 @@ from lorehouse.models import FailureReason
 from lorehouse.parsing.markdown_builder import MarkdownBuilder, clean_inline
 from lorehouse.parsing.ocr import ocr_page
 from lorehouse.parsing.registry import ParseOptions, ParseOutput, register_parser
+from lorehouse.parsing.tables import column_labels_above
 
 _BULLET = re.compile(r"^\s*([•●▪◦○■□➢►‣⁃∙·\-–*])\s+(?=\S)")
 _ORDERED = re.compile(r"^\s*(\d{1,3}|[a-zA-Z]|[ivxIVX]{1,4})[.)]\s+(?=\S)")
@@ -59,6 +60,8 @@ class _Line:
 class _Table:
     rows: list[list[str | None]]
     y0: float
+    #: Column names printed on the line above the grid (a statement's years), if any.
+    column_labels: list[str] | None = None
 
 
 @dataclass
@@ -85,7 +88,7 @@ def _open(data: bytes) -> pymupdf.Document:
 
 
 @register_parser(
-    file_type="pdf", name="pymupdf", version=f"5+pymupdf{pymupdf.VersionBind}", reads_options=True
+    file_type="pdf", name="pymupdf", version=f"6+pymupdf{pymupdf.VersionBind}", reads_options=True
 )
 def parse_pdf(data: bytes, rel_path: str, options: ParseOptions) -> ParseOutput:
     """Markdown for a PDF; scanned pages are OCR'd only when OCR languages are configured.
@@ -486,7 +489,12 @@ def _emit(pages: list[_Page], builder: MarkdownBuilder, numbered_levels: bool) -
         nonlocal pending_table
         if pending_table is not None:
             table, row_pages = pending_table
-            builder.table(table.rows, page=row_pages[0], row_pages=row_pages)
+            builder.table(
+                table.rows,
+                page=row_pages[0],
+                row_pages=row_pages,
+                column_labels=table.column_labels,
+            )
             pending_table = None
 
     for page in pages:
@@ -508,6 +516,8 @@ def _emit(pages: list[_Page], builder: MarkdownBuilder, numbered_levels: bool) -
                 if heading_run:
                     add_heading(heading_run, page.number)
                     heading_run = []
+                if paragraph and not (pending_table and _continues(pending_table[0], item)):
+                    _take_column_labels(paragraph, item)
                 _flush_paragraph(paragraph, builder, page.number)
                 paragraph = []
                 if pending_table and _continues(pending_table[0], item):
@@ -543,6 +553,23 @@ def _emit(pages: list[_Page], builder: MarkdownBuilder, numbered_levels: bool) -
             add_heading(heading_run, page.number)
         _flush_paragraph(paragraph, builder, page.number)
     flush_table()
+
+
+def _take_column_labels(paragraph: list[_Line], table: _Table) -> None:
+    """Moves a statement's years from the lines above its grid into the table's header.
+
+    "2022 2021 2020" above "Net Revenue | $86,392 | $79,474 | $70,372" names the amounts'
+    columns; left as a paragraph, every row of the statement reads without its year. What the
+    first of those lines holds before the years ("Years ended December 31,") stays as text.
+    """
+    found = column_labels_above([line.text for line in paragraph], table.rows)
+    if found is None:
+        return
+    first, rest, table.column_labels = found
+    if rest:
+        paragraph[first].text = rest
+        first += 1
+    del paragraph[first:]
 
 
 def _drop_continuation_captions(page: _Page, table: _Table) -> None:

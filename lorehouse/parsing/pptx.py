@@ -30,7 +30,7 @@ _TITLE_PLACEHOLDERS = {
 }
 
 
-@register_parser(file_type="pptx", name="python-pptx", version=f"2+pptx{version('python-pptx')}")
+@register_parser(file_type="pptx", name="python-pptx", version=f"3+pptx{version('python-pptx')}")
 def parse_pptx(data: bytes, rel_path: str, options: ParseOptions) -> ParseOutput:
     """Markdown for a slide deck: `# Slide title`, then the slide's text, tables and notes."""
     check_office_package(data, "pptx")

@@ -39,7 +39,7 @@ _LINE_BREAK = re.compile(r"<br\s*/?>", re.IGNORECASE)
 _BLANK_LINES = re.compile(r"\n[ \t]*\n(?:[ \t]*\n)+")
 
 
-@register_parser(file_type="md", name="markdown", version="2")
+@register_parser(file_type="md", name="markdown", version="3")
 def parse_markdown(data: bytes, rel_path: str, options: ParseOptions) -> ParseOutput:
     """The Markdown as written, with line endings normalized, the encoding fixed and
     embedded HTML made Markdown."""

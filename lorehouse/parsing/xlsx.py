@@ -25,7 +25,7 @@ from lorehouse.parsing.registry import ParseOptions, ParseOutput, register_parse
 Grid = list[list[str]]
 
 
-@register_parser(file_type="xlsx", name="openpyxl", version=f"2+openpyxl{version('openpyxl')}")
+@register_parser(file_type="xlsx", name="openpyxl", version=f"3+openpyxl{version('openpyxl')}")
 def parse_xlsx(data: bytes, rel_path: str, options: ParseOptions) -> ParseOutput:
     """Markdown for a workbook; the page map points at sheets (sheet number and name)."""
     check_office_package(data, "xlsx")

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import itertools
 
+import pymupdf
 import pytest
 
 from lorehouse.parsing.markdown_builder import MarkdownBuilder, page_of_offset
-from lorehouse.parsing.tables import render_table
+from lorehouse.parsing.pdf import parse_pdf
+from lorehouse.parsing.registry import ParseOptions
+from lorehouse.parsing.tables import column_labels_above, render_table
 
 
 def test_page_map_covers_every_character_and_cites_the_right_page() -> None:
@@ -104,3 +107,72 @@ def test_columns_that_only_take_turns_are_not_merged() -> None:
     text, _ = render_table(ledger)
     assert text.splitlines()[0] == "| Item | Debit | Credit |"
     assert "| Refund |  | 300 |" in text.splitlines()
+
+
+def test_a_table_whose_first_row_holds_amounts_keeps_that_row_as_data() -> None:
+    # The statement's years were printed outside the grid: no row of it names the columns.
+    text, _ = render_table(
+        [["Net Revenue", "$86,392", "$79,474"], ["Cost of sales", "40,576", "37,075"]]
+    )
+    assert text.splitlines() == [
+        "|  |  |  |",
+        "| --- | --- | --- |",
+        "| Net Revenue | $86,392 | $79,474 |",
+        "| Cost of sales | 40,576 | 37,075 |",
+    ]
+
+
+STATEMENT_WITHOUT_YEARS = [
+    ["Net Revenue", "$86,392", "$79,474"],
+    ["Cost of sales", "40,576", "37,075"],
+]
+
+
+@pytest.mark.parametrize(
+    ("lines_above", "expected"),
+    [
+        (["Consolidated Statement of Income", "2022 2021"], (1, "", ["2022", "2021"])),
+        (["Years ended December 31, 2022 2021"], (0, "Years ended December 31,", ["2022", "2021"])),
+        (["($ in millions)", "2022", "2021"], (1, "", ["2022", "2021"])),
+        (["June 30, 2023 June 30, 2022"], (0, "", ["June 30, 2023", "June 30, 2022"])),
+        (["2023 2022 2021"], None),  # three years over two value columns
+        (["Revenue grew in 2022"], None),  # a sentence ending in a year keeps it
+    ],
+    ids=["own-line", "after-caption", "one-line-each", "dates", "count-differs", "sentence"],
+)
+def test_the_years_above_a_statement_name_its_columns_only_when_they_fit(
+    lines_above: list[str], expected: tuple[int, str, list[str]] | None
+) -> None:
+    assert column_labels_above(lines_above, STATEMENT_WITHOUT_YEARS) == expected
+
+
+def test_years_taken_into_the_grid_as_a_one_cell_header_still_name_the_columns() -> None:
+    grid = [["Years ended December 31, 2022 2021", "", ""], *STATEMENT_WITHOUT_YEARS]
+    text, _ = render_table(grid)
+    assert text.splitlines()[:3] == [
+        "| Years ended December 31, | 2022 | 2021 |",
+        "| --- | --- | --- |",
+        "| Net Revenue | $86,392 | $79,474 |",
+    ]
+
+
+def test_a_pdf_statement_reads_its_years_above_the_grid_as_column_names() -> None:
+    document = pymupdf.open()
+    page = document.new_page()
+    page.insert_text((72, 72), "Consolidated Statement of Income (in millions)", fontsize=11)
+    page.insert_text((72, 84), "Years ended December 31, 2022 2021", fontsize=10)
+    rows = [("Net Revenue", "$86,392", "$79,474"), ("Cost of sales", "40,576", "37,075")]
+    columns, top, height = (72, 300, 400, 500), 110, 20
+    for number, row in enumerate(rows):
+        y = top + number * height
+        for x, cell in zip(columns, row, strict=False):
+            page.insert_text((x + 4, y + 14), cell, fontsize=10)
+    for number in range(len(rows) + 1):
+        page.draw_line((columns[0], top + number * height), (columns[-1], top + number * height))
+    for x in columns:
+        page.draw_line((x, top), (x, top + len(rows) * height))
+    outcome = parse_pdf(document.tobytes(), "statement.pdf", ParseOptions())
+    markdown, _ = outcome.builder.build()
+    assert "|  | 2022 | 2021 |" in markdown
+    assert "| Net Revenue | $86,392 | $79,474 |" in markdown
+    assert "Years ended December 31,\n" in markdown  # the caption stays, without the years
