@@ -194,9 +194,10 @@ def _units(hit: SearchHit) -> list[str]:
         rows = [r for r in rows if not set(r.replace("|", "").strip()) <= set("-: ")]
         if len(rows) > 1:
             header, *body = [_table_cells(row) for row in rows]
-            if is_data_row(header):
-                # A statement whose first row holds amounts has no column names: that row
-                # is read as the others are, "Net Revenue: $86,392; $79,474."
+            if is_data_row(header) or _is_label_value_form(header, body):
+                # A statement whose first row holds amounts, or a form of "Label: value"
+                # cells, has no column names: its first row is read as the others are,
+                # "Net Revenue: $86,392; $79,474.", "Order / Rev: 2024-12-5678."
                 names, body = [""] * len(header), [header, *body]
             else:
                 names = _column_names(header)
@@ -218,16 +219,38 @@ def _column_names(names: list[str]) -> list[str]:
     return [""] * len(names) if len(names) > 1 and len(set(names)) == 1 else names
 
 
+def _is_label_value_form(header: list[str], body: list[list[str]]) -> bool:
+    """Whether a table is a form: its rows open with a label ending in ":", the first row too.
+
+    A booking order or a datasheet lays out "Order / Rev: | 2024-12-5678 | Cinema: | Downtown";
+    read with its first row as column names, every row said "Order / Rev:: Category:;
+    2024-12-5678: Film Distributor".
+    """
+    if not header[0].endswith(":") or not body:
+        return False
+    return 2 * sum(row[0].endswith(":") for row in body) > len(body)
+
+
 def _row_unit(names: list[str], cells: list[str]) -> str:
     """A table row as one sentence with its column names: "Trip: Team; Limit: $1,850."
 
     A row of a table without column names reads as its label and values: "Founded: April
-    4, 1975.", not the caption repeated before each cell.
+    4, 1975.", not the caption repeated before each cell. A cell ending in ":" opens another
+    label's values ("Order / Rev: 2024-12-5678. Cinema: Downtown."). A column name ending in
+    ":" ("Grade :") or "," ("Years ended December 31,") gets no colon after it.
     """
     if not any(names):
-        label, *values = [cell for cell in cells if cell]
-        label = label.rstrip(":")  # "Revenues:" names its row already
-        return f"{label}: {'; '.join(values)}." if values else f"{label}."
+        labelled: list[tuple[str, list[str]]] = []
+        for cell in cells:
+            if cell and (not labelled or cell.endswith(":")):
+                labelled.append((cell.rstrip(":").rstrip(), []))  # "Revenues:" names its row
+            elif cell:
+                labelled[-1][1].append(cell)
+        return " ".join(
+            f"{label}: {'; '.join(values)}." if values else f"{label}."
+            for label, values in labelled
+        )
+    names = [name.rstrip(":,").rstrip() for name in names]
     # A row shorter than its header (a ragged Markdown table) names the cells it has.
     named = zip(names, cells, strict=False)
     pairs = [f"{name}: {cell}" if name else cell for name, cell in named if cell]

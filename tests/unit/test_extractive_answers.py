@@ -173,6 +173,22 @@ def test_a_statement_whose_first_row_holds_amounts_reads_each_row_as_label_and_a
     assert "$86,392:" not in answer
 
 
+def test_a_form_of_label_value_cells_reads_each_row_as_label_and_value() -> None:
+    """A datasheet's first row is a label and its value like the others, not column names:
+    read as names, every row said "Grade :: Tensile strength:; SNB22-3: 1,000 MPa"."""
+    datasheet = _hit(
+        1,
+        "| Grade : | SNB22-3 |\n"
+        "| --- | --- |\n"
+        "| Classification: | Chromium molybdenum steel |\n"
+        "| Tensile strength: | 1,000 MPa | Yield: | 885 MPa |",
+        is_table=True,
+    )
+    answer = _answer("What is the tensile strength of SNB22-3?", [datasheet])
+    assert "Tensile strength: 1,000 MPa. Yield: 885 MPa." in answer, answer
+    assert "::" not in answer and "SNB22-3:" not in answer
+
+
 def test_a_reference_style_link_is_not_read_as_a_citation() -> None:
     """ "the [Checkov website][2]" labels a link; quoted as is, its "[2]" cited passage 2."""
     checkov = _hit(
