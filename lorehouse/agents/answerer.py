@@ -203,7 +203,15 @@ def _units(hit: SearchHit) -> list[str]:
                 names = _column_names(header)
             return [_row_unit(names, row) for row in body if any(row)]
     # A hard-wrapped paragraph is one run of sentences, not one fragment per line.
-    return sentences(plain_text(unwrap_soft_breaks(body)))
+    return [
+        _FAQ_ANSWER_MARKER.sub("", sentence)
+        for sentence in sentences(plain_text(unwrap_soft_breaks(body)))
+    ]
+
+
+#: The marker of an FAQ's answer ("A: No, promotions do not trigger a zone re-evaluation."):
+#: quoted in an answer it reads as a stray letter, and it is not part of the statement.
+_FAQ_ANSWER_MARKER = re.compile(r"^A:\s+")
 
 
 def _table_cells(row: str) -> list[str]:

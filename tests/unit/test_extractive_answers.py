@@ -189,6 +189,16 @@ def test_a_form_of_label_value_cells_reads_each_row_as_label_and_value() -> None
     assert "::" not in answer and "SNB22-3:" not in answer
 
 
+def test_an_faq_answer_is_quoted_without_its_marker() -> None:
+    faq = _hit(
+        1,
+        "Q: Do promotions trigger a zone re-evaluation?\n\n"
+        "A: No, promotions do not trigger a zone re-evaluation.",
+    )
+    answer = _answer("Will my pay zone be re-evaluated when I get promoted?", [faq])
+    assert answer.startswith("No, promotions do not trigger a zone re-evaluation."), answer
+
+
 def test_a_reference_style_link_is_not_read_as_a_citation() -> None:
     """ "the [Checkov website][2]" labels a link; quoted as is, its "[2]" cited passage 2."""
     checkov = _hit(
