@@ -86,13 +86,34 @@ def excerpt_found(
 
 
 def _body(text: str) -> str:
-    """A chunk without its breadcrumb line (headings repeated at the top of every chunk)."""
+    """A chunk as its section reads: its own heading and text, without the headings above it.
+
+    Every chunk starts with its breadcrumb ("Benefits > FAQ > Q. Does Sourcegraph match my
+    401k?"). The outer headings are repeated atop every chunk of their section and would match
+    excerpts the chunk does not hold; the last one is the chunk's own heading, which an
+    excerpt may quote with its text ("Q. Does Sourcegraph match my 401k? Not at this time.").
+    """
+    heading, text = _split_breadcrumb(text)
+    return f"{heading}\n{text}" if heading else text
+
+
+def _split_breadcrumb(text: str) -> tuple[str, str]:
+    """The chunk's own heading (the breadcrumb's last part, or "") and the text below it."""
     first, _, rest = text.partition("\n")
-    return rest if rest.strip() and " > " in first else text
+    if rest.strip() and " > " in first:
+        return first.rsplit(" > ", 1)[1], rest
+    return "", text
 
 
 def _joined(run: Sequence[RetrievedChunk]) -> str:
-    return normalize(" ".join(_body(c.text) for c in run))
+    """Consecutive chunks read as one text, a heading shown where it changes, so an excerpt
+    running across a chunk boundary stays contiguous."""
+    parts, last_heading = [], None
+    for chunk in run:
+        heading, text = _split_breadcrumb(chunk.text)
+        parts.append(text if heading == last_heading or not heading else f"{heading}\n{text}")
+        last_heading = heading
+    return normalize(" ".join(parts))
 
 
 def first_hit_rank(

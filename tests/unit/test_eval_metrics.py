@@ -49,6 +49,19 @@ def test_an_excerpt_spanning_two_consecutive_chunks_is_found() -> None:
     assert not excerpt_found(evidence, [first, gap])  # not consecutive: not a cover
 
 
+def test_an_excerpt_quoting_a_question_heading_and_its_answer_is_found_under_it() -> None:
+    """An FAQ's question is the chunk's own heading, the last part of its breadcrumb; the
+    outer headings, repeated atop every chunk of their section, still match nothing."""
+    chunk = _chunk(
+        "a", "Benefits > FAQ > Q. Does Sourcegraph match my 401k?\n\n- Not at this time.", 7
+    )
+    evidence = Evidence(
+        "content/leave.md", "#### Q. Does Sourcegraph match my 401k?\n\n- Not at this time."
+    )
+    assert excerpt_found(evidence, [chunk])
+    assert not excerpt_found(Evidence("content/leave.md", "Benefits"), [chunk])
+
+
 def test_an_excerpt_in_another_file_does_not_count() -> None:
     chunk = _chunk("a", SOURCE, 0, path="content/other.md")
     assert not excerpt_found(Evidence("content/leave.md", "Employees receive 20 days"), [chunk])
