@@ -31,6 +31,11 @@ _DIGITS = re.compile(r"\d+")
 _CONTINUED = re.compile(r"\(?\bcont(inued|\.|'d)", re.IGNORECASE)
 _DOT_LEADER = re.compile(r"(?:\s*\.){4,}\s*")
 _MARGIN_FRACTION = 0.09
+#: A long document's running header or footer repeats on at least this many pages.
+_MIN_FURNITURE_PAGES = 10
+#: Pages whose lowest line is a number at one offset from their index, for that line to be
+#: read as their page number.
+_MIN_NUMBERED_PAGES = 4
 _MAX_HEADING_CHARS = 160
 _LIST_INDENT_POINTS = 14.0
 _MAX_FONT_LEVELS = 4
@@ -88,7 +93,7 @@ def _open(data: bytes) -> pymupdf.Document:
 
 
 @register_parser(
-    file_type="pdf", name="pymupdf", version=f"6+pymupdf{pymupdf.VersionBind}", reads_options=True
+    file_type="pdf", name="pymupdf", version=f"7+pymupdf{pymupdf.VersionBind}", reads_options=True
 )
 def parse_pdf(data: bytes, rel_path: str, options: ParseOptions) -> ParseOutput:
     """Markdown for a PDF; scanned pages are OCR'd only when OCR languages are configured.
@@ -360,7 +365,9 @@ def _drop_running_headers_and_footers(pages: list[_Page]) -> None:
         lines = [ln for ln in page.lines if ln.y1 <= margin or ln.y0 >= page.height - margin]
         in_margin[page.number] = lines
         counts.update({_margin_key(ln.text) for ln in lines})
-    threshold = max(2, len(pages) // 2)
+    # Half the pages of a short document; in a long one, a tenth and at least ten: a 10-K's
+    # "Table of Contents" link tops 131 of its 503 pages, the exhibits after it have none.
+    threshold = max(2, min(len(pages) // 2, max(_MIN_FURNITURE_PAGES, len(pages) // 10)))
     for page in pages:
         furniture = {
             id(ln)
@@ -369,6 +376,29 @@ def _drop_running_headers_and_footers(pages: list[_Page]) -> None:
             or _PAGE_NUMBER.match(clean_inline(ln.text))
         }
         page.lines = [ln for ln in page.lines if id(ln) not in furniture]
+    _drop_page_numbers_after_the_text(pages)
+
+
+def _drop_page_numbers_after_the_text(pages: list[_Page]) -> None:
+    """Remove page numbers printed right below a page's text rather than in its margin.
+
+    A short page of a filing ends with its number mid-page ("60" under a statement), where
+    the margin rule does not look. A page's lowest line is its number when it is a bare
+    integer at the same offset from the page's index as on at least three other pages.
+    """
+    lowest: dict[int, tuple[_Line, int]] = {}
+    for page in pages:
+        if page.lines:
+            line = max(page.lines, key=lambda ln: ln.y1)
+            text = clean_inline(line.text)
+            if text.isdigit() and len(text) <= 4:
+                lowest[page.number] = (line, int(text) - page.number)
+    offsets = Counter(offset for _, offset in lowest.values())
+    for page in pages:
+        if page.number in lowest:
+            line, offset = lowest[page.number]
+            if offsets[offset] >= _MIN_NUMBERED_PAGES:
+                page.lines.remove(line)
 
 
 def _normalized(text: str) -> str:

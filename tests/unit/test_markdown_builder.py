@@ -4,12 +4,9 @@ from __future__ import annotations
 
 import itertools
 
-import pymupdf
 import pytest
 
 from lorehouse.parsing.markdown_builder import MarkdownBuilder, page_of_offset
-from lorehouse.parsing.pdf import parse_pdf
-from lorehouse.parsing.registry import ParseOptions
 from lorehouse.parsing.tables import column_labels_above, render_table
 
 
@@ -154,25 +151,3 @@ def test_years_taken_into_the_grid_as_a_one_cell_header_still_name_the_columns()
         "| --- | --- | --- |",
         "| Net Revenue | $86,392 | $79,474 |",
     ]
-
-
-def test_a_pdf_statement_reads_its_years_above_the_grid_as_column_names() -> None:
-    document = pymupdf.open()
-    page = document.new_page()
-    page.insert_text((72, 72), "Consolidated Statement of Income (in millions)", fontsize=11)
-    page.insert_text((72, 84), "Years ended December 31, 2022 2021", fontsize=10)
-    rows = [("Net Revenue", "$86,392", "$79,474"), ("Cost of sales", "40,576", "37,075")]
-    columns, top, height = (72, 300, 400, 500), 110, 20
-    for number, row in enumerate(rows):
-        y = top + number * height
-        for x, cell in zip(columns, row, strict=False):
-            page.insert_text((x + 4, y + 14), cell, fontsize=10)
-    for number in range(len(rows) + 1):
-        page.draw_line((columns[0], top + number * height), (columns[-1], top + number * height))
-    for x in columns:
-        page.draw_line((x, top), (x, top + len(rows) * height))
-    outcome = parse_pdf(document.tobytes(), "statement.pdf", ParseOptions())
-    markdown, _ = outcome.builder.build()
-    assert "|  | 2022 | 2021 |" in markdown
-    assert "| Net Revenue | $86,392 | $79,474 |" in markdown
-    assert "Years ended December 31,\n" in markdown  # the caption stays, without the years
