@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 from rapidfuzz import fuzz
 
+from lorehouse.chunking import BREADCRUMB_SEPARATOR
+
 #: Default partial-ratio threshold (0-100) for an excerpt to count as found.
 DEFAULT_THRESHOLD = 90.0
 
@@ -102,8 +104,8 @@ def _body(text: str) -> str:
 def _split_breadcrumb(text: str) -> tuple[str, str]:
     """The chunk's own heading (the breadcrumb's last part, or "") and the text below it."""
     first, _, rest = text.partition("\n")
-    if rest.strip() and " > " in first:
-        return first.rsplit(" > ", 1)[1], rest
+    if rest.strip() and BREADCRUMB_SEPARATOR in first:
+        return first.rsplit(BREADCRUMB_SEPARATOR, 1)[1], rest
     return "", text
 
 

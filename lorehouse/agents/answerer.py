@@ -185,6 +185,11 @@ def stream_llm_answer(
     )
 
 
+#: The marker of an FAQ's answer ("A: No, promotions do not trigger a zone re-evaluation."):
+#: quoted in an answer it reads as a stray letter, and it is not part of the statement.
+_FAQ_ANSWER_MARKER = re.compile(r"^A:\s+")
+
+
 def _units(hit: SearchHit) -> list[str]:
     """Sentences of a passage; rows (with their header) of a table passage."""
     # A link reads as its text: the citation already says where the sentence comes from.
@@ -207,11 +212,6 @@ def _units(hit: SearchHit) -> list[str]:
         _FAQ_ANSWER_MARKER.sub("", sentence)
         for sentence in sentences(plain_text(unwrap_soft_breaks(body)))
     ]
-
-
-#: The marker of an FAQ's answer ("A: No, promotions do not trigger a zone re-evaluation."):
-#: quoted in an answer it reads as a stray letter, and it is not part of the statement.
-_FAQ_ANSWER_MARKER = re.compile(r"^A:\s+")
 
 
 def _table_cells(row: str) -> list[str]:

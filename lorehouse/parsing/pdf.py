@@ -127,6 +127,7 @@ def parse_pdf(data: bytes, rel_path: str, options: ParseOptions) -> ParseOutput:
     if image_only:
         warnings.append(f"pages without a text layer: {_page_list(image_only)}")
     _drop_running_headers_and_footers(pages)
+    _drop_page_numbers_after_the_text(pages)
     outline = document.get_toc(simple=True)
     from_outline = _assign_outline_levels(pages, outline)
     if not from_outline:
@@ -376,7 +377,6 @@ def _drop_running_headers_and_footers(pages: list[_Page]) -> None:
             or _PAGE_NUMBER.match(clean_inline(ln.text))
         }
         page.lines = [ln for ln in page.lines if id(ln) not in furniture]
-    _drop_page_numbers_after_the_text(pages)
 
 
 def _drop_page_numbers_after_the_text(pages: list[_Page]) -> None:
