@@ -80,8 +80,8 @@ SENTENCES_PER_CANDIDATE = 4
 #: the answer is "not found". 0.40 answered all but one answerable dev question (0.45 declined
 #: 12 of them) and still declines some unanswerable ones (BENCHMARKS.md, "Answers").
 DEFAULT_ANSWER_MIN_SIMILARITY = 0.40
-#: Extractive answers: words at most (the first sentence always fits), so an answer states
-#: several facts and stays a paragraph.
+#: Extractive answers: words at most per ask of the question (the first sentence always
+#: fits), so an answer states several facts and stays a paragraph for each thing asked.
 DEFAULT_ANSWER_MAX_WORDS = 100
 #: Rows from which a vector table gets an ANN index. Below it a search is a product with the
 #: vectors held in memory (exact). Retriever p50 on synthetic tables, exact against the
@@ -382,8 +382,9 @@ class Settings(BaseSettings):
         ge=10,
         le=1000,
         description=(
-            "Extractive answers: at most this many words; each sentence after the first must "
-            "add a number or name not yet stated."
+            "Extractive answers: at most this many words per ask of the question (a question "
+            "with two asks gets twice as many); each sentence after the first must add a "
+            "number or name not yet stated."
         ),
     )
     eval_golden_set: Path = Field(

@@ -17,6 +17,7 @@ from functools import cached_property
 
 import numpy as np
 
+from lorehouse.asks import question_asks
 from lorehouse.chunking import chunk_body, plain_text, sentences, unwrap_soft_breaks
 from lorehouse.embedding.base import Embedder, VectorCache
 from lorehouse.llm import LLMClient
@@ -432,6 +433,10 @@ def answer_extractively(
 ) -> DraftAnswer:
     """The context sentences that best answer the question, each cited; "not found" below a floor.
 
+    `max_words` and `max_sentences` are a budget per ask: "How do my options vest, and how
+    long is the exercise window?" gets twice the words of a question with one ask, so the
+    second ask is answered, not squeezed out by the first one's sentences.
+
     A sentence scores by its similarity to the question (read alone or under its section's
     heading, whichever is closer), the question's words it contains and whether it holds what
     is asked (a number for "how much", a name for "who"). Each sentence
@@ -458,6 +463,10 @@ def answer_extractively(
         + LEXICAL_WEIGHT * _lexical_overlap(question, units)
         + SLOT_WEIGHT * _holds_what_is_asked(question, units)
     )
+    asks = question_asks(question)
+    if asks is not None:
+        max_words *= len(asks.asks)
+        max_sentences *= len(asks.asks)
     chosen: list[_Unit] = []
     stated: set[str] = set()
     words = 0

@@ -127,6 +127,41 @@ def test_the_answer_stays_within_its_word_budget(words: int) -> None:
     assert len(draft.text.split()) <= max(words, first_sentence_words) + len(draft.cited)
 
 
+def test_a_question_with_two_asks_gets_a_budget_for_each() -> None:
+    equity_policy = [
+        _hit(
+            1,
+            "All equity grants vest over 4 years: 25% of the shares vest after a 1-year cliff "
+            "and the rest vest monthly, 1/48 of the grant each month, while you work here. "
+            "Grants approved by the Board in Q1 are announced in the All Hands.",
+            heading_path=("Equity", "Vesting"),
+        ),
+        _hit(
+            2,
+            "After you leave, you have 90 days to exercise vested options. Teammates who "
+            "joined after May 2021 have 10 years from the grant date to exercise them.",
+            heading_path=("Equity", "Exercise window"),
+        ),
+    ]
+    two_asks = "How do my stock options vest, and how long do I have to exercise them?"
+    draft = answer_extractively(
+        default_embedder(), two_asks, equity_policy, DEFAULT_ANSWER_MIN_SIMILARITY, max_words=30
+    )
+    assert "1-year cliff" in draft.text
+    assert "90 days" in draft.text or "10 years" in draft.text, (
+        "the second ask is answered within its own 30 words, not left out after the first "
+        "ask's sentence spent the budget"
+    )
+    one_ask = answer_extractively(
+        default_embedder(),
+        "How do my stock options vest?",
+        equity_policy,
+        DEFAULT_ANSWER_MIN_SIMILARITY,
+        max_words=30,
+    )
+    assert len(one_ask.text.split()) < len(draft.text.split())
+
+
 def test_a_table_answer_keeps_its_row_whole_with_the_column_names() -> None:
     table = _hit(
         1,
