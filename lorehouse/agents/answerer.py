@@ -189,6 +189,9 @@ def stream_llm_answer(
 #: The marker of an FAQ's answer ("A: No, promotions do not trigger a zone re-evaluation."):
 #: quoted in an answer it reads as a stray letter, and it is not part of the statement.
 _FAQ_ANSWER_MARKER = re.compile(r"^A:\s+")
+#: A quotation's marker and a GitHub alert's label ("> [!NOTE] Spending over $300 USD per
+#: night requires ..."): Markdown for how the line is shown, not words of the statement.
+_QUOTE_MARKERS = re.compile(r"^(?:>\s*)+(?:\[!(?:NOTE|TIP|IMPORTANT|WARNING|CAUTION)\]\s*)?")
 
 
 def _units(hit: SearchHit) -> list[str]:
@@ -210,7 +213,7 @@ def _units(hit: SearchHit) -> list[str]:
             return [_row_unit(names, row) for row in body if any(row)]
     # A hard-wrapped paragraph is one run of sentences, not one fragment per line.
     return [
-        _FAQ_ANSWER_MARKER.sub("", sentence)
+        _FAQ_ANSWER_MARKER.sub("", _QUOTE_MARKERS.sub("", sentence))
         for sentence in sentences(plain_text(unwrap_soft_breaks(body)))
     ]
 

@@ -234,6 +234,21 @@ def test_an_faq_answer_is_quoted_without_its_marker() -> None:
     assert answer.startswith("No, promotions do not trigger a zone re-evaluation."), answer
 
 
+def test_a_quoted_note_is_quoted_without_its_markdown_markers() -> None:
+    hotel_note = [
+        _hit(
+            1,
+            "We advise spending within reason for the location you are visiting.\n\n"
+            "> [!NOTE]\n> Spending over $300 USD per night requires additional approvals "
+            "from Finance.",
+            heading_path=("Travel", "Hotel accommodations"),
+        )
+    ]
+    answer = _answer("What is the maximum I can spend per night on a hotel?", hotel_note)
+    assert "Spending over $300 USD per night requires additional approvals" in answer
+    assert ">" not in answer and "[!NOTE]" not in answer
+
+
 def test_a_reference_style_link_is_not_read_as_a_citation() -> None:
     """ "the [Checkov website][2]" labels a link; quoted as is, its "[2]" cited passage 2."""
     checkov = _hit(
