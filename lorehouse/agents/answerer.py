@@ -17,7 +17,7 @@ from functools import cached_property
 
 import numpy as np
 
-from lorehouse.asks import question_asks
+from lorehouse.asks import QuestionAsks, question_asks
 from lorehouse.chunking import chunk_body, plain_text, sentences, unwrap_soft_breaks
 from lorehouse.embedding.base import Embedder, VectorCache
 from lorehouse.llm import LLMClient
@@ -425,6 +425,21 @@ def _statements_first(units: Sequence[_Unit], order: np.ndarray) -> list[int]:
     )
 
 
+def _ask_openers(
+    embedder: Embedder, asks: QuestionAsks, chosen: Sequence[_Unit], kept: VectorCache | None
+) -> list[_Unit]:
+    """For each ask, in the order asked, the chosen sentence closest to it.
+
+    The answer to "Who approves my expense report, and how long does reimbursement take?"
+    then opens with the approver and the delay, each found in its own passage, before the
+    other sentences follow in the order the context presents them.
+    """
+    texts = [*asks.queries(), *(unit.text for unit in chosen)]
+    vectors = kept.embed(embedder, texts) if kept is not None else embedder.embed(texts)
+    closeness = vectors[len(asks.asks) :] @ vectors[: len(asks.asks)].T
+    return [chosen[int(row)] for row in np.argmax(closeness, axis=0)]
+
+
 def answer_extractively(
     embedder: Embedder,
     question: str,
@@ -446,7 +461,8 @@ def answer_extractively(
     after the best must add a fact (a number or a name) not yet stated, within `max_words`, so
     the answer names the limit instead of repeating the topic; a long one competes with a
     score discounted by its length, as it spends more of the budget. The best sentence opens the
-    answer; the others follow in the order the context presents them, so the answer states the
+    answer (with several asks, each ask's closest sentence does, in the order asked); the
+    others follow in the order the context presents them, so the answer states the
     fact first and then reads like the source. A table row is one unit, with its column names,
     so it is never cut. `kept_vectors` keeps the sentences' vectors for the next answers
     reading the same passages.
@@ -494,7 +510,13 @@ def answer_extractively(
         words += length
         if len(chosen) == max_sentences:
             break
-    best, *rest = chosen
-    chosen = [best, *sorted(rest, key=lambda unit: (unit.passage, unit.order))]
-    text = " ".join(f"{unit.text} [{unit.passage}]" for unit in chosen)
+    openers = [chosen[0]]
+    if asks is not None and len(chosen) > 1:
+        openers = list(
+            dict.fromkeys([*_ask_openers(embedder, asks, chosen, kept_vectors), *openers])
+        )
+    rest = sorted(
+        (unit for unit in chosen if unit not in openers), key=lambda u: (u.passage, u.order)
+    )
+    text = " ".join(f"{unit.text} [{unit.passage}]" for unit in [*openers, *rest])
     return numbered_by_use(DraftAnswer(text, citations_in(text), answerable=True))

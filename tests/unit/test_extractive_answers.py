@@ -162,6 +162,29 @@ def test_a_question_with_two_asks_gets_a_budget_for_each() -> None:
     assert len(one_ask.text.split()) < len(draft.text.split())
 
 
+def test_a_question_with_two_asks_is_answered_in_the_order_asked() -> None:
+    expense_policy = [
+        _hit(
+            1,
+            "You will see the reimbursement on your paycheck within 30 days of approval. "
+            "Itemized receipts are required for any expense over $25.",
+            heading_path=("Expenses", "Reimbursement"),
+        ),
+        _hit(
+            2,
+            "All expenses are first routed to your direct manager and then to Accounting for "
+            "approval. Expenses older than 90 days also need Finance approval.",
+            heading_path=("Expenses", "Approvals"),
+        ),
+    ]
+    answer = _answer(
+        "Who approves my expense report, and how long does reimbursement take?", expense_policy
+    )
+    sentences = answer.split("] ")
+    assert "routed to your direct manager" in sentences[0], "the first ask is answered first"
+    assert "within 30 days" in sentences[1], "the second ask's answer follows it"
+
+
 def test_a_table_answer_keeps_its_row_whole_with_the_column_names() -> None:
     table = _hit(
         1,
