@@ -368,9 +368,13 @@ eval_app = typer.Typer(
 app.add_typer(eval_app, name="eval")
 
 
+#: The golden-set formats `evals.golden_files.load_golden` reads.
+GOLDEN_HELP = "Golden set: Lorehouse JSONL, FinanceBench JSONL or Docugami's 10-Q CSV"
+
+
 @eval_app.command("retrieval")
 def eval_retrieval(
-    golden: Annotated[Path, typer.Option("--golden", help="Golden set (JSONL)")],
+    golden: Annotated[Path, typer.Option("--golden", help=GOLDEN_HELP)],
     corpus_root: Annotated[
         Path | None,
         typer.Option("--corpus-root", help="Folder the evidence paths are relative to; checked"),
@@ -460,7 +464,7 @@ def _print_misses(misses: list[EvidenceMiss]) -> None:
 
 @eval_app.command("answers")
 def eval_answers(
-    golden: Annotated[Path, typer.Option("--golden", help="Golden set (JSONL)")],
+    golden: Annotated[Path, typer.Option("--golden", help=GOLDEN_HELP)],
     limit: Annotated[
         int | None, typer.Option("--limit", min=1, help="Only the first N cases")
     ] = None,

@@ -16,7 +16,13 @@ CaseType = Literal["lookup", "table", "paraphrase", "multi_doc", "ambiguous", "u
 
 class EvidenceItem(BaseModel):
     file: str = Field(min_length=1, description="Path relative to the corpus root.")
-    excerpt: str = Field(min_length=1, description="Copied verbatim from the file.")
+    excerpt: str = Field(
+        description=(
+            "Copied verbatim from the file. Empty: any passage of the file is the evidence (a "
+            "set that names only its documents, as Docugami's does; `check_golden.py` still "
+            "requires excerpts of Lorehouse's own sets)."
+        )
+    )
     page: int | None = Field(
         default=None, ge=1, description="1-based page of the excerpt, where the file has pages."
     )
