@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import statistics
-from collections import Counter, defaultdict
+from collections import Counter
 from dataclasses import dataclass, field
 
 import pymupdf
@@ -93,7 +93,7 @@ def _open(data: bytes) -> pymupdf.Document:
 
 
 @register_parser(
-    file_type="pdf", name="pymupdf", version=f"8+pymupdf{pymupdf.VersionBind}", reads_options=True
+    file_type="pdf", name="pymupdf", version=f"7+pymupdf{pymupdf.VersionBind}", reads_options=True
 )
 def parse_pdf(data: bytes, rel_path: str, options: ParseOptions) -> ParseOutput:
     """Markdown for a PDF; scanned pages are OCR'd only when OCR languages are configured.
@@ -127,7 +127,7 @@ def parse_pdf(data: bytes, rel_path: str, options: ParseOptions) -> ParseOutput:
     if image_only:
         warnings.append(f"pages without a text layer: {_page_list(image_only)}")
     _drop_running_headers_and_footers(pages)
-    _drop_footers_after_the_text(pages)
+    _drop_page_numbers_after_the_text(pages)
     outline = document.get_toc(simple=True)
     from_outline = _assign_outline_levels(pages, outline)
     if not from_outline:
@@ -353,15 +353,6 @@ def _margin_key(text: str) -> str:
     return _DIGITS.sub("#", clean_inline(text).lower())
 
 
-def _furniture_threshold(page_count: int) -> int:
-    """Pages a line must repeat on to be page furniture.
-
-    Half the pages of a short document; in a long one, a tenth and at least ten: a 10-K's
-    "Table of Contents" link tops 131 of its 503 pages, the exhibits after it have none.
-    """
-    return max(2, min(page_count // 2, max(_MIN_FURNITURE_PAGES, page_count // 10)))
-
-
 def _drop_running_headers_and_footers(pages: list[_Page]) -> None:
     """Remove page furniture: lines in the top or bottom margin that repeat across pages.
 
@@ -375,7 +366,9 @@ def _drop_running_headers_and_footers(pages: list[_Page]) -> None:
         lines = [ln for ln in page.lines if ln.y1 <= margin or ln.y0 >= page.height - margin]
         in_margin[page.number] = lines
         counts.update({_margin_key(ln.text) for ln in lines})
-    threshold = _furniture_threshold(len(pages))
+    # Half the pages of a short document; in a long one, a tenth and at least ten: a 10-K's
+    # "Table of Contents" link tops 131 of its 503 pages, the exhibits after it have none.
+    threshold = max(2, min(len(pages) // 2, max(_MIN_FURNITURE_PAGES, len(pages) // 10)))
     for page in pages:
         furniture = {
             id(ln)
@@ -386,39 +379,26 @@ def _drop_running_headers_and_footers(pages: list[_Page]) -> None:
         page.lines = [ln for ln in page.lines if id(ln) not in furniture]
 
 
-def _drop_footers_after_the_text(pages: list[_Page]) -> None:
-    """Remove page numbers and numbered footers printed right below a page's text rather than
-    in its margin.
+def _drop_page_numbers_after_the_text(pages: list[_Page]) -> None:
+    """Remove page numbers printed right below a page's text rather than in its margin.
 
     A short page of a filing ends with its number mid-page ("60" under a statement), where
-    the margin rule does not look; a 10-Q sets "Apple Inc. | Q1 2023 Form 10-Q | 13" right
-    under each page's text, 581 to 650 points down a 792-point page. A page's lowest line is
-    its number when it is a bare integer at the same offset from the page's index as on at
-    least three other pages; it is a footer when, its digits folded, it is the lowest line of
-    as many pages as a running header repeats on, with its number changing from page to page
-    (a statement's repeated closing sentence has none, and stays).
+    the margin rule does not look. A page's lowest line is its number when it is a bare
+    integer at the same offset from the page's index as on at least three other pages.
     """
-    lowest: dict[int, _Line] = {
-        page.number: max(page.lines, key=lambda ln: ln.y1) for page in pages if page.lines
-    }
-    offsets: dict[int, int] = {}
-    footers = defaultdict(set)
-    for number, line in lowest.items():
-        text = clean_inline(line.text)
-        if text.isdigit() and len(text) <= 4:
-            offsets[number] = int(text) - number
-        elif _DIGITS.search(text):
-            footers[_margin_key(text)].add(number)
-    numbered = Counter(offsets.values())
-    threshold = _furniture_threshold(len(pages))
-    furniture = {n for n, offset in offsets.items() if numbered[offset] >= _MIN_NUMBERED_PAGES}
-    for numbers in footers.values():
-        texts = {clean_inline(lowest[n].text) for n in numbers}
-        if len(numbers) >= threshold and len(texts) > 1:
-            furniture |= numbers
+    lowest: dict[int, tuple[_Line, int]] = {}
     for page in pages:
-        if page.number in furniture:
-            page.lines.remove(lowest[page.number])
+        if page.lines:
+            line = max(page.lines, key=lambda ln: ln.y1)
+            text = clean_inline(line.text)
+            if text.isdigit() and len(text) <= 4:
+                lowest[page.number] = (line, int(text) - page.number)
+    offsets = Counter(offset for _, offset in lowest.values())
+    for page in pages:
+        if page.number in lowest:
+            line, offset = lowest[page.number]
+            if offsets[offset] >= _MIN_NUMBERED_PAGES:
+                page.lines.remove(line)
 
 
 def _normalized(text: str) -> str:

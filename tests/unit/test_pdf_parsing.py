@@ -39,31 +39,6 @@ def test_a_running_header_on_part_of_a_long_document_is_furniture() -> None:
     assert "Paragraph 11 states fact 77." in markdown
 
 
-def test_a_numbered_footer_right_below_the_text_is_furniture() -> None:
-    # A 10-Q sets "Apple Inc. | Q1 2023 Form 10-Q | 13" right under each page's text, at a
-    # height that follows the text, not in the bottom margin.
-    document = pymupdf.open()
-    for index in range(12):
-        page = document.new_page()
-        lines = 2 + index % 4
-        for line in range(lines):
-            page.insert_text((72, 100 + 20 * line), f"Page {index} line {line} holds text.")
-        page.insert_text((72, 100 + 20 * lines + 10), f"Acme Inc. | Q1 2023 Form 10-Q | {index}")
-    markdown = _markdown(document)
-    assert "Form 10-Q" not in markdown
-    assert "Page 11 line 4 holds text." in markdown
-
-
-def test_a_closing_sentence_repeated_below_each_statement_stays() -> None:
-    document = pymupdf.open()
-    for index in range(12):
-        page = document.new_page()
-        page.insert_text((72, 100), f"Statement {index} reports revenue of {index * 9} million.")
-        page.insert_text((72, 130), "See accompanying Notes to the 2023 Financial Statements.")
-    markdown = _markdown(document)
-    assert markdown.count("See accompanying Notes to the 2023 Financial Statements.") == 12
-
-
 def test_a_pdf_statement_reads_its_years_above_the_grid_as_column_names() -> None:
     document = pymupdf.open()
     page = document.new_page()
