@@ -50,6 +50,10 @@ class GoldenSetError(ValueError):
     """A golden set line is not a valid case; the message names the line."""
 
 
+class GoldenSetNotIndexed(GoldenSetError):
+    """None of the files a golden set cites is in the index it would be scored on."""
+
+
 def jsonl_cases(path: Path) -> Iterator[GoldenCase]:
     """The cases of a Lorehouse JSONL golden set, in file order."""
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):

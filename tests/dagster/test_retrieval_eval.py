@@ -77,3 +77,23 @@ def test_the_gate_fires_when_the_retriever_is_degraded_on_purpose(
         failed = _gate(_evaluate(data_dir, eval_gate="error", **degraded))
         assert not failed.passed
         assert failed.severity == dg.AssetCheckSeverity.ERROR
+
+
+def test_a_golden_set_of_another_corpus_is_skipped_with_its_reason(
+    materialized_sample: Path, data_dir: Path, tmp_path: Path
+) -> None:
+    shutil.copytree(materialized_sample, data_dir)
+    golden = tmp_path / "other_corpus.jsonl"
+    golden.write_text(
+        '{"id": "x-1", "question": "How many weeks of leave?", "answer": "12 weeks.", '
+        '"type": "lookup", "evidence": [{"file": "elsewhere/handbook.md", '
+        '"excerpt": "Teammates may take up to 12 weeks of leave a year."}]}\n'
+    )
+    result = _evaluate(data_dir, eval_golden_set=golden)
+    assert result.success
+    meta = metadata_of(result, "retrieval_eval")
+    assert "elsewhere/handbook.md" in meta["skipped"]
+    assert "LOREHOUSE_EVAL_GOLDEN_SET" in meta["skipped"]
+    assert "default_recall_at_8" not in meta
+    rows = DuckDBStore(data_dir / "lorehouse.duckdb").table("eval_retrieval")
+    assert "other_corpus.jsonl" not in set(rows["golden_set"])
