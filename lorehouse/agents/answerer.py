@@ -186,12 +186,12 @@ def stream_llm_answer(
     )
 
 
-#: The marker of an FAQ's answer ("A: No, promotions do not trigger a zone re-evaluation."):
-#: quoted in an answer it reads as a stray letter, and it is not part of the statement.
-_FAQ_ANSWER_MARKER = re.compile(r"^A:\s+")
-#: A quotation's marker and a GitHub alert's label ("> [!NOTE] Spending over $300 USD per
-#: night requires ..."): Markdown for how the line is shown, not words of the statement.
-_QUOTE_MARKERS = re.compile(r"^(?:>\s*)+(?:\[!(?:NOTE|TIP|IMPORTANT|WARNING|CAUTION)\]\s*)?")
+#: Markers before a statement, not words of it: a quotation's ">" and a GitHub alert's label
+#: ("> [!NOTE] Spending over $300 USD per night requires ..."), then an FAQ answer's "A:"
+#: ("A: No, promotions do not trigger a zone re-evaluation."), which reads as a stray letter.
+_LEADING_MARKERS = re.compile(
+    r"^(?:>\s*)*(?:\[!(?:NOTE|TIP|IMPORTANT|WARNING|CAUTION)\]\s*)?(?:A:\s+)?"
+)
 
 
 def _units(hit: SearchHit) -> list[str]:
@@ -213,7 +213,7 @@ def _units(hit: SearchHit) -> list[str]:
             return [_row_unit(names, row) for row in body if any(row)]
     # A hard-wrapped paragraph is one run of sentences, not one fragment per line.
     return [
-        _FAQ_ANSWER_MARKER.sub("", _QUOTE_MARKERS.sub("", sentence))
+        _LEADING_MARKERS.sub("", sentence)
         for sentence in sentences(plain_text(unwrap_soft_breaks(body)))
     ]
 
@@ -406,11 +406,16 @@ def _similarities(
         if lead
     ]
     texts = [question, *(unit.text for unit in units), *(t for _, t in framed)]
-    vectors = kept.embed(embedder, texts) if kept is not None else embedder.embed(texts)
+    vectors = _embedded(embedder, texts, kept)
     best = vectors[1 : 1 + len(units)] @ vectors[0]
     # A unit read two ways (under its heading and its lead-in) keeps the closer reading.
     np.maximum.at(best, [index for index, _ in framed], vectors[1 + len(units) :] @ vectors[0])
     return best
+
+
+def _embedded(embedder: Embedder, texts: list[str], kept: VectorCache | None) -> np.ndarray:
+    """The texts' vectors, through `kept` when the caller keeps them across answers."""
+    return kept.embed(embedder, texts) if kept is not None else embedder.embed(texts)
 
 
 def _statements_first(units: Sequence[_Unit], order: np.ndarray) -> list[int]:
@@ -435,7 +440,7 @@ def _ask_openers(
     other sentences follow in the order the context presents them.
     """
     texts = [*asks.queries(), *(unit.text for unit in chosen)]
-    vectors = kept.embed(embedder, texts) if kept is not None else embedder.embed(texts)
+    vectors = _embedded(embedder, texts, kept)
     closeness = vectors[len(asks.asks) :] @ vectors[: len(asks.asks)].T
     return [chosen[int(row)] for row in np.argmax(closeness, axis=0)]
 
