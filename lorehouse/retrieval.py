@@ -30,11 +30,13 @@ from lorehouse.rerankers import (
 from lorehouse.settings import (
     DEFAULT_BM25_WEIGHT,
     DEFAULT_ENRICHED_WEIGHT,
+    DEFAULT_FILE_NAME_WEIGHT,
     DEFAULT_FUSION_RRF_K,
     DEFAULT_QUESTION_WORD_WEIGHT,
     SENTENCES_PER_CANDIDATE,
 )
 from lorehouse.stores.lance_index import (
+    FILE_NAME_FIELD,
     ChunkIndex,
     IndexNotBuilt,
     TableSnapshot,
@@ -167,6 +169,7 @@ class Retriever:
         rerank_api_base: str | None = None,
         bm25_weight: float = DEFAULT_BM25_WEIGHT,
         enriched_weight: float = DEFAULT_ENRICHED_WEIGHT,
+        file_name_weight: float = DEFAULT_FILE_NAME_WEIGHT,
         question_word_weight: float = DEFAULT_QUESTION_WORD_WEIGHT,
         split_asks: bool = True,
         rrf_k: float = DEFAULT_FUSION_RRF_K,
@@ -177,9 +180,14 @@ class Retriever:
         self.candidates = candidates
         self.bm25_weight = bm25_weight
         self.rrf_k = rrf_k
-        # BM25 reads the chunk text at full weight and what enrichment wrote about it (title,
-        # summary, keywords, FAQs) at `enriched_weight`.
-        self.text_fields = {"text_embed": 1.0, "text_enriched": enriched_weight}
+        # BM25 reads the chunk text at full weight, what enrichment wrote about it (title,
+        # summary, keywords, FAQs) at `enriched_weight` and its file name's words at
+        # `file_name_weight`.
+        self.text_fields = {
+            "text_embed": 1.0,
+            "text_enriched": enriched_weight,
+            FILE_NAME_FIELD: file_name_weight,
+        }
         # A question's "how", "do", "I" match FAQ-style passages rather than the answer.
         self.question_word_weight = question_word_weight
         self.default_rerank = default_rerank

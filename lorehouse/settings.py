@@ -64,6 +64,11 @@ DEFAULT_FUSION_RRF_K = 60.0
 #: chunk text's 1. At 1 a short field's match outvotes the passage itself. 0.25 was the one
 #: setting that gained on all three measured sets (BENCHMARKS.md, "Retrieval quality").
 DEFAULT_ENRICHED_WEIGHT = 0.25
+#: Weight of the words of a chunk's file name ("2023 Q1 AAPL.pdf") in BM25 against the chunk
+#: text's 1. Filings name their company and period in the file name, their passages rarely:
+#: FinanceBench recall@8 0.22 -> 0.30 and Docugami's 10-Q MRR 0.412 -> 0.446, the handbook and
+#: docs sets level (BENCHMARKS.md, "Retrieval quality").
+DEFAULT_FILE_NAME_WEIGHT = 1.0
 #: Weight of a query's question words ("how", "do", "I", "my": `stores.bm25.QUESTION_WORDS`)
 #: in BM25 against its content words' 1. At 1 they match FAQ-style passages and prose that
 #: asks the same way instead of the passage that answers (BENCHMARKS.md, "Retrieval quality").
@@ -312,6 +317,15 @@ class Settings(BaseSettings):
         description=(
             "Weight of the enriched text (title, summary, keywords, FAQs) in BM25, the chunk "
             "text weighing 1."
+        ),
+    )
+    search_file_name_weight: float = Field(
+        default=DEFAULT_FILE_NAME_WEIGHT,
+        ge=0.0,
+        le=4.0,
+        description=(
+            "Weight of the words of a chunk's file name ('2023 Q1 AAPL.pdf') in BM25, the "
+            "chunk text weighing 1; 0 leaves file names out."
         ),
     )
     search_question_word_weight: float = Field(

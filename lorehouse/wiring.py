@@ -226,6 +226,7 @@ class Lorehouse:
             bm25_weight=self.settings.search_bm25_weight,
             rrf_k=self.settings.search_rrf_k,
             enriched_weight=self.settings.search_enriched_weight,
+            file_name_weight=self.settings.search_file_name_weight,
             question_word_weight=self.settings.search_question_word_weight,
             split_asks=self.settings.search_split_asks,
         )

@@ -8,13 +8,14 @@ set that is filtered afterwards.
 from __future__ import annotations
 
 import math
+import re
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 import lancedb
@@ -33,6 +34,8 @@ DOCUMENTS_TABLE_NAME = "documents"
 SENTENCES_TABLE_NAME = "sentences"
 TOKEN_VECTORS_TABLE_NAME = "token_vectors"
 TEXT_COLUMNS = ("text_embed", "text_enriched")
+#: The BM25 field holding the words of a chunk's file name (see `file_name_words`).
+FILE_NAME_FIELD = "file_name"
 _MODEL_KEY = b"lorehouse.embedding_model"
 _DIMENSION_KEY = b"lorehouse.embedding_dimension"
 _LAYOUT_KEY = b"lorehouse.layout"
@@ -198,6 +201,20 @@ def table_metadata(dimension: int, model: str) -> dict[bytes, bytes]:
     }
 
 
+def file_name_words(rel_path: str | None) -> str:
+    """The words of a file's name, for BM25: "filings/PEPSICO_2022_10K.pdf" -> "PEPSICO 2022 10K".
+
+    A file's name is often the one place its company, period or subject is written ("2023 Q1
+    AAPL.pdf"): questions ask by them, while the passages inside rarely repeat them. A name
+    without a letter ("4983.txt", a record id or scan number) names nothing a question asks
+    for, so it gives no words.
+    """
+    stem = PurePosixPath(rel_path or "").stem
+    if not re.search(r"[^\W\d_]", stem):
+        return ""
+    return " ".join(re.split(r"[\s_.\-]+", stem)).strip()
+
+
 def sql_string(value: str) -> str:
     """A SQL string literal; quotes are doubled so a value can never end the literal early."""
     return "'" + value.replace("'", "''") + "'"
@@ -360,6 +377,9 @@ class LanceTable:
     name: str = TABLE_NAME
     key_column: str = "chunk_id"
     text_columns: tuple[str, ...] = TEXT_COLUMNS
+    #: BM25 fields derived from a column when the postings are built: (field, column, how).
+    #: Derived rather than stored, so they change without re-embedding a table.
+    derived_text_fields: tuple[tuple[str, str, Callable[[str | None], str]], ...] = ()
     scalar_indexes: tuple[tuple[str, str], ...] = (("doc_id", "BTREE"), ("acl", "LABEL_LIST"))
     #: Whether `vector` is searched by nearness (and so gets an ANN index from ann_min_rows).
     nearest_neighbour_search: bool = True
@@ -702,6 +722,7 @@ class TableSnapshot:
         self.version = version
         self.key_column = owner.key_column
         self.text_columns = owner.text_columns
+        self.derived_text_fields = owner.derived_text_fields
         self._table = pinned
         self.metadata: dict[bytes, bytes] = pinned.schema.metadata or {}
         #: Whether vector search goes through the ANN index (else it scores every row).
@@ -746,6 +767,8 @@ class TableSnapshot:
                 assert self._rows is not None and self.text_columns, "no text columns"
                 keys = self._rows[self.key_column].to_pylist()
                 texts = {name: self._rows[name].to_pylist() for name in self.text_columns}
+                for name, column, derive in self.derived_text_fields:
+                    texts[name] = [derive(value) for value in self._rows[column].to_pylist()]
                 self._bm25 = BM25Index.build(keys, texts, _ANALYZER)
             return self._bm25
 
@@ -978,6 +1001,7 @@ class ChunkIndex(LanceTable):
     # Search reads the rows it shows by chunk id, after ranking ids alone: without an index on
     # chunk_id each of those reads scans the table.
     scalar_indexes = (("doc_id", "BTREE"), ("chunk_id", "BTREE"), ("acl", "LABEL_LIST"))
+    derived_text_fields = ((FILE_NAME_FIELD, "rel_path", file_name_words),)
     _sentences: SentenceIndex | None = None
     _token_vectors: TokenVectorIndex | None = None
 
