@@ -204,6 +204,8 @@ class BM25Index:
         content = [term for term in terms if term not in asked]
         question = [term for term in terms if term in asked] if question_word_weight else []
         for field, weight in fields.items():
+            if weight == 0:  # a field switched off costs nothing
+                continue
             self.fields[field].add_scores(content, visible, scores, weight)
             if question:
                 self.fields[field].add_scores(

@@ -212,7 +212,7 @@ def file_name_words(rel_path: str | None) -> str:
     stem = PurePosixPath(rel_path or "").stem
     if not re.search(r"[^\W\d_]", stem):
         return ""
-    return " ".join(re.split(r"[\s_.\-]+", stem)).strip()
+    return re.sub(r"[\s_.\-]+", " ", stem).strip()
 
 
 def sql_string(value: str) -> str:

@@ -45,25 +45,23 @@ def _index(tmp_path: Path, model: str) -> ChunkIndex:
         "doc_id": keys,
         "title": ["0000320193-23-000006"] * len(keys),  # metadata titles that are numbers
         "rel_path": [FILINGS[k][0] for k in keys],
-        "source_uri": [f"file:///{FILINGS[k][0]}" for k in keys],
         "file_type": ["pdf"] * len(keys),
         "position": [0] * len(keys),
-        "heading_path": [["Results of Operations"]] * len(keys),
-        "page_start": [1] * len(keys),
-        "page_end": [1] * len(keys),
-        "is_table": [False] * len(keys),
         "acl": [[]] * len(keys),
         "text_chat": [FILINGS[k][1] for k in keys],
         "text_embed": [FILINGS[k][1] for k in keys],
-        "text_enriched": [""] * len(keys),
         "embed_key": keys,
         "row_hash": keys,
     }
-    arrays = {k: pa.array(v, type=schema.field(k).type) for k, v in columns.items()}
     vectors = np.eye(3, dtype=np.float32).reshape(-1)
-    arrays["vector"] = pa.FixedSizeListArray.from_arrays(pa.array(vectors), 3)
+    arrays = [
+        pa.FixedSizeListArray.from_arrays(pa.array(vectors), 3)
+        if field.name == "vector"
+        else pa.array(columns.get(field.name, [None] * len(keys)), type=field.type)
+        for field in schema
+    ]
     index = ChunkIndex(str(tmp_path / "lance"))
-    index.upsert(pa.table(arrays, schema=schema), [])
+    index.upsert(pa.Table.from_arrays(arrays, schema=schema), [])
     return index
 
 
