@@ -82,6 +82,7 @@ class Lorehouse:
             uri,
             self.settings.ann_index_min_rows,
             lance_storage_options(uri, self.settings.s3_endpoint_url, self.settings.s3_region),
+            sieve_min_rows=self.settings.search_sieve_min_rows,
         )
 
     def chunk_index(self) -> ChunkIndex:

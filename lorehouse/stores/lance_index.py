@@ -23,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 
 from lorehouse.models import PUBLIC_GROUP
-from lorehouse.settings import DEFAULT_ANN_INDEX_MIN_ROWS
+from lorehouse.settings import DEFAULT_ANN_INDEX_MIN_ROWS, DEFAULT_SIEVE_MIN_ROWS
 from lorehouse.stores.bm25 import Analyzer, BM25Index
 
 if TYPE_CHECKING:
@@ -77,6 +77,24 @@ _ANALYZER = Analyzer()
 # 10,845 rows, 2 queries 0.97 / 0.91 ms, 3 queries 0.74 / 0.87, 8 queries 0.31 / 0.88;
 # 27,702 rows, 3 queries 2.3 / 3.4 ms, 8 queries 0.9 / 3.4.
 _SHARED_PRODUCT_MIN_QUERIES = 3
+# The sieve ranks rows in 1/_SIEVE_DIMENSION_SHARE of the dimensions (128 of MiniLM's 384) and
+# scores with the full vectors the best _SIEVE_CANDIDATES_PER_RESULT per result asked (at least
+# _SIEVE_MIN_CANDIDATES). On the handbook copied 9 times, 134 questions: 128 dimensions and 4
+# per result found the exact top 150 of 27,891 sentence windows and the exact top 50 of 10,719
+# chunks for every question; 2 per result missed up to 10% of one question's top 50.
+_SIEVE_DIMENSION_SHARE = 3
+_SIEVE_CANDIDATES_PER_RESULT = 4
+_SIEVE_MIN_CANDIDATES = 256
+# Rows the principal directions are computed from (a fixed-seed sample): the directions of
+# 8,192 rows are those of the table for this purpose, and the decomposition takes 0.1 s.
+_SIEVE_SAMPLE_ROWS = 8_192
+# Before a table version is searched through the sieve, this many of its rows (fixed seed),
+# taken as queries, must each find their exact top _SIEVE_CHECK_LIMITS among the candidates.
+# Text embeddings pass (the handbook's and the docs corpus's: 85% of the spread in 128 of 384
+# directions); vectors spread evenly over many directions fail it and are scanned whole (the
+# synthetic clusters of bench/search.py: 58%).
+_SIEVE_CHECK_QUERIES = 32
+_SIEVE_CHECK_LIMITS = (10, 50)
 # A local table's `_versions` folder whose modification time is at least this old when its
 # version is read is trusted to show the next commit as a new modification time (see
 # VersionsFolderWatch). File times tick in steps of a few milliseconds; a second is ample.
@@ -371,6 +389,75 @@ class SharedProducts:
                 self._ready.notify_all()
 
 
+class ProjectedSieve:
+    """Candidates of an exact vector search, ranked in the vectors' principal directions.
+
+    An exact search reads every vector (42 MB for 27,891 sentence windows of 384 floats),
+    and that read, not the arithmetic, is its cost. Text embeddings keep most of their spread
+    in a few directions, so ranking every row by its projection on a third of the dimensions
+    puts the rows of the exact top k among the first few hundred; those are then scored with
+    their full vectors, and the result is the exact search's as long as the true top k made
+    the cut. Unlike an ANN index it needs nothing stored: the directions come from the table
+    version's vectors when it is first searched.
+    """
+
+    def __init__(self, unit_vectors: np.ndarray, dimensions: int) -> None:
+        rows = len(unit_vectors)
+        sample = unit_vectors
+        if rows > _SIEVE_SAMPLE_ROWS:
+            picked = np.random.default_rng(0).choice(rows, _SIEVE_SAMPLE_ROWS, replace=False)
+            sample = unit_vectors[np.sort(picked)]
+        mean = sample.mean(axis=0)
+        _, _, directions = np.linalg.svd(sample - mean, full_matrices=False)
+        self.projection = np.ascontiguousarray(directions[:dimensions].T, dtype=np.float32)
+        # Centred, so a row's projected score differs from its cosine by the same constant
+        # (the mean's cosine) for every row, plus what the dropped directions held.
+        projected = np.empty((rows, dimensions), dtype=np.float32)
+        for start in range(0, rows, _SIEVE_SAMPLE_ROWS):
+            block = unit_vectors[start : start + _SIEVE_SAMPLE_ROWS] - mean
+            projected[start : start + _SIEVE_SAMPLE_ROWS] = block @ self.projection
+        self._products = SharedProducts(projected)
+
+    @classmethod
+    def checked(cls, unit_vectors: np.ndarray, dimensions: int) -> ProjectedSieve | None:
+        """A sieve for these vectors, or None when it would miss a row of an exact top k.
+
+        The table's own rows stand in for queries (a question lands among the passages it is
+        about): every one must find its exact top 10 and top 50 among the candidates.
+        """
+        sieve = cls(unit_vectors, dimensions)
+        rows = len(unit_vectors)
+        picked = np.random.default_rng(1).choice(
+            rows, min(rows, _SIEVE_CHECK_QUERIES), replace=False
+        )
+        exact = unit_vectors @ unit_vectors[picked].T
+        nothing_hidden = np.empty(0, dtype=np.int64)
+        for column, row in enumerate(picked.tolist()):
+            for limit in _SIEVE_CHECK_LIMITS:
+                if limit >= rows:
+                    continue
+                scores = exact[:, column]
+                found = sieve.candidates(unit_vectors[row], nothing_hidden, limit)
+                # Compared by score, so rows tied with the k-th may stand in for each other.
+                best = -np.partition(-scores, limit - 1)[:limit]
+                kept = -np.partition(-scores[found], limit - 1)[:limit]
+                if not np.array_equal(np.sort(best), np.sort(kept)):
+                    return None
+        return sieve
+
+    def candidates(self, unit_query: np.ndarray, hidden: np.ndarray, limit: int) -> np.ndarray:
+        """Positions of the rows worth scoring exactly for the `limit` nearest allowed ones."""
+        scores = self._products.scores(unit_query @ self.projection)
+        scores[hidden] = -np.inf
+        allowed = len(scores) - len(hidden)
+        wanted = min(max(_SIEVE_CANDIDATES_PER_RESULT * limit, _SIEVE_MIN_CANDIDATES), allowed)
+        if wanted <= 0:
+            return np.empty(0, dtype=np.int64)
+        if wanted >= len(scores):
+            return np.flatnonzero(np.isfinite(scores))
+        return np.argpartition(-scores, wanted - 1)[:wanted]
+
+
 class LanceTable:
     """One table of a LanceDB database (a folder or s3:// URI) holding rows with vectors."""
 
@@ -390,9 +477,12 @@ class LanceTable:
         ann_min_rows: int = DEFAULT_ANN_INDEX_MIN_ROWS,
         storage_options: dict[str, str] | None = None,
         db: lancedb.DBConnection | None = None,
+        sieve_min_rows: int = DEFAULT_SIEVE_MIN_ROWS,
     ) -> None:
         self.uri = uri
         self.ann_min_rows = ann_min_rows
+        #: Rows from which exact vector search goes through a ProjectedSieve (0: never).
+        self.sieve_min_rows = sieve_min_rows
         self._storage_options = storage_options
         # Every read of the latest version sees what another process (a materialization)
         # committed since: LanceDB checks for a newer version on each call, which costs half
@@ -712,7 +802,9 @@ class TableSnapshot:
 
     Vector search, without a vector index (below the ANN threshold), is one matrix-vector
     product with the mask applied: exact like LanceDB's flat scan, without its per-query cost
-    (about 2 ms per 1,000 rows with an access filter). With the index, the IVF_HNSW_SQ search
+    (about 2 ms per 1,000 rows with an access filter). From `sieve_min_rows` rows that product
+    runs on the vectors' projection on a third of the dimensions (a ProjectedSieve), and the
+    best few hundred rows are rescored with the full vectors. With the index, the IVF_HNSW_SQ search
     proposes twice the asked number of candidates (at least 100) by quantized distance and
     the product rescores them with the full vectors, which is what LanceDB's `refine_factor`
     does by reading the vectors back from disk.
@@ -727,6 +819,8 @@ class TableSnapshot:
         self.metadata: dict[bytes, bytes] = pinned.schema.metadata or {}
         #: Whether vector search goes through the ANN index (else it scores every row).
         self.vector_indexed = any(list(i.columns) == ["vector"] for i in pinned.list_indices())
+        self._sieve_min_rows = owner.sieve_min_rows
+        self._sieve: ProjectedSieve | None = None
         self._lock = threading.Lock()
         self._row_count: int | None = None
         self._position: dict[str, int] | None = None
@@ -752,6 +846,16 @@ class TableSnapshot:
                 max(1, self._table.count_rows())
             )
             self._products = SharedProducts(self._unit_vectors)
+            rows, dimension = self._unit_vectors.shape
+            if (
+                not self.vector_indexed
+                and self._sieve_min_rows
+                and rows >= self._sieve_min_rows
+                and dimension >= 2 * _SIEVE_DIMENSION_SHARE
+            ):
+                self._sieve = ProjectedSieve.checked(
+                    self._unit_vectors, dimension // _SIEVE_DIMENSION_SHARE
+                )
             self._rows = arrow
             # Row ids -> positions, for what LanceDB answers by row id (masks, ANN results).
             row_ids = arrow["_rowid"].to_numpy()
@@ -860,6 +964,10 @@ class TableSnapshot:
         unit_query = np.asarray(vector, dtype=np.float32) / norm
         if self.vector_indexed:
             rows = self._ann_candidates(vector, where, allowed, limit)
+            scores = self._unit_vectors[rows] @ unit_query
+            count = min(limit, len(rows))
+        elif self._sieve is not None:
+            rows = self._sieve.candidates(unit_query, hidden, limit)
             scores = self._unit_vectors[rows] @ unit_query
             count = min(limit, len(rows))
         else:
@@ -1023,7 +1131,13 @@ class ChunkIndex(LanceTable):
 
     def sibling(self, table_type: type[T]) -> T:
         """Another table of the same database, sharing this connection."""
-        return table_type(self.uri, self.ann_min_rows, self._storage_options, db=self._db)
+        return table_type(
+            self.uri,
+            self.ann_min_rows,
+            self._storage_options,
+            db=self._db,
+            sieve_min_rows=self.sieve_min_rows,
+        )
 
 
 class DocumentIndex(LanceTable):
