@@ -7,6 +7,7 @@ set that is filtered afterwards.
 
 from __future__ import annotations
 
+import logging
 import math
 import re
 import threading
@@ -71,6 +72,7 @@ _CACHED_TOKEN_ROWS = 4096
 # apart, normalised).
 _NOT_HELD = ("vector", "_distance")
 _ANALYZER = Analyzer()
+log = logging.getLogger(__name__)
 # Concurrent exact searches of one table from this many queries on are scored in one
 # matrix-matrix product, which reads the vectors once for all of them; fewer are scored one
 # matrix-vector product each. Per query on 2 cores, one product for all against one each:
@@ -425,7 +427,13 @@ class ProjectedSieve:
         The table's own rows stand in for queries (a question lands among the passages it is
         about): every one must find its exact top 10 and top 50 among the candidates.
         """
-        sieve = cls(unit_vectors, dimensions)
+        try:
+            sieve = cls(unit_vectors, dimensions)
+        except np.linalg.LinAlgError as error:
+            # Vectors holding NaN or infinities: the decomposition does not converge, and an
+            # exact scan still ranks the finite rows.
+            log.warning("vector search scans the whole table: no sieve (%s)", error)
+            return None
         rows = len(unit_vectors)
         picked = np.random.default_rng(1).choice(
             rows, min(rows, _SIEVE_CHECK_QUERIES), replace=False

@@ -235,3 +235,6 @@ def test_vectors_spread_over_every_direction_are_not_sieved() -> None:
     ) * spread
     narrow = (narrow / np.linalg.norm(narrow, axis=1, keepdims=True)).astype(np.float32)
     assert ProjectedSieve.checked(narrow, DIMENSION // 3) is not None
+    # A vector holding NaN (a broken embedding) leaves the table scanned whole, not failing.
+    narrow[5] = np.nan
+    assert ProjectedSieve.checked(narrow, DIMENSION // 3) is None
