@@ -829,6 +829,7 @@ class TableSnapshot:
         self.vector_indexed = any(list(i.columns) == ["vector"] for i in pinned.list_indices())
         self._sieve_min_rows = owner.sieve_min_rows
         self._sieve: ProjectedSieve | None = None
+        self._sieve_decided = False
         self._lock = threading.Lock()
         self._row_count: int | None = None
         self._position: dict[str, int] | None = None
@@ -854,16 +855,6 @@ class TableSnapshot:
                 max(1, self._table.count_rows())
             )
             self._products = SharedProducts(self._unit_vectors)
-            rows, dimension = self._unit_vectors.shape
-            if (
-                not self.vector_indexed
-                and self._sieve_min_rows
-                and rows >= self._sieve_min_rows
-                and dimension >= 2 * _SIEVE_DIMENSION_SHARE
-            ):
-                self._sieve = ProjectedSieve.checked(
-                    self._unit_vectors, dimension // _SIEVE_DIMENSION_SHARE
-                )
             self._rows = arrow
             # Row ids -> positions, for what LanceDB answers by row id (masks, ANN results).
             row_ids = arrow["_rowid"].to_numpy()
@@ -883,6 +874,27 @@ class TableSnapshot:
                     texts[name] = [derive(value) for value in self._rows[column].to_pylist()]
                 self._bm25 = BM25Index.build(keys, texts, _ANALYZER)
             return self._bm25
+
+    def _exact_sieve(self) -> ProjectedSieve | None:
+        """The sieve exact vector searches of this version go through, decided on the first
+        one: None below `sieve_min_rows`, with an ANN index, or when the check fails. A search
+        that never ranks by vector (BM25, reads by key) never pays for it."""
+        self._load()
+        with self._lock:
+            if not self._sieve_decided:
+                assert self._unit_vectors is not None
+                rows, dimension = self._unit_vectors.shape
+                if (
+                    not self.vector_indexed
+                    and self._sieve_min_rows
+                    and rows >= self._sieve_min_rows
+                    and dimension >= 2 * _SIEVE_DIMENSION_SHARE
+                ):
+                    self._sieve = ProjectedSieve.checked(
+                        self._unit_vectors, dimension // _SIEVE_DIMENSION_SHARE
+                    )
+                self._sieve_decided = True
+            return self._sieve
 
     def _positions(self) -> dict[str, int]:
         """key -> position of its row, built on first use."""
@@ -970,12 +982,14 @@ class TableSnapshot:
         allowed, hidden = self._predicate(where)
         assert self._unit_vectors is not None and self._products is not None
         unit_query = np.asarray(vector, dtype=np.float32) / norm
-        if self.vector_indexed:
-            rows = self._ann_candidates(vector, where, allowed, limit)
-            scores = self._unit_vectors[rows] @ unit_query
-            count = min(limit, len(rows))
-        elif self._sieve is not None:
-            rows = self._sieve.candidates(unit_query, hidden, limit)
+        sieve = None if self.vector_indexed else self._exact_sieve()
+        if self.vector_indexed or sieve is not None:
+            # Candidates proposed (by the ANN index or the sieve), rescored exactly.
+            rows = (
+                self._ann_candidates(vector, where, allowed, limit)
+                if sieve is None
+                else sieve.candidates(unit_query, hidden, limit)
+            )
             scores = self._unit_vectors[rows] @ unit_query
             count = min(limit, len(rows))
         else:

@@ -212,10 +212,10 @@ def test_tables_below_the_sieve_threshold_and_switched_off_are_scanned_whole(
     sieved: tuple[ChunkIndex, np.ndarray, np.ndarray],
 ) -> None:
     index, _, _ = sieved
-    assert index.snapshot()._sieve is not None
+    assert index.snapshot()._exact_sieve() is not None
     for threshold in (0, ROWS + 1):
         plain = ChunkIndex(index.uri, ann_min_rows=1_000_000, sieve_min_rows=threshold)
-        assert plain.snapshot()._sieve is None
+        assert plain.snapshot()._exact_sieve() is None
     # Sibling tables (the sentence windows) are searched the same way.
     assert index.sentences().sieve_min_rows == index.sieve_min_rows
 
