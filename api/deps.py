@@ -7,6 +7,7 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Annotated
 
+import anyio
 from fastapi import Depends, HTTPException, Request, Security
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 from slack_bolt import App
@@ -66,6 +67,8 @@ class Service:
     keys: KeyRing | None
     pipeline: AskPipeline
     ask_turns: AskTurns
+    #: Turns for computing a search (`api_search_threads` at once), awaited on the event loop.
+    search_turns: anyio.CapacityLimiter
     #: The Slack bot, when its token and signing secret are configured.
     slack: App | None = None
     _feature_store: DuckDBStore | None = field(default=None, init=False, repr=False)
@@ -114,11 +117,18 @@ def open_service(settings: Settings, llm_client: LLMClient | None = None) -> Ser
         keys,
         pipeline,
         turns,
+        anyio.CapacityLimiter(settings.api_search_threads),
         build_slack_app(settings, pipeline),
     )
 
 
-def get_service(request: Request) -> Service:
+async def get_service(request: Request) -> Service:
+    """The service the lifespan opened.
+
+    `async` because it never blocks: a plain `def` dependency costs every request a hop to
+    the thread pool and back (two with `get_caller`), which under load queue behind the
+    searches holding the pool's threads.
+    """
     return request.app.state.service
 
 
@@ -150,7 +160,7 @@ API_KEY_HEADER = APIKeyHeader(
 BEARER = HTTPBearer(auto_error=False, description="The same key as a bearer token.")
 
 
-def get_caller(
+async def get_caller(
     request: Request,
     service: ServiceDep,
     _api_key: Annotated[str | None, Security(API_KEY_HEADER)] = None,
@@ -160,7 +170,8 @@ def get_caller(
 
     A request carrying two different keys is refused rather than resolved by header order:
     otherwise which groups it gets would depend on a precedence that a proxy checking only
-    one of the headers does not know about.
+    one of the headers does not know about. Hashing a key never blocks, so this runs on the
+    event loop rather than in a worker thread.
     """
     if service.keys is None:
         return Caller(ANONYMOUS, ())

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Annotated
 
+import anyio.to_thread
 from fastapi import APIRouter, Body
 
 from api.deps import CallerDep, ServiceDep
@@ -23,20 +25,29 @@ router = APIRouter(prefix="/v1")
     tags=["search"],
     responses={**UNREADABLE_BODY, **UNAUTHORIZED, **NOT_READY},
 )
-def search(
+async def search(
     body: Annotated[SearchRequest, Body(openapi_examples=SEARCH_EXAMPLES)],
     service: ServiceDep,
     caller: CallerDep,
 ) -> SearchResult:
-    """Chunks matching the query that the caller may see, best first, with citations."""
+    """Chunks matching the query that the caller may see, best first, with citations.
+
+    The search runs in a worker thread once one of the process's search turns is free
+    (`api_search_threads`); until then the request waits on the event loop. FastAPI's own
+    pool would start one search per thread, up to 40, to take turns on the CPU cores.
+    """
     allowed = available_rerankers(service.settings.rerank)
     if body.rerank is not None and body.rerank not in allowed:
         raise invalid_field(("body", "rerank"), f"unknown reranker; choose one of {allowed}")
-    return service.retriever.search(
-        body.query,
-        top_k=body.top_k,
-        mode=body.mode,
-        filters=body.filters,
-        caller_groups=caller.groups,
-        rerank=body.rerank,
+    return await anyio.to_thread.run_sync(
+        partial(
+            service.retriever.search,
+            body.query,
+            top_k=body.top_k,
+            mode=body.mode,
+            filters=body.filters,
+            caller_groups=caller.groups,
+            rerank=body.rerank,
+        ),
+        limiter=service.search_turns,
     )

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import re
 import sys
+import threading
+import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import duckdb
@@ -345,6 +348,41 @@ def test_the_schema_lists_the_rerankers_this_deployment_accepts(tmp_path: Path) 
     assert rerankers(Settings(data_dir=tmp_path)) == ["none", "maxsim"]
     configured = Settings(data_dir=tmp_path, rerank="cohere/rerank-english-v3.0")
     assert rerankers(configured) == ["none", "maxsim", "cohere/rerank-english-v3.0"]
+
+
+def test_searches_take_turns_up_to_the_configured_number_and_none_is_lost(
+    materialized_sample: Path,
+) -> None:
+    """Twelve concurrent searches with two turns: at most two run at once, yet two do, and
+    every caller gets the ranking it would get alone."""
+    settings = Settings(data_dir=materialized_sample, api_search_threads=2)
+    query = {"query": "How many weeks of parental leave do I get?", "top_k": 5}
+    with TestClient(create_app(settings)) as test_client:
+        alone = _search(test_client, {}, **query)
+        retriever = test_client.app.state.service.retriever
+        search = retriever.search
+        running, most = [0], [0]
+        lock = threading.Lock()
+
+        def counted(*args: object, **kwargs: object) -> object:
+            with lock:
+                running[0] += 1
+                most[0] = max(most[0], running[0])
+            try:
+                time.sleep(0.1)  # long enough for the others to arrive and wait
+                return search(*args, **kwargs)
+            finally:
+                with lock:
+                    running[0] -= 1
+
+        retriever.search = counted
+        try:
+            with ThreadPoolExecutor(max_workers=12) as pool:
+                results = list(pool.map(lambda _: _search(test_client, {}, **query), range(12)))
+        finally:
+            del retriever.search
+    assert most[0] == 2
+    assert [r["hits"] for r in results] == [alone["hits"]] * 12
 
 
 def test_unknown_chunk_is_404(client, keys) -> None:
