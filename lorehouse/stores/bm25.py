@@ -18,8 +18,9 @@ tokenizer, lowercase, ASCII folding, English stop words, Snowball stemming, toke
 from __future__ import annotations
 
 import re
+import threading
 import unicodedata
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -122,38 +123,72 @@ class FieldPostings:
             lengths=np.asarray(lengths, dtype=np.int64),
         )
 
-    def add_scores(
-        self, terms: Iterable[str], visible: np.ndarray, scores: np.ndarray, weight: float = 1.0
-    ) -> None:
-        """Adds this field's BM25 score of every visible row, times `weight`, to `scores`.
-
-        Document frequencies, the row count and the average length are those of the rows in
-        `visible`: rows outside it change nothing, not even the scores of the rows inside.
-        """
+    def scope(self, visible: np.ndarray) -> FieldScope:
+        """What BM25 needs of the rows in `visible` for this field, computed once per scope."""
         visible_rows = int(np.count_nonzero(visible))
-        if visible_rows == 0:
-            return
         # An exact integer sum: a float sum would depend on where the hidden rows sit in the
         # table and move an outsider's scores in the last bits.
-        average_length = int(self.lengths[visible].sum()) / visible_rows or 1.0
+        average_length = (
+            int(self.lengths[visible].sum()) / visible_rows or 1.0 if visible_rows else 1.0
+        )
+        kept = visible.copy()
+        kept.flags.writeable = False
+        return FieldScope(
+            visible=kept,
+            visible_rows=visible_rows,
+            everyone=visible_rows == len(visible),
+            norm=K1 * (1.0 - B + B * self.lengths / average_length),
+        )
+
+    def add_scores(
+        self, terms: Iterable[str], scope: FieldScope, scores: np.ndarray, weight: float = 1.0
+    ) -> None:
+        """Adds this field's BM25 score of every row of `scope`, times `weight`, to `scores`.
+
+        Document frequencies, the row count and the average length are those of the rows in
+        the scope: rows outside it change nothing, not even the scores of the rows inside.
+        """
+        if scope.visible_rows == 0:
+            return
         for term in terms:
             term_id = self.term_ids.get(term)
             if term_id is None:
                 continue
             start, end = self.starts[term_id], self.starts[term_id + 1]
             rows, counts = self.rows[start:end], self.counts[start:end]
-            seen = visible[rows]
-            frequency = int(np.count_nonzero(seen))
-            if frequency == 0:
-                continue
-            rows, counts = rows[seen], counts[seen]
-            idf = np.log1p((visible_rows - frequency + 0.5) / (frequency + 0.5))
-            norm = K1 * (1.0 - B + B * self.lengths[rows] / average_length)
-            scores[rows] += weight * idf * counts * (K1 + 1.0) / (counts + norm)
+            if scope.everyone:
+                frequency = int(end - start)
+            else:
+                seen = scope.visible[rows]
+                frequency = int(np.count_nonzero(seen))
+                if frequency == 0:
+                    continue
+                rows, counts = rows[seen], counts[seen]
+            idf = np.log1p((scope.visible_rows - frequency + 0.5) / (frequency + 0.5))
+            scores[rows] += weight * idf * counts * (K1 + 1.0) / (counts + scope.norm[rows])
+
+
+@dataclass(frozen=True)
+class FieldScope:
+    """One field's BM25 statistics over the rows a caller may see.
+
+    `norm` is every row's length normalisation, K1 * (1 - B + B * length / average length),
+    the average taken over the scope; `everyone` says the scope is the whole table, so a
+    term's rows need no filtering. Kept per scope (BM25Index.SCOPES_KEPT of them), as
+    callers of the same groups share one: a query then touches only its terms' postings.
+    """
+
+    visible: np.ndarray
+    visible_rows: int
+    everyone: bool
+    norm: np.ndarray
 
 
 class BM25Index:
     """The postings of some text columns of one table version, keyed by the table's row keys."""
+
+    #: Access scopes whose statistics are kept (each holds a float per row and field).
+    SCOPES_KEPT = 8
 
     def __init__(
         self, keys: Sequence[str], fields: dict[str, FieldPostings], analyzer: Analyzer
@@ -162,6 +197,9 @@ class BM25Index:
         self.position = {key: row for row, key in enumerate(self.keys)}
         self.fields = fields
         self.analyzer = analyzer
+        #: Access scope (its mask's bytes) -> its FieldScope per field, most recent last.
+        self._scopes: OrderedDict[bytes, dict[str, FieldScope]] = OrderedDict()
+        self._scopes_lock = threading.Lock()
 
     @classmethod
     def build(
@@ -169,6 +207,25 @@ class BM25Index:
     ) -> BM25Index:
         fields = {name: FieldPostings.build(texts, analyzer) for name, texts in columns.items()}
         return cls(keys, fields, analyzer)
+
+    def scopes(self, visible: np.ndarray) -> dict[str, FieldScope]:
+        """Each field's statistics over the rows in `visible`, kept for the next query.
+
+        Callers with the same groups see the same rows, so a server holds a few scopes at
+        most; the least recently used beyond SCOPES_KEPT is dropped.
+        """
+        key = np.packbits(visible).tobytes()
+        with self._scopes_lock:
+            found = self._scopes.get(key)
+            if found is not None:
+                self._scopes.move_to_end(key)
+                return found
+        built = {name: postings.scope(visible) for name, postings in self.fields.items()}
+        with self._scopes_lock:
+            self._scopes[key] = built
+            while len(self._scopes) > self.SCOPES_KEPT:
+                self._scopes.popitem(last=False)
+        return built
 
     def mask(self, keys: Iterable[str]) -> np.ndarray:
         """The rows of `keys` as a boolean mask (keys this index does not hold are ignored)."""
@@ -203,13 +260,14 @@ class BM25Index:
         asked = self.analyzer.question_terms
         content = [term for term in terms if term not in asked]
         question = [term for term in terms if term in asked] if question_word_weight else []
+        scopes = self.scopes(visible)
         for field, weight in fields.items():
             if weight == 0:  # a field switched off costs nothing
                 continue
-            self.fields[field].add_scores(content, visible, scores, weight)
+            self.fields[field].add_scores(content, scopes[field], scores, weight)
             if question:
                 self.fields[field].add_scores(
-                    question, visible, scores, weight * question_word_weight
+                    question, scopes[field], scores, weight * question_word_weight
                 )
         scores[~allowed] = 0.0
         matched = np.flatnonzero(scores > 0)

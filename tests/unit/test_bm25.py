@@ -45,6 +45,19 @@ def test_hidden_rows_sharing_words_change_no_visible_score_or_order() -> None:
     assert "h1" in everyone
 
 
+def test_callers_taking_turns_each_get_their_own_scope_statistics() -> None:
+    """One index serves callers of many groups in turn: each gets the scores of an index
+    built for their rows alone, also after more scopes than are kept have passed."""
+    scopes = [set(PUBLIC), set(PUBLIC) | set(HIDDEN), set(PUBLIC) | {"h1"}]
+    scopes += [{key} for key in [*PUBLIC, *HIDDEN]] + [{"p1", "h2"}]  # more than are kept
+    assert len(scopes) > BM25Index.SCOPES_KEPT
+    shared = _index({**PUBLIC, **HIDDEN})
+    for visible in [*scopes, *reversed(scopes), scopes[0]]:
+        alone = _index({key: text for key, text in {**PUBLIC, **HIDDEN}.items() if key in visible})
+        for query in ("parental leave", "leave night pages"):
+            assert _search(shared, query, visible) == _search(alone, query, visible)
+
+
 def test_words_are_stemmed_folded_and_stop_words_ignored() -> None:
     index = _index({**PUBLIC, "p4": "Le café est fermé."})
     assert [key for key, _ in _search(index, "caregiver", set(PUBLIC))] == ["p1"]
