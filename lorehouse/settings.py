@@ -105,6 +105,14 @@ DEFAULT_ANN_INDEX_MIN_ROWS = 50_000
 DEFAULT_SIEVE_MIN_ROWS = 8_192
 
 
+def available_cores() -> int:
+    """CPU cores this process may run on: its affinity where the OS tells it (a container
+    pinned to 2 of 64 cores gets 2), else the machine's count (macOS, Windows)."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return max(1, os.cpu_count() or 1)
+
+
 class Settings(BaseSettings):
     """Everything a Lorehouse deployment can change, with defaults that run offline."""
 
@@ -125,7 +133,7 @@ class Settings(BaseSettings):
         ),
     )
     workers: int = Field(
-        default_factory=lambda: max(1, os.cpu_count() or 1),
+        default_factory=lambda: available_cores(),
         ge=1,
         description="Processes used to parse documents in parallel.",
     )
@@ -473,7 +481,7 @@ class Settings(BaseSettings):
         ),
     )
     api_search_threads: int = Field(
-        default_factory=lambda: len(os.sched_getaffinity(0)),
+        default_factory=lambda: available_cores(),
         ge=1,
         le=256,
         description=(
