@@ -40,6 +40,8 @@ FILE_NAME_FIELD = "file_name"
 _MODEL_KEY = b"lorehouse.embedding_model"
 _DIMENSION_KEY = b"lorehouse.embedding_dimension"
 _LAYOUT_KEY = b"lorehouse.layout"
+#: Lance's per-column switch for how a column's pages are compressed.
+_COMPRESSION_KEY = b"lance-encoding:compression"
 #: Bumped whenever a table's columns change; a table of another layout is rebuilt.
 #: 3: public rows carry PUBLIC_GROUP in `acl` instead of an empty list.
 TABLE_LAYOUT = "3"
@@ -199,6 +201,12 @@ def token_vector_schema(dimension: int, model: str) -> pa.Schema:
     What late interaction compares at query time, stored so a query reads its candidates'
     rows instead of running the encoder over them. No filter columns: only chunks a search has
     already returned (under its access predicate) are looked up, by id.
+
+    The packed vectors are written uncompressed: int8 components hardly compress (Lance's
+    default makes SciFact's table 420 MB instead of 457), and reading 30 passages' rows that
+    no earlier query left in memory took a median 9.3-10.1 ms compressed, 6.3-6.5 ms
+    uncompressed (BENCHMARKS.md, "Searches taking turns"). A table written before keeps its
+    compressed files; rows added to it follow its schema.
     """
     return pa.schema(
         [
@@ -206,7 +214,7 @@ def token_vector_schema(dimension: int, model: str) -> pa.Schema:
             pa.field("doc_id", pa.string(), nullable=False),
             pa.field("embed_key", pa.string()),
             pa.field("row_hash", pa.string()),
-            pa.field("vector", pa.binary()),
+            pa.field("vector", pa.binary(), metadata={_COMPRESSION_KEY: b"none"}),
         ],
         metadata=table_metadata(dimension, model),
     )

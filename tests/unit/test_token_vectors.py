@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pytest
 
 from lorehouse.embedding.minilm import OnnxMiniLMEmbedder, default_embedder
@@ -129,6 +130,34 @@ def test_stored_tokens_rank_as_encoding_would_without_encoding_a_passage(
     again = EmbedReport(model=embedder.name, dimension=embedder.dimension)
     sync_token_vectors(index, _rows(embedder.name, acl_office=[]), embedder, 8, again)
     assert again.token_vectors_embedded == 0
+
+
+def test_packed_tokens_are_written_uncompressed_and_older_tables_still_take_rows(
+    tmp_path: Path, embedder: OnnxMiniLMEmbedder
+) -> None:
+    """A new token table stores its packed vectors as they are; a table written before that
+    (compressed) keeps working: a row it lost is written back and read as before."""
+    index, _ = _index(tmp_path, embedder)
+    tokens = index.token_vectors()
+    assert tokens.table().schema.field("vector").metadata == {
+        b"lance-encoding:compression": b"none"
+    }
+    written = tokens.packed(["hotels", "office"])
+
+    older = tokens.table().to_arrow()
+    schema = pa.schema(
+        [field.remove_metadata() for field in older.schema], metadata=older.schema.metadata
+    )
+    tokens.replace_all(older.cast(schema))
+    tokens.delete_keys(["hotels"])
+    again = EmbedReport(model=embedder.name, dimension=embedder.dimension)
+    sync_token_vectors(index, _rows(embedder.name, acl_office=[]), embedder, 8, again)
+    assert again.token_vectors_embedded == 1
+    assert tokens.table().schema.field("vector").metadata is None
+    read = ChunkIndex(str(tmp_path / "lance")).token_vectors().packed(["hotels", "office"])
+    assert {key: (embed_key, bytes(packed)) for key, (embed_key, packed) in read.items()} == {
+        key: (embed_key, bytes(packed)) for key, (embed_key, packed) in written.items()
+    }
 
 
 def test_a_passage_whose_text_changed_since_its_tokens_were_stored_is_encoded_again(
