@@ -133,7 +133,7 @@ class Settings(BaseSettings):
         ),
     )
     workers: int = Field(
-        default_factory=lambda: available_cores(),
+        default_factory=available_cores,
         ge=1,
         description="Processes used to parse documents in parallel.",
     )
@@ -481,7 +481,7 @@ class Settings(BaseSettings):
         ),
     )
     api_search_threads: int = Field(
-        default_factory=lambda: available_cores(),
+        default_factory=available_cores,
         ge=1,
         le=256,
         description=(

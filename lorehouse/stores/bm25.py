@@ -128,9 +128,9 @@ class FieldPostings:
         visible_rows = int(np.count_nonzero(visible))
         # An exact integer sum: a float sum would depend on where the hidden rows sit in the
         # table and move an outsider's scores in the last bits.
-        average_length = (
-            int(self.lengths[visible].sum()) / visible_rows or 1.0 if visible_rows else 1.0
-        )
+        total_length = int(self.lengths[visible].sum())
+        # No rows, or rows without terms: any average normalises nothing.
+        average_length = total_length / visible_rows if total_length else 1.0
         kept = visible.copy()
         kept.flags.writeable = False
         return FieldScope(
