@@ -121,6 +121,16 @@ class SearchRequest(BaseModel):
         max_length=200,
         description="none, maxsim or the configured litellm reranker; unset: default",
     )
+    passage_words: JsonInt | None = Field(
+        default=None,
+        ge=0,
+        le=5000,
+        description=(
+            "Grow each hit into the passage of consecutive chunks of its document holding it, "
+            "up to this many words (each passage once; `passage_chunk_ids` lists its chunks); "
+            "0 returns chunks; unset: the server's default (`search_passage_words`)."
+        ),
+    )
 
 
 class AskRequest(BaseModel):

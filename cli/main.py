@@ -138,6 +138,15 @@ def search(
     mode: Annotated[SearchMode, typer.Option(help="How to rank")] = SearchMode.HYBRID,
     top_k: Annotated[int, typer.Option("--top-k", min=1, max=100)] = 8,
     rerank: Annotated[str | None, typer.Option(help="none or a litellm rerank model")] = None,
+    passage_words: Annotated[
+        int | None,
+        typer.Option(
+            "--passage-words",
+            min=0,
+            max=5000,
+            help="Each hit as the passage of consecutive chunks holding it, up to N words",
+        ),
+    ] = None,
     group: Annotated[
         list[str] | None,
         typer.Option("--group", "-g", help="Access group to search as (repeatable)"),
@@ -160,7 +169,13 @@ def search(
     filters = SearchFilters(doc_ids=doc_id or None, file_types=file_type or None)
     result = _or_exit(
         lambda: retriever.search(
-            query, top_k=top_k, mode=mode, filters=filters, caller_groups=group or [], rerank=rerank
+            query,
+            top_k=top_k,
+            mode=mode,
+            filters=filters,
+            caller_groups=group or [],
+            rerank=rerank,
+            passage_words=passage_words,
         )
     )
     if as_json:

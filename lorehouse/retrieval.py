@@ -11,6 +11,7 @@ import re
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
@@ -19,6 +20,7 @@ from pydantic import BaseModel, Field
 from lorehouse.asks import interleave, question_asks
 from lorehouse.embedding.base import Embedder, EmbeddingFailure
 from lorehouse.models import PUBLIC_GROUP, SearchMode
+from lorehouse.passages import passage_text
 from lorehouse.rerankers import (
     MAXSIM,
     NONE,
@@ -61,6 +63,9 @@ HIT_COLUMNS = [
 #: Threads a Retriever runs BM25 legs on while the calling threads search vectors: more
 #: searches at once than this wait for a free one, which bounds what the legs hold in memory.
 LEG_THREADS = 8
+#: Chunks ranked per passage asked for: a passage's chunks often rank together, and each
+#: passage is shown once.
+PASSAGE_CANDIDATES_PER_HIT = 5
 _GROUP_NAME = re.compile(r"^[A-Za-z0-9_.:@-]{1,128}$")
 
 
@@ -136,6 +141,13 @@ class SearchHit(ChunkView):
     score: float = Field(description="The score of the stage that decided the order.")
     scores: dict[str, float] = Field(description="vector (cosine), bm25, rrf, maxsim, rerank.")
     citation: str = Field(description="Path of the chunk's preview in the API.")
+    passage_chunk_ids: list[str] = Field(
+        default_factory=list,
+        description=(
+            "For a search asking for passages: the chunks the hit's text joins, in reading "
+            "order (`chunk_id` is the one that ranked). Empty when the search returns chunks."
+        ),
+    )
 
 
 class SearchResult(BaseModel):
@@ -173,8 +185,10 @@ class Retriever:
         question_word_weight: float = DEFAULT_QUESTION_WORD_WEIGHT,
         split_asks: bool = True,
         rrf_k: float = DEFAULT_FUSION_RRF_K,
+        passage_words: int = 0,
     ) -> None:
         self.index = index
+        self.passage_words = passage_words
         self.split_asks = split_asks
         self.embedder = embedder
         self.candidates = candidates
@@ -222,32 +236,87 @@ class Retriever:
         filters: SearchFilters | None = None,
         caller_groups: Sequence[str] = (),
         rerank: str | None = None,
+        passage_words: int | None = None,
     ) -> SearchResult:
         """The top_k chunks for `query` the caller may see, best first.
 
         A question with several asks is also searched once per ask, and the rankings take
         turns (lorehouse/asks.py), so the second ask's answer is not crowded out by the
-        first's.
+        first's. With `passage_words` (default: the retriever's), each hit is the passage of
+        consecutive chunks holding the chunk that ranked (lorehouse/passages.py).
         """
         if not query.strip():
             raise ValueError("the query is empty")
-        split = question_asks(query) if self.split_asks else None
+        words = self.passage_words if passage_words is None else passage_words
         # Every query of the question reads this one version of the table.
         chunks = self.index.snapshot()
+        # Each leg's candidates: as many for passages as for chunks, so they rank the same.
+        depth = max(self.candidates, top_k)
+        plan = _SearchPlan(mode, filters, caller_groups, rerank, chunks, depth)
+        if words <= 0:
+            return self._search_chunks(query, top_k, plan)
+        # Chunks of one passage rank together: enough are ranked for top_k passages.
+        ranked = self._search_chunks(query, top_k * PASSAGE_CANDIDATES_PER_HIT, plan)
+        started = time.perf_counter()
+        where = where_clause(filters, caller_groups)
+        hits = self._as_passages(chunks, ranked.hits, top_k, words, where)
+        timings = {**ranked.timings_ms, "passages": 1000 * (time.perf_counter() - started)}
+        return ranked.model_copy(
+            update={"hits": hits, "timings_ms": {k: round(v, 2) for k, v in timings.items()}}
+        )
+
+    def _as_passages(
+        self, chunks: TableSnapshot, ranked: list[SearchHit], top_k: int, words: int, where: str
+    ) -> list[SearchHit]:
+        """The first top_k distinct passages of the ranked chunks, best first, each with the
+        text of its chunks that match `where` (the same access and filters as the search)."""
+        runs = chunks.passages(words)
+        chosen: list[tuple[SearchHit, tuple[str, ...]]] = []
+        seen: set[str] = set()
+        for hit in ranked:
+            members = runs.get(hit.chunk_id, (hit.chunk_id,))
+            if members[0] in seen:
+                continue
+            seen.add(members[0])
+            chosen.append((hit, members))
+            if len(chosen) == top_k:
+                break
+        rows = chunks.rows_by_key(
+            [key for _, members in chosen for key in members], where, HIT_COLUMNS
+        )
+        passages = []
+        for rank, (hit, members) in enumerate(chosen, start=1):
+            # A chunk the caller may not read, or a filter leaves out, is not joined.
+            shown = [rows[key] for key in members if key in rows] or [hit.model_dump()]
+            pages = [row["page_start"] for row in shown if row["page_start"] is not None]
+            ends = [row["page_end"] for row in shown if row["page_end"] is not None]
+            passages.append(
+                hit.model_copy(
+                    update={
+                        "rank": rank,
+                        "text_chat": passage_text(shown),
+                        "page_start": min(pages) if pages else hit.page_start,
+                        "page_end": max(ends) if ends else hit.page_end,
+                        "passage_chunk_ids": [row["chunk_id"] for row in shown],
+                    }
+                )
+            )
+        return passages
+
+    def _search_chunks(self, query: str, top_k: int, plan: _SearchPlan) -> SearchResult:
+        """The top_k chunks of the plan's snapshot, the question searched whole and by ask."""
+        split = question_asks(query) if self.split_asks else None
         if split is None:
-            return self._search_one(query, top_k, mode, filters, caller_groups, rerank, chunks)
+            return self._search_one(query, top_k, plan)
         queries = split.queries()
-        result = self._search_one(query, top_k, mode, filters, caller_groups, rerank, chunks)
+        result = self._search_one(query, top_k, plan)
         timings = dict(result.timings_ms)
         # One after the other: searched on threads beside the whole question, a question of
         # two asks took 21 ms instead of 9 (median, handbook dev), the threads contending.
         per_ask: list[SearchResult] = _timed(
             timings,
             "asks",
-            lambda: [
-                self._search_one(q, top_k, mode, filters, caller_groups, rerank, chunks)
-                for q in queries
-            ],
+            lambda: [self._search_one(q, top_k, plan) for q in queries],
         )
         hits = interleave(
             result.hits, [r.hits for r in per_ask], key=lambda hit: hit.chunk_id, limit=top_k
@@ -264,26 +333,23 @@ class Retriever:
             }
         )
 
-    def _search_one(
-        self,
-        query: str,
-        top_k: int,
-        mode: SearchMode | str,
-        filters: SearchFilters | None,
-        caller_groups: Sequence[str],
-        rerank: str | None,
-        chunks: TableSnapshot,
-    ) -> SearchResult:
-        """One query's top_k in `chunks`: both legs, fusion, the reranker."""
-        mode = SearchMode(mode)
-        rerank = rerank or self.default_rerank
+    def _search_one(self, query: str, top_k: int, plan: _SearchPlan) -> SearchResult:
+        """One query's top_k in the plan's snapshot: both legs (`plan.depth` candidates
+        each), fusion, the reranker."""
+        filters, caller_groups, chunks, depth = (
+            plan.filters,
+            plan.caller_groups,
+            plan.chunks,
+            plan.depth,
+        )
+        mode = SearchMode(plan.mode)
+        rerank = plan.rerank or self.default_rerank
         reranker = build_reranker(
             rerank, api_base=self.rerank_api_base, token_store=self.index.token_vectors()
         )
         timings: dict[str, float] = {}
         warnings: list[str] = []
         where = where_clause(filters, caller_groups)
-        depth = max(self.candidates, top_k)
         if mode is not SearchMode.BM25:
             self.check_model(chunks)
 
@@ -481,6 +547,19 @@ class Retriever:
             2 * window + 1,
         )
         return chunk, sorted(around, key=lambda row: row["position"])
+
+
+@dataclass(frozen=True)
+class _SearchPlan:
+    """What every query of one search shares: how to rank, for whom, in which version, and
+    how many candidates each leg proposes."""
+
+    mode: SearchMode | str
+    filters: SearchFilters | None
+    caller_groups: Sequence[str]
+    rerank: str | None
+    chunks: TableSnapshot
+    depth: int
 
 
 def _timed(timings: dict[str, float], stage: str, action: object) -> object:

@@ -363,6 +363,17 @@ class Settings(BaseSettings):
             "other words weighing 1: a question's phrasing should not outvote its subject."
         ),
     )
+    search_passage_words: int = Field(
+        default=0,
+        ge=0,
+        le=5000,
+        description=(
+            "Return each hit as the passage of consecutive chunks of its document holding the "
+            "chunk that ranked, up to this many words (each passage once); 0 returns chunks. "
+            "A search request's passage_words overrides it. It applies to /v1/ask's searches "
+            "too, whose extractive answers state fewer facts read from passages."
+        ),
+    )
     search_split_asks: bool = Field(
         default=True,
         description=(

@@ -230,6 +230,7 @@ class Lorehouse:
             file_name_weight=self.settings.search_file_name_weight,
             question_word_weight=self.settings.search_question_word_weight,
             split_asks=self.settings.search_split_asks,
+            passage_words=self.settings.search_passage_words,
         )
 
     def retriever(self) -> Retriever:

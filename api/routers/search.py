@@ -48,6 +48,7 @@ async def search(
             filters=body.filters,
             caller_groups=caller.groups,
             rerank=body.rerank,
+            passage_words=body.passage_words,
         ),
         limiter=service.search_turns,
     )

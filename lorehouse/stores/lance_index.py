@@ -24,6 +24,7 @@ import numpy as np
 import pyarrow as pa
 
 from lorehouse.models import PUBLIC_GROUP
+from lorehouse.passages import passage_runs
 from lorehouse.settings import DEFAULT_ANN_INDEX_MIN_ROWS, DEFAULT_SIEVE_MIN_ROWS
 from lorehouse.stores.bm25 import Analyzer, BM25Index
 
@@ -73,6 +74,8 @@ _CACHED_TOKEN_ROWS = 4096
 # Columns of a search result a snapshot does not keep with its rows (the vectors are kept
 # apart, normalised).
 _NOT_HELD = ("vector", "_distance")
+# Passage divisions kept per table version, one per word budget asked for.
+_CACHED_PASSAGE_BUDGETS = 4
 _ANALYZER = Analyzer()
 log = logging.getLogger(__name__)
 # Concurrent exact searches of one table from this many queries on are scored in one
@@ -849,6 +852,7 @@ class TableSnapshot:
         self._sorted_row_ids = np.empty(0, dtype=np.uint64)
         self._bm25: BM25Index | None = None
         self._masks: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self._passages: dict[int, dict[str, tuple[str, ...]]] = {}
 
     # -- what is held in memory ------------------------------------------------------------------
 
@@ -1103,6 +1107,34 @@ class TableSnapshot:
         position = self._positions()
         rows = [position[k] for k in keys if k in position and allowed[position[k]]]
         return {row[self.key_column]: row for row in self._take(rows, columns)}
+
+    def passages(self, max_words: int) -> dict[str, tuple[str, ...]]:
+        """key -> the keys of its passage, in reading order: each document's rows divided
+        into runs of consecutive rows up to `max_words` (lorehouse/passages.py). Computed on
+        first use per budget and kept with this version, which no write changes."""
+        self._load()
+        with self._lock:
+            cached = self._passages.get(max_words)
+        if cached is not None:
+            return cached
+        keys = self._column(self.key_column)
+        runs = passage_runs(
+            self._column("doc_id"),
+            self._column("position"),
+            self._column("is_table"),
+            [len(text.split()) for text in self._column("text_embed")],
+            max_words,
+        )
+        found: dict[str, tuple[str, ...]] = {}
+        for run in runs:
+            members = tuple(keys[row] for row in run)
+            for row in run:
+                found[keys[row]] = members
+        with self._lock:
+            if len(self._passages) >= _CACHED_PASSAGE_BUDGETS:
+                self._passages.pop(next(iter(self._passages)))
+            self._passages[max_words] = found
+        return found
 
     def _take(self, rows: Sequence[int], columns: Sequence[str]) -> list[dict]:
         """Rows of the in-memory table by position, as dicts of `columns`."""

@@ -16,6 +16,7 @@ from fastapi.testclient import TestClient
 
 from api.main import create_app
 from lorehouse.api_keys import add_key
+from lorehouse.chunking import chunk_body
 from lorehouse.settings import Settings
 from lorehouse.stores.duckdb_store import DuckDBStore
 from tests.provider_server import provider_server
@@ -159,6 +160,44 @@ def test_chunk_preview_shows_neighbours_in_document_order(client, keys) -> None:
     assert [c["position"] for c in body["after"]] == sorted(c["position"] for c in body["after"])
 
 
+def test_passages_join_each_hit_to_its_neighbours_once_within_its_document(client, keys) -> None:
+    headers = _as(keys, "public")
+    query = "phased return to work after leave"
+    chunks = _search(client, headers, query=query, top_k=8)["hits"]
+    passages = _search(client, headers, query=query, top_k=8, passage_words=400)["hits"]
+    assert all(hit["passage_chunk_ids"] == [] for hit in chunks)
+    # The same ranking underneath: the best chunk leads, now with its neighbours.
+    assert passages[0]["chunk_id"] == chunks[0]["chunk_id"]
+    assert [hit["rank"] for hit in passages] == list(range(1, len(passages) + 1))
+    assert len(passages) == 8
+    shown: set[str] = set()
+    for hit in passages:
+        members = hit["passage_chunk_ids"]
+        assert hit["chunk_id"] in members
+        assert not shown & set(members), "a chunk appears in two passages"
+        shown |= set(members)
+        views = [client.get(f"/v1/chunks/{m}", headers=headers).json()["chunk"] for m in members]
+        assert {view["doc_id"] for view in views} == {hit["doc_id"]}
+        positions = [view["position"] for view in views]
+        assert positions == list(range(positions[0], positions[0] + len(members)))
+        for view in views:
+            assert chunk_body(view["text_chat"], view["heading_path"]) in hit["text_chat"]
+    assert any(len(hit["passage_chunk_ids"]) > 1 for hit in passages)
+    # 0 asks for chunks, whatever the server's default.
+    assert _search(client, headers, query=query, top_k=8, passage_words=0)["hits"] == chunks
+
+
+def test_the_server_default_can_return_passages(materialized_sample: Path) -> None:
+    settings = Settings(data_dir=materialized_sample, search_passage_words=400)
+    with TestClient(create_app(settings)) as passages_client:
+        hits = _search(passages_client, {}, query="phased return to work after leave")["hits"]
+        chunks = _search(
+            passages_client, {}, query="phased return to work after leave", passage_words=0
+        )["hits"]
+    assert any(len(hit["passage_chunk_ids"]) > 1 for hit in hits)
+    assert all(hit["passage_chunk_ids"] == [] for hit in chunks)
+
+
 def test_documents_are_paginated_with_summaries(client, keys) -> None:
     headers = _as(keys, "security")
     first = client.get("/v1/documents?limit=4&offset=0", headers=headers).json()
@@ -233,6 +272,8 @@ def test_without_a_keys_file_callers_see_public_documents_only(open_client) -> N
         ({"query": "leave", "top_k": 101}, "top_k"),
         ({"query": "leave", "mode": "semantic"}, "mode"),
         ({"query": "leave", "rerank": "cross-encoder"}, "rerank"),
+        ({"query": "leave", "passage_words": -1}, "passage_words"),
+        ({"query": "leave", "passage_words": 5001}, "passage_words"),
         ({"query": "leave", "filters": {"file_types": ["exe"]}}, "filters"),
         ({"query": "leave", "filters": {"page_from": 0}}, "filters"),
         ({"query": "leave", "filters": {"page_from": 6, "page_to": 2}}, "filters"),
@@ -441,6 +482,9 @@ def test_a_key_without_the_security_group_never_sees_security_content(
             hits = _search(client, public, query=query, mode=mode, rerank=rerank, top_k=100)["hits"]
             leaked = {h["chunk_id"] for h in hits} & chunk_ids
             assert not leaked, (query, mode, leaked)
+        passages = _search(client, public, query=query, top_k=50, passage_words=2000)["hits"]
+        joined = {m for h in passages for m in [h["chunk_id"], *h["passage_chunk_ids"]]}
+        assert not joined & chunk_ids, (query, "passages", joined & chunk_ids)
         insider_hits = _search(client, insider, query=query, top_k=10)["hits"]
         seen_by_insider |= {h["chunk_id"] for h in insider_hits} & chunk_ids
     # The same queries do reach the content for a member of the group.
