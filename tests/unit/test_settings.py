@@ -70,3 +70,25 @@ def test_bundled_embedder_takes_its_threads_from_the_settings(
     finally:
         get_settings.cache_clear()
         default_embedder.cache_clear()
+
+
+def test_defaults_that_depend_on_the_machine_follow_the_cores_a_process_may_use(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A container pinned to 2 of 64 cores must start 2 parsers and take 2 search turns, not
+    64: the affinity decides where the OS reports it, the machine's count elsewhere."""
+    import os
+
+    from lorehouse import settings as settings_module
+
+    _clean_environment(monkeypatch)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {3, 7}, raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 64)
+    assert settings_module.available_cores() == 2
+    pinned = Settings()
+    assert (pinned.workers, pinned.api_search_threads) == (2, 2)
+
+    monkeypatch.delattr(os, "sched_getaffinity", raising=False)
+    assert settings_module.available_cores() == 64
+    monkeypatch.setattr(os, "cpu_count", lambda: None)
+    assert settings_module.available_cores() == 1
