@@ -118,6 +118,10 @@ SEARCH_EXAMPLES: dict[str, dict[str, Any]] = {
             "filters": {"file_types": ["pdf"], "page_from": 1, "page_to": 5},
         },
     },
+    "passages": {
+        "summary": "Each hit with its neighbouring chunks, up to 400 words, for your own LLM",
+        "value": {"query": "What is the hotel limit per night?", "passage_words": 400},
+    },
 }
 ASK_EXAMPLES: dict[str, dict[str, Any]] = {
     "question": {
