@@ -252,13 +252,13 @@ class Retriever:
         chunks = self.index.snapshot()
         # Each leg's candidates: as many for passages as for chunks, so they rank the same.
         depth = max(self.candidates, top_k)
-        plan = _SearchPlan(mode, filters, caller_groups, rerank, chunks, depth)
+        where = where_clause(filters, caller_groups)
+        plan = _SearchPlan(mode, caller_groups, where, rerank, chunks, depth)
         if words <= 0:
             return self._search_chunks(query, top_k, plan)
         # Chunks of one passage rank together: enough are ranked for top_k passages.
         ranked = self._search_chunks(query, top_k * PASSAGE_CANDIDATES_PER_HIT, plan)
         started = time.perf_counter()
-        where = where_clause(filters, caller_groups)
         hits = self._as_passages(chunks, ranked.hits, top_k, words, where)
         timings = {**ranked.timings_ms, "passages": 1000 * (time.perf_counter() - started)}
         return ranked.model_copy(
@@ -286,8 +286,9 @@ class Retriever:
         )
         passages = []
         for rank, (hit, members) in enumerate(chosen, start=1):
-            # A chunk the caller may not read, or a filter leaves out, is not joined.
-            shown = [rows[key] for key in members if key in rows] or [hit.model_dump()]
+            # A chunk the caller may not read, or a filter leaves out, is not joined; the
+            # ranked chunk itself was found under the same clause.
+            shown = [rows[key] for key in members if key in rows]
             pages = [row["page_start"] for row in shown if row["page_start"] is not None]
             ends = [row["page_end"] for row in shown if row["page_end"] is not None]
             passages.append(
@@ -295,8 +296,8 @@ class Retriever:
                     update={
                         "rank": rank,
                         "text_chat": passage_text(shown),
-                        "page_start": min(pages) if pages else hit.page_start,
-                        "page_end": max(ends) if ends else hit.page_end,
+                        "page_start": min(pages, default=None),
+                        "page_end": max(ends, default=None),
                         "passage_chunk_ids": [row["chunk_id"] for row in shown],
                     }
                 )
@@ -336,12 +337,7 @@ class Retriever:
     def _search_one(self, query: str, top_k: int, plan: _SearchPlan) -> SearchResult:
         """One query's top_k in the plan's snapshot: both legs (`plan.depth` candidates
         each), fusion, the reranker."""
-        filters, caller_groups, chunks, depth = (
-            plan.filters,
-            plan.caller_groups,
-            plan.chunks,
-            plan.depth,
-        )
+        chunks, depth, where = plan.chunks, plan.depth, plan.where
         mode = SearchMode(plan.mode)
         rerank = plan.rerank or self.default_rerank
         reranker = build_reranker(
@@ -349,7 +345,6 @@ class Retriever:
         )
         timings: dict[str, float] = {}
         warnings: list[str] = []
-        where = where_clause(filters, caller_groups)
         if mode is not SearchMode.BM25:
             self.check_model(chunks)
 
@@ -358,7 +353,7 @@ class Retriever:
         keyword_leg = None
         if mode in (SearchMode.BM25, SearchMode.HYBRID):
             # Terms are weighted by what the caller may see, whatever the filters narrow to.
-            scope = access_clause(caller_groups)
+            scope = access_clause(plan.caller_groups)
             keyword_leg = self._legs.submit(
                 _timed,
                 timings,
@@ -555,8 +550,9 @@ class _SearchPlan:
     how many candidates each leg proposes."""
 
     mode: SearchMode | str
-    filters: SearchFilters | None
     caller_groups: Sequence[str]
+    #: The filters and the caller's access as one clause, validated once.
+    where: str
     rerank: str | None
     chunks: TableSnapshot
     depth: int

@@ -853,6 +853,7 @@ class TableSnapshot:
         self._bm25: BM25Index | None = None
         self._masks: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         self._passages: dict[int, dict[str, tuple[str, ...]]] = {}
+        self._row_words: list[int] | None = None
 
     # -- what is held in memory ------------------------------------------------------------------
 
@@ -1122,7 +1123,7 @@ class TableSnapshot:
             self._column("doc_id"),
             self._column("position"),
             self._column("is_table"),
-            [len(text.split()) for text in self._column("text_embed")],
+            self._words(),
             max_words,
         )
         found: dict[str, tuple[str, ...]] = {}
@@ -1135,6 +1136,15 @@ class TableSnapshot:
                 self._passages.pop(next(iter(self._passages)))
             self._passages[max_words] = found
         return found
+
+    def _words(self) -> list[int]:
+        """Each row's words of embedded text, counted once per version for every budget."""
+        words = self._row_words
+        if words is None:
+            words = [len(text.split()) for text in self._column("text_embed")]
+            with self._lock:
+                self._row_words = words
+        return words
 
     def _take(self, rows: Sequence[int], columns: Sequence[str]) -> list[dict]:
         """Rows of the in-memory table by position, as dicts of `columns`."""
