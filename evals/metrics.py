@@ -37,12 +37,19 @@ def normalize(text: str) -> str:
 
 @dataclass(frozen=True)
 class RetrievedChunk:
-    """What the matcher needs of a retrieved chunk."""
+    """What the matcher needs of a retrieved chunk, or of a passage of consecutive chunks."""
 
     chunk_id: str
     rel_path: str
+    #: The position of the first chunk the text holds.
     position: int
     text: str
+    #: The position of the last chunk a passage holds; None for a single chunk.
+    end_position: int | None = None
+
+    @property
+    def last_position(self) -> int:
+        return self.position if self.end_position is None else self.end_position
 
 
 @dataclass(frozen=True)
@@ -72,7 +79,11 @@ def excerpt_found(
     evidence: Evidence, retrieved: Sequence[RetrievedChunk], threshold: float = DEFAULT_THRESHOLD
 ) -> bool:
     """Whether the excerpt is in one retrieved chunk of its file, or in a run of consecutive
-    retrieved chunks of that file (positions n, n+1, ...) read together."""
+    retrieved chunks of that file (positions n, n+1, ...) read together.
+
+    A passage spans its chunks' positions, so two adjacent passages (n..m, m+1..) are a run
+    too, as the chunks they join would be.
+    """
     needle = normalize(evidence.excerpt)
     mine = sorted(
         (c for c in retrieved if same_file(c.rel_path, evidence.file)), key=lambda c: c.position
@@ -81,7 +92,7 @@ def excerpt_found(
         return True
     run: list[RetrievedChunk] = []
     for chunk in mine:
-        if run and chunk.position != run[-1].position + 1:
+        if run and chunk.position != run[-1].last_position + 1:
             if len(run) > 1 and _contains(_joined(run), needle, threshold):
                 return True
             run = []

@@ -87,7 +87,21 @@ class RetrievalEvalReport:
 
 
 def as_retrieved(hits: Sequence[SearchHit]) -> list[RetrievedChunk]:
-    return [RetrievedChunk(h.chunk_id, h.rel_path, h.position, h.text_chat) for h in hits]
+    return [_retrieved(hit) for hit in hits]
+
+
+def _retrieved(hit: SearchHit) -> RetrievedChunk:
+    """A hit as the matcher reads it: a passage spans the positions of the chunks it joins.
+
+    Those are consecutive chunks of one document, in reading order, and hold the chunk that
+    ranked (whose position the hit carries). The eval searches as a caller who sees every
+    document, so none of them is left out of the passage.
+    """
+    if len(hit.passage_chunk_ids) < 2:
+        return RetrievedChunk(hit.chunk_id, hit.rel_path, hit.position, hit.text_chat)
+    first = hit.position - hit.passage_chunk_ids.index(hit.chunk_id)
+    last = first + len(hit.passage_chunk_ids) - 1
+    return RetrievedChunk(hit.chunk_id, hit.rel_path, first, hit.text_chat, last)
 
 
 def search_config(

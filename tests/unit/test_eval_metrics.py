@@ -13,6 +13,8 @@ from evals.metrics import (
     normalize,
     recall_at,
 )
+from evals.retrieval_eval import as_retrieved
+from lorehouse.retrieval import SearchHit
 
 SOURCE = (
     "Employees receive 20 days of paid vacation per year. Unused days carry over to the "
@@ -47,6 +49,58 @@ def test_an_excerpt_spanning_two_consecutive_chunks_is_found() -> None:
     assert excerpt_found(evidence, [second, first])  # retrieval order does not matter
     gap = _chunk("c", second.text, 6)
     assert not excerpt_found(evidence, [first, gap])  # not consecutive: not a cover
+
+
+def test_adjacent_passages_are_read_together_as_their_chunks_would_be() -> None:
+    """A passage joining chunks 2-3 and one joining 4-5 hold an excerpt spanning chunks 3
+    and 4 between them; passages 2-3 and 5-6 do not."""
+    earlier = RetrievedChunk(
+        "a",
+        "content/leave.md",
+        2,
+        "Leave\nHolidays follow the local calendar. "
+        "Employees receive 20 days of paid vacation per year.",
+        end_position=3,
+    )
+    later = RetrievedChunk(
+        "b",
+        "content/leave.md",
+        4,
+        "Leave > Vacation\nUnused days carry over to the first "
+        "quarter of the next year, up to five days, after which they lapse.",
+        end_position=5,
+    )
+    evidence = Evidence("content/leave.md", SOURCE)
+    assert not excerpt_found(evidence, [earlier])
+    assert excerpt_found(evidence, [later, earlier])
+    apart = RetrievedChunk("c", later.rel_path, 5, later.text, end_position=6)
+    assert not excerpt_found(evidence, [earlier, apart])
+
+
+def test_a_passage_hit_spans_the_positions_of_the_chunks_it_joins() -> None:
+    hit = SearchHit(
+        chunk_id="k7",
+        doc_id="d",
+        title=None,
+        rel_path="content/leave.md",
+        position=7,
+        heading_path=[],
+        page_start=None,
+        page_end=None,
+        is_table=False,
+        text_chat="text",
+        rank=1,
+        source_uri="file:///leave.md",
+        file_type="md",
+        score=1.0,
+        scores={},
+        citation="/v1/chunks/k7",
+        passage_chunk_ids=["k6", "k7", "k8", "k9"],
+    )
+    passage = as_retrieved([hit])[0]
+    assert (passage.position, passage.last_position) == (6, 9)
+    chunk = as_retrieved([hit.model_copy(update={"passage_chunk_ids": []})])[0]
+    assert (chunk.position, chunk.last_position) == (7, 7)
 
 
 def test_an_excerpt_quoting_a_question_heading_and_its_answer_is_found_under_it() -> None:
