@@ -53,6 +53,8 @@ def default_data_dir(start: Path | None = None) -> Path:
 #: Weight of the BM25 ranking in hybrid fusion, the vector ranking weighing 1 (module
 #: constants because the retriever and the eval resources default to them too).
 DEFAULT_BM25_WEIGHT = 1.0
+#: Bytes of recent queries' vectors the bundled embedder keeps (see `embed_query_cache_bytes`).
+DEFAULT_EMBED_QUERY_CACHE_BYTES = 64 * 1024 * 1024
 #: The constant k of hybrid search's reciprocal rank fusion, weight / (k + rank). A smaller k
 #: lets a chunk one retriever ranks near the top keep its place against chunks both rank
 #: middling: k = 10 raised MRR on both dev sets (handbook 0.566 -> 0.577, docs 0.686 -> 0.710)
@@ -264,6 +266,18 @@ class Settings(BaseSettings):
         default=None, description="Endpoint override for the embedding provider."
     )
     embed_batch_size: int = Field(default=64, ge=1, le=2048, description="Texts per embed call.")
+    embed_query_cache_bytes: int = Field(
+        default=DEFAULT_EMBED_QUERY_CACHE_BYTES,
+        ge=0,
+        le=64 * 1024**3,
+        description=(
+            "Bytes of recent queries' sentence and token vectors the bundled embedder keeps, "
+            "the least recently used dropped first: late interaction needs a query's token "
+            "vectors, which the retriever's query-vector cache does not hold. A question of "
+            "25 tokens takes about 40 KB, so the default keeps some 1,600, more than "
+            "search_query_cache_size. 0 turns it off."
+        ),
+    )
     embed_threads: int = Field(
         default=2,
         ge=1,

@@ -16,6 +16,7 @@ Why this module exists and is shaped the way it is:
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from functools import lru_cache
 from importlib import resources
@@ -24,6 +25,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 from tokenizers import Tokenizer
+
+from lorehouse.settings import DEFAULT_EMBED_QUERY_CACHE_BYTES
 
 if TYPE_CHECKING:
     import onnxruntime as ort
@@ -35,8 +38,6 @@ EMBEDDING_DIMENSION = 384
 #: matching it keeps our vectors interchangeable with the reference implementation.
 MAX_SEQUENCE_TOKENS = 256
 DEFAULT_MODEL_NAME = "all-MiniLM-L6-v2-int8"
-#: Queries whose vectors are kept, and the longest text counted as a query.
-QUERY_CACHE_SIZE = 256
 #: Most tokens (rows x padded length) one model run takes. Attention memory grows with
 #: rows x length², and ONNX Runtime's arena keeps the largest buffers it ever allocated, so
 #: 64 chunks of 256 tokens held 3.5 GB for good; capped at 16 x 256 tokens, the same texts
@@ -116,9 +117,12 @@ class OnnxMiniLMEmbedder:
         tokenizer_path: Path | None = None,
         intra_op_threads: int = 2,
         name: str = DEFAULT_MODEL_NAME,
+        query_cache_bytes: int = DEFAULT_EMBED_QUERY_CACHE_BYTES,
     ) -> None:
         if intra_op_threads < 1:
             raise ValueError(f"intra_op_threads must be at least 1, got {intra_op_threads}")
+        if query_cache_bytes < 0:
+            raise ValueError(f"query_cache_bytes must not be negative, got {query_cache_bytes}")
         self.name = name
         self._model_path = model_path
         self._intra_op_threads = intra_op_threads
@@ -129,7 +133,10 @@ class OnnxMiniLMEmbedder:
         self._tokenizer.enable_padding(pad_id=0, pad_type_id=0, pad_token="[PAD]")
         self._session: ort.InferenceSession | None = None
         self._session_lock = threading.Lock()
-        self._query_cache: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        # Recent queries' (sentence vector, token vectors), least recently used first.
+        self._query_cache: OrderedDict[str, tuple[np.ndarray, np.ndarray]] = OrderedDict()
+        self._query_cache_bytes = query_cache_bytes
+        self._query_cache_used = 0
 
     def _get_session(self) -> ort.InferenceSession:
         """The ONNX session, created on first use.
@@ -209,21 +216,37 @@ class OnnxMiniLMEmbedder:
     def _query(self, text: str) -> tuple[np.ndarray, np.ndarray]:
         """(sentence vector, token vectors) of one short text, from one pass of the model.
 
-        A search embeds its query and late interaction needs the same query's tokens; an eval
-        or a retry asks the same question again. Both come from the same hidden states, kept
-        for the last QUERY_CACHE_SIZE texts (about 30 KB each).
+        A search embeds its query and late interaction needs the same query's tokens; a
+        popular question, a retry or an eval rerun asks the same text again. Both come from
+        the same hidden states, kept for the most recently used queries up to
+        `query_cache_bytes` (a question of 25 tokens takes about 40 KB). The cap is in bytes,
+        not entries, because a query's token vectors grow with its length: a count sized for
+        short questions would let long ones take hundreds of megabytes, and one sized for long
+        ones re-encoded every question of a cycle longer than it (30 ms of CPU a question
+        instead of 7 when 280 distinct queries cycled through 256 entries).
         """
-        cached = self._query_cache.get(text)
-        if cached is None:
-            ((_, hidden, attention_mask),) = self._hidden_states([text], 1)
-            cached = (
-                _mean_pool_normalize(hidden, attention_mask)[0],
-                _unit_tokens(hidden[0], attention_mask[0]),
-            )
-            with self._session_lock:
-                self._query_cache[text] = cached
-                while len(self._query_cache) > QUERY_CACHE_SIZE:
-                    self._query_cache.pop(next(iter(self._query_cache)))
+        with self._session_lock:
+            cached = self._query_cache.get(text)
+            if cached is not None:
+                self._query_cache.move_to_end(text)
+                return cached
+        ((_, hidden, attention_mask),) = self._hidden_states([text], 1)
+        cached = (
+            _mean_pool_normalize(hidden, attention_mask)[0],
+            _unit_tokens(hidden[0], attention_mask[0]),
+        )
+        size = cached[0].nbytes + cached[1].nbytes
+        if size > self._query_cache_bytes:
+            return cached
+        with self._session_lock:
+            previous = self._query_cache.pop(text, None)
+            if previous is not None:
+                self._query_cache_used -= previous[0].nbytes + previous[1].nbytes
+            self._query_cache[text] = cached
+            self._query_cache_used += size
+            while self._query_cache_used > self._query_cache_bytes:
+                _, (vector, tokens) = self._query_cache.popitem(last=False)
+                self._query_cache_used -= vector.nbytes + tokens.nbytes
         return cached
 
     def _hidden_states(
@@ -305,4 +328,8 @@ def default_embedder() -> OnnxMiniLMEmbedder:
     """
     from lorehouse.settings import get_settings
 
-    return OnnxMiniLMEmbedder(intra_op_threads=get_settings().embed_threads)
+    settings = get_settings()
+    return OnnxMiniLMEmbedder(
+        intra_op_threads=settings.embed_threads,
+        query_cache_bytes=settings.embed_query_cache_bytes,
+    )

@@ -169,3 +169,66 @@ def test_matches_sentence_transformers_reference(embedder: OnnxMiniLMEmbedder) -
     ours = embedder.embed(texts)
     cosines = (np.asarray(reference, dtype=np.float32) * ours).sum(axis=1)
     assert (cosines > 0.99).all(), cosines
+
+
+def _counting_runs(embedder: OnnxMiniLMEmbedder) -> list[int]:
+    """Record each model run on `embedder` (a list grows by one per run)."""
+    session = embedder._get_session()
+    runs: list[int] = []
+
+    class Counting:
+        def __getattr__(self, name: str) -> object:
+            return getattr(session, name)
+
+        def run(self, outputs: list[str], feed: dict[str, np.ndarray]) -> list[np.ndarray]:
+            runs.append(feed["input_ids"].shape[0])
+            return session.run(outputs, feed)
+
+    embedder._session = Counting()  # type: ignore[assignment]
+    return runs
+
+
+def test_a_cycle_of_300_questions_is_encoded_once() -> None:
+    """Late interaction asks for a query's token vectors on every search. A server cycling
+    through 300 distinct questions (and their asks) once re-encoded each of them every time,
+    because the cache counted 256 entries; its cap is now in bytes and fits them."""
+    embedder = OnnxMiniLMEmbedder()
+    runs = _counting_runs(embedder)
+    questions = [f"How many vacation days do I get in year {year}?" for year in range(300)]
+    first = [embedder.token_vectors([q])[0] for q in questions]
+    assert len(runs) == 300
+    again = [embedder.token_vectors([q])[0] for q in questions]
+    vectors = [embedder.embed([q])[0] for q in questions]
+    assert len(runs) == 300
+    for before, after in zip(first, again, strict=True):
+        np.testing.assert_array_equal(before, after)
+    np.testing.assert_allclose(vectors[7], embedder.embed([questions[7], RELEVANT])[0], atol=1e-5)
+
+
+def test_the_query_cache_keeps_the_recently_used_within_its_bytes() -> None:
+    """With room for two questions, asking A, B, A, C keeps A (used last but one) and drops
+    B; a query larger than the whole cap is answered and not kept; 0 keeps nothing."""
+    probe = OnnxMiniLMEmbedder()
+    vector, tokens = probe._query(QUESTION)
+    per_question = vector.nbytes + tokens.nbytes  # the three questions below have 12 tokens
+    embedder = OnnxMiniLMEmbedder(query_cache_bytes=2 * per_question + per_question // 2)
+    runs = _counting_runs(embedder)
+    a, b, c = QUESTION, QUESTION.replace("weeks", "days"), QUESTION.replace("parental", "sick")
+    for text in (a, b, a, c):
+        embedder.token_vectors([text])
+    assert len(runs) == 3
+    embedder.token_vectors([a])
+    assert len(runs) == 3  # A was kept
+    embedder.token_vectors([b])
+    assert len(runs) == 4  # B was dropped
+    assert embedder._query_cache_used <= 2 * per_question + per_question // 2
+    embedder.token_vectors([handbook(12)])  # about 170 tokens: more than the cap
+    embedder.token_vectors([handbook(12)])
+    assert len(runs) == 6
+    off = OnnxMiniLMEmbedder(query_cache_bytes=0)
+    off_runs = _counting_runs(off)
+    off.embed([a])
+    off.embed([a])
+    assert len(off_runs) == 2
+    with pytest.raises(ValueError, match="query_cache_bytes"):
+        OnnxMiniLMEmbedder(query_cache_bytes=-1)
