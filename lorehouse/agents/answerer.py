@@ -315,6 +315,10 @@ class _Unit:
     def facts(self) -> frozenset[str]:
         return frozenset(fact.strip(".,").lower() for fact in _FACT.findall(self.text))
 
+    @property
+    def is_question(self) -> bool:
+        return self.text.rstrip().endswith("?")
+
 
 def _lexical_overlap(question: str, units: Sequence[_Unit]) -> np.ndarray:
     """Per unit, the share of the question's words it contains, rare words weighing more.
@@ -426,7 +430,7 @@ def _statements_first(units: Sequence[_Unit], order: np.ndarray) -> list[int]:
     """
     return sorted(
         (int(index) for index in order),
-        key=lambda index: units[index].text.rstrip().endswith(("?", ":")),
+        key=lambda index: units[index].is_question or units[index].text.rstrip().endswith(":"),
     )
 
 
@@ -508,7 +512,9 @@ def answer_extractively(
     for index in order:
         unit = units[index]
         length = int(lengths[index])
-        if chosen and (not unit.facts - stated or words + length > max_words):
+        # A question of the source ("Q: What if I need additional support?") answers
+        # nothing; it may open an answer only when the context holds no statement at all.
+        if chosen and (unit.is_question or not unit.facts - stated or words + length > max_words):
             continue
         chosen.append(unit)
         stated |= unit.facts

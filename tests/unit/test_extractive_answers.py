@@ -326,6 +326,26 @@ def test_a_question_in_the_document_does_not_stand_in_for_its_answer() -> None:
     assert "Who gets a background check?" not in answer
 
 
+def test_an_faq_question_never_fills_the_answer() -> None:
+    """A question of the source read after a colon ("Q: What if ...?") once counted "What" as
+    a name it adds, and ended an answer about burnout as a question of its own."""
+    faq = _hit(
+        1,
+        "Q: What if I need additional support?\n\n"
+        "A: Reach out to your People Partner, or to Modern Health for free counselling sessions.",
+        heading_path=("Mental health", "FAQ"),
+    )
+    resources = _hit(
+        2,
+        "Feeling burnt out? Read the 12 Stages of Burnout to see where you are. "
+        "Burnout is common in remote teams, and feeling it is nothing to hide.",
+        heading_path=("Mental health", "Resources"),
+    )
+    answer = _answer("Who do I talk to if I feel burnt out?", [resources, faq])
+    assert "Reach out to your People Partner" in answer
+    assert "?" not in answer, answer
+
+
 @pytest.mark.parametrize(
     "heading_path", [(), ("Annual report", "Employees")], ids=["no heading", "under headings"]
 )
