@@ -19,6 +19,7 @@ from lorehouse.api_keys import add_key
 from lorehouse.chunking import chunk_body
 from lorehouse.settings import Settings
 from lorehouse.stores.duckdb_store import DuckDBStore
+from lorehouse.wiring import Lorehouse
 from tests.provider_server import provider_server
 
 
@@ -174,6 +175,7 @@ def test_passages_join_each_hit_to_its_neighbours_once_within_its_document(clien
     for hit in passages:
         members = hit["passage_chunk_ids"]
         assert hit["chunk_id"] in members
+        assert "passage_parts" not in hit, "the chunks' texts are not sent twice"
         assert not shown & set(members), "a chunk appears in two passages"
         shown |= set(members)
         views = [client.get(f"/v1/chunks/{m}", headers=headers).json()["chunk"] for m in members]
@@ -196,6 +198,14 @@ def test_the_server_default_can_return_passages(materialized_sample: Path) -> No
         )["hits"]
     assert any(len(hit["passage_chunk_ids"]) > 1 for hit in hits)
     assert all(hit["passage_chunk_ids"] == [] for hit in chunks)
+
+    # In the process, a passage hit keeps each of its chunks' own text and heading, for
+    # the extractive answers of /v1/ask that read them one by one.
+    retriever = Lorehouse(settings).retriever()
+    for hit in retriever.search("phased return to work after leave", passage_words=400).hits:
+        assert len(hit.passage_parts) == len(hit.passage_chunk_ids)
+        for part in hit.passage_parts:
+            assert chunk_body(part.text_chat, part.heading_path) in hit.text_chat
 
 
 def test_documents_are_paginated_with_summaries(client, keys) -> None:

@@ -11,7 +11,7 @@ from lorehouse.agents.answerer import answer_extractively, citations_in, context
 from lorehouse.chunking import BREADCRUMB_SEPARATOR
 from lorehouse.embedding.base import VectorCache
 from lorehouse.embedding.minilm import default_embedder
-from lorehouse.retrieval import SearchHit
+from lorehouse.retrieval import PassagePart, SearchHit
 from lorehouse.settings import DEFAULT_ANSWER_MAX_WORDS, DEFAULT_ANSWER_MIN_SIMILARITY
 
 
@@ -324,6 +324,25 @@ def test_a_question_in_the_document_does_not_stand_in_for_its_answer() -> None:
     answer = _answer("Who gets a background check?", [faq])
     assert answer.startswith("Every new teammate in the U.S. gets a background check")
     assert "Who gets a background check?" not in answer
+
+
+def test_a_passage_is_read_chunk_by_chunk_under_each_chunks_heading() -> None:
+    """A passage hit joins chunks of several sections under the first one's breadcrumb. Read
+    whole, "You may spend up to $90 each time." sat under "Hotels" like the hotel limit, and the
+    answer to a question about meals opened with the hotel's $300."""
+    hotels, meals = ("Travel", "Hotels"), ("Travel", "Meals")
+    hotel_chunk = "You may spend up to $300 each time."
+    meal_chunk = "You may spend up to $90 each time."
+    parts = [
+        PassagePart(
+            heading_path=list(path), is_table=False, text_chat=f"Travel > {path[1]}\n\n{text}"
+        )
+        for path, text in ((hotels, hotel_chunk), (meals, meal_chunk))
+    ]
+    passage = _hit(1, f"{hotel_chunk}\n\nMeals\n\n{meal_chunk}", heading_path=hotels)
+    passage = passage.model_copy(update={"passage_parts": parts})
+    answer = _answer("How much can I spend on meals?", [passage])
+    assert answer.startswith(f"{meal_chunk} [1]"), answer
 
 
 def test_an_faq_question_never_fills_the_answer() -> None:
