@@ -132,19 +132,6 @@ class ChunkView(BaseModel):
     text_chat: str
 
 
-class PassagePart(BaseModel):
-    """One chunk of a passage hit as a reader takes it: its own text under its own section.
-
-    A passage joins chunks of several sections under the first one's breadcrumb; an
-    extractive answer that read it whole framed every sentence with the ranked chunk's heading
-    and stated fewer facts (BENCHMARKS.md, "Passages: hits grown to their neighbours").
-    """
-
-    heading_path: list[str]
-    is_table: bool
-    text_chat: str
-
-
 class SearchHit(ChunkView):
     """One retrieved chunk with what a citation needs and a score per stage."""
 
@@ -161,12 +148,13 @@ class SearchHit(ChunkView):
             "order (`chunk_id` is the one that ranked). Empty when the search returns chunks."
         ),
     )
-    passage_parts: list[PassagePart] = Field(
+    passage_parts: list[ChunkView] = Field(
         default_factory=list,
         exclude=True,
         description=(
-            "In the process only, never in a response: the joined chunks' own texts and "
-            "headings, which extractive answers read one by one."
+            "In the process only, never in a response: the joined chunks, each with its own "
+            "text and heading, which extractive answers read one by one (read whole, every "
+            "sentence took the ranked chunk's heading: BENCHMARKS.md, 'Passages')."
         ),
     )
 
@@ -320,14 +308,7 @@ class Retriever:
                         "page_start": min(pages, default=None),
                         "page_end": max(ends, default=None),
                         "passage_chunk_ids": [row["chunk_id"] for row in shown],
-                        "passage_parts": [
-                            PassagePart(
-                                heading_path=list(row["heading_path"] or []),
-                                is_table=bool(row["is_table"]),
-                                text_chat=row["text_chat"],
-                            )
-                            for row in shown
-                        ],
+                        "passage_parts": [hit_from_row(row) for row in shown],
                     }
                 )
             )

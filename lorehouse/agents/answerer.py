@@ -22,7 +22,7 @@ from lorehouse.chunking import chunk_body, plain_text, sentences, unwrap_soft_br
 from lorehouse.embedding.base import Embedder, VectorCache
 from lorehouse.llm import LLMClient
 from lorehouse.parsing.tables import is_data_row
-from lorehouse.retrieval import PassagePart, SearchHit
+from lorehouse.retrieval import ChunkView, SearchHit
 from lorehouse.stores.bm25 import Analyzer
 
 PROMPT_VERSION = "answerer.v1"
@@ -103,7 +103,7 @@ def without_source_markers(text: str) -> str:
         text = cleaned
 
 
-def _source_text(hit: SearchHit | PassagePart) -> str:
+def _source_text(hit: ChunkView) -> str:
     """A passage's own Markdown, as both the LLM's context and extractive answers read it:
     no breadcrumb line, and a reference-style link as its text."""
     return _REFERENCE_LINK.sub(r"\1", chunk_body(hit.text_chat, hit.heading_path))
@@ -194,7 +194,7 @@ _LEADING_MARKERS = re.compile(
 )
 
 
-def _units(hit: SearchHit | PassagePart) -> list[str]:
+def _units(hit: ChunkView) -> list[str]:
     """Sentences of a passage; rows (with their header) of a table passage."""
     # A link reads as its text: the citation already says where the sentence comes from.
     body = without_source_markers(_LINK.sub(r"\1", _source_text(hit)))

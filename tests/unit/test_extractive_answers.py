@@ -11,7 +11,7 @@ from lorehouse.agents.answerer import answer_extractively, citations_in, context
 from lorehouse.chunking import BREADCRUMB_SEPARATOR
 from lorehouse.embedding.base import VectorCache
 from lorehouse.embedding.minilm import default_embedder
-from lorehouse.retrieval import PassagePart, SearchHit
+from lorehouse.retrieval import SearchHit
 from lorehouse.settings import DEFAULT_ANSWER_MAX_WORDS, DEFAULT_ANSWER_MIN_SIMILARITY
 
 
@@ -333,12 +333,7 @@ def test_a_passage_is_read_chunk_by_chunk_under_each_chunks_heading() -> None:
     hotels, meals = ("Travel", "Hotels"), ("Travel", "Meals")
     hotel_chunk = "You may spend up to $300 each time."
     meal_chunk = "You may spend up to $90 each time."
-    parts = [
-        PassagePart(
-            heading_path=list(path), is_table=False, text_chat=f"Travel > {path[1]}\n\n{text}"
-        )
-        for path, text in ((hotels, hotel_chunk), (meals, meal_chunk))
-    ]
+    parts = [_hit(1, hotel_chunk, heading_path=hotels), _hit(2, meal_chunk, heading_path=meals)]
     passage = _hit(1, f"{hotel_chunk}\n\nMeals\n\n{meal_chunk}", heading_path=hotels)
     passage = passage.model_copy(update={"passage_parts": parts})
     answer = _answer("How much can I spend on meals?", [passage])
