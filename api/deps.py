@@ -107,6 +107,7 @@ def open_service(settings: Settings, llm_client: LLMClient | None = None) -> Ser
     embedder = lorehouse.embedder()
     embedder.embed(["warm up"])  # load the model now, not during the first request
     pipeline = lorehouse.ask_pipeline()
+    pipeline.retriever.warm()
     turns = AskTurns(settings.api_max_concurrent_asks, settings.api_ask_wait_seconds)
     return Service(
         settings,

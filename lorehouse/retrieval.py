@@ -7,10 +7,10 @@ included, is part of the LanceDB query itself.
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -46,6 +46,11 @@ from lorehouse.stores.lance_index import (
     sql_string,
 )
 
+log = logging.getLogger(__name__)
+
+#: What `Retriever.warm` searches for: any text loads the same tables.
+WARM_UP_QUERY = "warm up"
+
 HIT_COLUMNS = [
     "chunk_id",
     "doc_id",
@@ -60,9 +65,6 @@ HIT_COLUMNS = [
     "is_table",
     "text_chat",
 ]
-#: Threads a Retriever runs BM25 legs on while the calling threads search vectors: more
-#: searches at once than this wait for a free one, which bounds what the legs hold in memory.
-LEG_THREADS = 8
 #: Chunks ranked per passage asked for: a passage's chunks often rank together, and each
 #: passage is shown once.
 PASSAGE_CANDIDATES_PER_HIT = 5
@@ -215,9 +217,6 @@ class Retriever:
         self.question_word_weight = question_word_weight
         self.default_rerank = default_rerank
         self.rerank_api_base = rerank_api_base
-        # Runs the BM25 leg of searches beside their vector leg; its threads start on first
-        # use and end with the Retriever.
-        self._legs = ThreadPoolExecutor(max_workers=LEG_THREADS, thread_name_prefix="bm25-leg")
         # Query vectors by (model, text); a failed embedding raises and is not kept.
         self._query_vector = lru_cache(maxsize=query_cache_size)(self._embed_query)
 
@@ -227,6 +226,30 @@ class Retriever:
         vector = np.asarray(self.embedder.embed([query])[0], dtype=np.float32)
         vector.setflags(write=False)
         return vector
+
+    def warm(self) -> bool:
+        """Searches once as a caller without groups, so that what every search reads is
+        loaded before the first request rather than during it; False when there is no
+        index to warm (the first search reports why).
+
+        The first search of a table version loads its vectors and builds the BM25 postings
+        of the caller's scope: 2.2-2.9 s on the handbook copied 9 times (10,719 chunks),
+        which a process serving requests made its first callers wait for, and every request
+        queued behind them.
+        """
+        started = time.perf_counter()
+        # A reranker behind an API is not called: the warm-up reads only what is local.
+        rerank = self.default_rerank if self.default_rerank in (MAXSIM, NONE) else NONE
+        try:
+            self.search(WARM_UP_QUERY, top_k=1, rerank=rerank)
+        except (IndexNotBuilt, IndexModelMismatch) as error:
+            log.info("search not warmed: %s", error)
+            return False
+        except Exception:  # a store unreachable now: the requests will report it
+            log.warning("search not warmed", exc_info=True)
+            return False
+        log.info("search warmed in %.0f ms", 1000 * (time.perf_counter() - started))
+        return True
 
     def check_model(self, chunks: TableSnapshot | None = None) -> None:
         """Raises IndexModelMismatch when query vectors would land in another vector space."""
@@ -358,25 +381,6 @@ class Retriever:
         if mode is not SearchMode.BM25:
             self.check_model(chunks)
 
-        # BM25 needs no query vector: it runs beside the embedding and the vector search
-        # (LanceDB, ONNX and numpy release the GIL), so a hybrid search costs the slower leg.
-        keyword_leg = None
-        if mode in (SearchMode.BM25, SearchMode.HYBRID):
-            # Terms are weighted by what the caller may see, whatever the filters narrow to.
-            scope = access_clause(plan.caller_groups)
-            keyword_leg = self._legs.submit(
-                _timed,
-                timings,
-                "bm25",
-                lambda: chunks.text_ranking(
-                    query,
-                    where,
-                    depth,
-                    fields=self.text_fields,
-                    scope=scope,
-                    question_word_weight=self.question_word_weight,
-                ),
-            )
         query_vector = np.zeros(0, dtype=np.float32)
         rankings: list[list[tuple[str, float]]] = []
         # Late interaction reads the text as it was embedded (title and headings included).
@@ -401,8 +405,26 @@ class Retriever:
                     lambda: self._vector_leg(chunks, query_vector, where, depth),
                 )
             )
-        if keyword_leg is not None:
-            rankings.append(keyword_leg.result())
+        # The legs run one after the other in the calling thread. On threads beside each
+        # other they took as long (6.8 ms a search on the handbook copied 9 times, one BLAS
+        # thread) for 15 % more CPU, and under load every core is already busy.
+        if mode in (SearchMode.BM25, SearchMode.HYBRID):
+            # Terms are weighted by what the caller may see, whatever the filters narrow to.
+            scope = access_clause(plan.caller_groups)
+            rankings.append(
+                _timed(
+                    timings,
+                    "bm25",
+                    lambda: chunks.text_ranking(
+                        query,
+                        where,
+                        depth,
+                        fields=self.text_fields,
+                        scope=scope,
+                        question_word_weight=self.question_word_weight,
+                    ),
+                )
+            )
 
         ordered = self._first_stage_order(mode, rankings)
         # Legs rank ids: only the rows shown, and those the reranker reads, are taken from the
@@ -448,21 +470,17 @@ class Retriever:
         so both searches apply the same predicate; an index built before sentence vectors
         existed is searched by chunk vectors alone.
         """
-        # The sentence windows are searched on a leg thread meanwhile (numpy and LanceDB
-        # release the GIL): that table holds a few rows per chunk, so it is the larger search.
-        windows_table = self._sentence_windows_table()
-        window_leg = None
-        if windows_table is not None:
-            window_leg = self._legs.submit(
-                windows_table.vector_search,
-                query_vector,
-                where,
-                depth * SENTENCES_PER_CANDIDATE,
-                ["chunk_id"],
-            )
         rows = chunks.vector_search(query_vector, where, depth, ["chunk_id"])
         cosine = {row["chunk_id"]: 1.0 - float(row["_distance"]) for row in rows}
-        for hit in window_leg.result() if window_leg is not None else []:
+        windows_table = self._sentence_windows_table()
+        windows = (
+            []
+            if windows_table is None
+            else windows_table.vector_search(
+                query_vector, where, depth * SENTENCES_PER_CANDIDATE, ["chunk_id"]
+            )
+        )
+        for hit in windows:
             chunk_id, value = hit["chunk_id"], 1.0 - float(hit["_distance"])
             cosine[chunk_id] = max(cosine.get(chunk_id, -1.0), value)
         best = sorted(cosine, key=lambda chunk_id: (-cosine[chunk_id], chunk_id))[:depth]

@@ -1,6 +1,6 @@
-"""The search reads only the rows it shows, runs BM25 beside the vector search and searches
-vectors in memory below the ANN threshold, and returns exactly what LanceDB's own flat search,
-every candidate's row read whole, one leg after the other, returned."""
+"""The search reads only the rows it shows, searches vectors in memory below the ANN
+threshold, loads them before the first caller when warmed, and returns exactly what LanceDB's
+own flat search, every candidate's row read whole, one leg after the other, returned."""
 
 from __future__ import annotations
 
@@ -167,6 +167,22 @@ class _CountingEmbedder:
         if self.failing:
             raise EmbeddingFailure("the embedding provider is down")
         return self.bundled.embed(texts, batch_size)
+
+
+def test_a_warmed_retriever_holds_the_vectors_its_first_search_reads(
+    materialized_sample: Path, tmp_path: Path
+) -> None:
+    cold = Retriever(ChunkIndex(str(materialized_sample / "lancedb")), default_embedder())
+    assert cold.index.snapshot()._unit_vectors is None
+    assert cold.warm()
+    loaded = cold.index.snapshot()
+    assert loaded._unit_vectors is not None
+    first = cold.search("How many weeks of parental leave?")
+    # The first caller's search read the table version the warm-up loaded.
+    assert cold.index.snapshot() is loaded
+    assert first.hits
+    # Nothing to warm yet: the server starts, and its searches say what to run.
+    assert not Retriever(ChunkIndex(str(tmp_path / "lancedb")), default_embedder()).warm()
 
 
 def test_a_question_asked_again_is_not_embedded_again(retriever: Retriever) -> None:
