@@ -363,17 +363,15 @@ def serve(
     workers: Annotated[int, typer.Option(min=1, help="Server processes")] = 1,
 ) -> None:
     """Serve the HTTP API (127.0.0.1:8000 unless configured otherwise)."""
-    import uvicorn
+    from cli.serving import serve_api
 
     settings = get_settings()
-    uvicorn.run(
+    serve_api(
         "api.main:create_app",
-        factory=True,
         host=host or settings.api_host,
         port=port or settings.api_port,
         workers=workers,
-        timeout_keep_alive=settings.api_keep_alive_seconds,
-        log_level="info",
+        keep_alive_seconds=settings.api_keep_alive_seconds,
     )
 
 
