@@ -116,7 +116,7 @@ def test_long_texts_run_in_token_capped_batches_with_the_same_vectors() -> None:
             widths.append(feed["input_ids"].shape)
             return session.run(outputs, feed)
 
-    embedder._session = Recording()  # type: ignore[assignment]
+    embedder._sessions[embedder._intra_op_threads] = Recording()  # type: ignore[assignment]
     texts = [LONG_TEXT[: 900 + 40 * i] for i in range(40)] + ["Hi.", QUESTION] * 20
     batched = embedder.embed(texts, batch_size=64)
     assert max(rows * width for rows, width in widths) <= MAX_BATCH_TOKENS
@@ -152,6 +152,20 @@ def test_bad_arguments_are_rejected(embedder: OnnxMiniLMEmbedder) -> None:
         embedder.embed(["x"], batch_size=0)
     with pytest.raises(ValueError, match="intra_op_threads"):
         OnnxMiniLMEmbedder(intra_op_threads=0)
+    with pytest.raises(ValueError, match="query_threads"):
+        OnnxMiniLMEmbedder(query_threads=0)
+
+
+def test_one_query_runs_on_its_own_single_thread_session_with_the_batch_vector() -> None:
+    """A server embeds one short question at a time: a second thread would spin after it."""
+    embedder = OnnxMiniLMEmbedder(intra_op_threads=2, query_threads=1, query_cache_bytes=0)
+    alone = embedder.embed([QUESTION])[0]
+    assert set(embedder._sessions) == {1}
+    in_batch = embedder.embed([QUESTION, RELEVANT])[0]
+    assert set(embedder._sessions) == {1, 2}
+    assert embedder._get_session(1).get_session_options().intra_op_num_threads == 1
+    assert embedder._get_session().get_session_options().intra_op_num_threads == 2
+    np.testing.assert_allclose(alone, in_batch, atol=1e-5)
 
 
 def test_matches_sentence_transformers_reference(embedder: OnnxMiniLMEmbedder) -> None:
@@ -172,19 +186,23 @@ def test_matches_sentence_transformers_reference(embedder: OnnxMiniLMEmbedder) -
 
 
 def _counting_runs(embedder: OnnxMiniLMEmbedder) -> list[int]:
-    """Record each model run on `embedder` (a list grows by one per run)."""
-    session = embedder._get_session()
+    """Record each model run on `embedder`, batch or query session (a list grows by one per
+    run)."""
     runs: list[int] = []
 
     class Counting:
+        def __init__(self, session: object) -> None:
+            self.session = session
+
         def __getattr__(self, name: str) -> object:
-            return getattr(session, name)
+            return getattr(self.session, name)
 
         def run(self, outputs: list[str], feed: dict[str, np.ndarray]) -> list[np.ndarray]:
             runs.append(feed["input_ids"].shape[0])
-            return session.run(outputs, feed)
+            return self.session.run(outputs, feed)  # type: ignore[attr-defined]
 
-    embedder._session = Counting()  # type: ignore[assignment]
+    for threads in {embedder._intra_op_threads, embedder._query_threads}:
+        embedder._sessions[threads] = Counting(embedder._get_session(threads))  # type: ignore[assignment]
     return runs
 
 

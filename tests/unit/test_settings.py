@@ -65,6 +65,7 @@ def test_bundled_embedder_takes_its_threads_from_the_settings(
     try:
         embedder = default_embedder()
         assert embedder._get_session().get_session_options().intra_op_num_threads == 1
+        assert embedder._query_threads == 1
         one_thread = embedder.embed(["How many vacation days do I get?"])[0]
         assert float(one_thread @ default_vector) > 0.9999
     finally:
