@@ -360,7 +360,9 @@ def _require_index(settings: Settings) -> ChunkIndex:
 def serve(
     host: Annotated[str | None, typer.Option(help="Interface; default LOREHOUSE_API_HOST")] = None,
     port: Annotated[int | None, typer.Option(help="Port; default LOREHOUSE_API_PORT")] = None,
-    workers: Annotated[int, typer.Option(min=1, help="Server processes")] = 1,
+    workers: Annotated[
+        int | None, typer.Option(min=1, help="Server processes; default LOREHOUSE_API_WORKERS")
+    ] = None,
 ) -> None:
     """Serve the HTTP API (127.0.0.1:8000 unless configured otherwise)."""
     from cli.serving import serve_api
@@ -370,7 +372,7 @@ def serve(
         "api.main:create_app",
         host=host or settings.api_host,
         port=port or settings.api_port,
-        workers=workers,
+        workers=workers or settings.api_workers,
         keep_alive_seconds=settings.api_keep_alive_seconds,
     )
 

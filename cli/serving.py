@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import socket
 from collections.abc import Callable
 from typing import Any
@@ -136,8 +137,18 @@ class BalancedLoop(uvloop.Loop):  # type: ignore[misc]  # uvloop ships no stubs 
 
 def serve_api(app: str, host: str, port: int, workers: int, keep_alive_seconds: int) -> None:
     """Runs the ASGI app factory at import path `app` with uvicorn, its `workers`
-    processes sharing the clients evenly (see the module's docstring)."""
+    processes sharing the clients evenly (see the module's docstring).
+
+    The processes learn how many they are from LOREHOUSE_API_WORKERS, which sets how many
+    searches each computes at once (`api_search_threads`).
+    """
     import uvicorn
+
+    from lorehouse.settings import get_settings
+
+    os.environ["LOREHOUSE_API_WORKERS"] = str(workers)
+    # A single process serves from this one, whose settings may have been read already.
+    get_settings.cache_clear()
 
     uvicorn.run(
         app,

@@ -115,6 +115,12 @@ def available_cores() -> int:
     return max(1, os.cpu_count() or 1)
 
 
+def search_turns_default(server_processes: int) -> int:
+    """Searches at once per server process: the cores it may use, shared among the
+    processes serving beside it (two processes on two cores search one at a time each)."""
+    return max(1, available_cores() // max(1, server_processes))
+
+
 class Settings(BaseSettings):
     """Everything a Lorehouse deployment can change, with defaults that run offline."""
 
@@ -516,16 +522,27 @@ class Settings(BaseSettings):
             "so this bounds memory. Further asks wait their turn."
         ),
     )
+    api_workers: int = Field(
+        default=1,
+        ge=1,
+        le=256,
+        description=(
+            "Server processes of `lorehouse serve` (its `--workers` option overrides it and "
+            "tells the processes it starts)."
+        ),
+    )
     api_search_threads: int = Field(
-        default_factory=available_cores,
+        default_factory=lambda data: search_turns_default(data["api_workers"]),
         ge=1,
         le=256,
         description=(
             "Searches (`/v1/search`) computed at once per server process; default: the CPU "
-            "cores this process may use. A search is CPU work, so more at once only makes "
-            "them take turns on the cores: on 2 cores with 2 processes, 50 clients got 79-81 "
-            "requests/s at 21.1-21.5 ms of CPU each with the thread pool's 40, and 89-91 at "
-            "19.0-19.3 with 2. Further searches wait on the event loop, holding no thread."
+            "cores this process may use, shared among the `api_workers` processes (at least "
+            "1). A search is CPU work, so more at once only makes them take turns on the "
+            "cores: on 2 cores with 2 processes, 50 clients got 79-81 requests/s at 21.1-21.5 "
+            "ms of CPU each with the thread pool's 40, and 89-91 at 19.0-19.3 with 2; later, "
+            "176-181 at 9.0-9.1 ms with 1 a process against 173-176 at 9.5-9.7 with 2. "
+            "Further searches wait on the event loop, holding no thread."
         ),
     )
     api_blas_threads: int = Field(

@@ -88,6 +88,11 @@ def test_defaults_that_depend_on_the_machine_follow_the_cores_a_process_may_use(
     assert settings_module.available_cores() == 2
     pinned = Settings()
     assert (pinned.workers, pinned.api_search_threads) == (2, 2)
+    # Two server processes on those 2 cores search one at a time each; more never go below 1.
+    assert Settings(api_workers=2).api_search_threads == 1
+    monkeypatch.setenv("LOREHOUSE_API_WORKERS", "3")
+    assert Settings().api_search_threads == 1
+    assert Settings(api_search_threads=4).api_search_threads == 4
 
     monkeypatch.delattr(os, "sched_getaffinity", raising=False)
     assert settings_module.available_cores() == 64
