@@ -61,6 +61,8 @@ class BalancedListener:
         self._protocol_factory = protocol_factory
         self._sock = sock
         self._transports: list[asyncio.BaseTransport] = []
+        #: The descriptor the loop watches for a waiting connection, while it does.
+        self._watched: int | None = None
         sock.setblocking(False)
         sock.listen(backlog)
         self.sockets = [sock]
@@ -74,12 +76,22 @@ class BalancedListener:
     async def _readable(self) -> None:
         """Returns once a connection waits to be accepted (by this process or another)."""
         ready = self._loop.create_future()
-        descriptor = self._sock.fileno()
-        self._loop.add_reader(descriptor, lambda: ready.done() or ready.set_result(None))
+        self._watched = self._sock.fileno()
+        self._loop.add_reader(self._watched, lambda: ready.done() or ready.set_result(None))
         try:
             await ready
         finally:
-            self._loop.remove_reader(descriptor)
+            self._stop_watching()
+
+    @property
+    def watching(self) -> bool:
+        """Whether the loop watches the socket for a waiting connection now."""
+        return self._watched is not None
+
+    def _stop_watching(self) -> None:
+        if self._watched is not None:
+            self._loop.remove_reader(self._watched)
+            self._watched = None
 
     async def _accept_forever(self) -> None:
         while True:
@@ -107,7 +119,14 @@ class BalancedListener:
             self._transports.append(transport)
 
     def close(self) -> None:
-        """Stops accepting; open connections stay with their protocol (uvicorn ends them)."""
+        """Stops accepting; open connections stay with their protocol (uvicorn ends them).
+
+        The loop stops watching the socket now, not when the cancelled task next runs:
+        uvicorn closes the socket right after this, and the other processes keep it open,
+        so a loop still watching the closed descriptor would be told of connections on a
+        descriptor it no longer has (uvloop aborts the process).
+        """
+        self._stop_watching()
         self._accepting.cancel()
 
     async def wait_closed(self) -> None:

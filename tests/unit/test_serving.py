@@ -16,6 +16,7 @@ import uvicorn
 from cli.serving import (
     ACCEPT_DELAY_PER_CONNECTION,
     MAX_ACCEPT_DELAY,
+    BalancedListener,
     BalancedLoop,
     accept_delay,
 )
@@ -131,3 +132,33 @@ def test_servers_uvicorn_binds_itself_are_uvloops_own() -> None:
         assert loop.run_until_complete(serve_and_ask()) == b"hello"
     finally:
         loop.close()
+
+
+def test_a_closed_listener_stops_watching_the_socket_before_uvicorn_closes_it() -> None:
+    """Uvicorn closes the socket right after closing the server, while the other processes
+    keep it open: a loop still watching that descriptor aborted the process (uvloop), as a
+    server thread of this file's tests once did on shutdown."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    loop = BalancedLoop()
+
+    async def close_as_uvicorn_does() -> bool:
+        own = sock.dup()
+        listener = BalancedListener(loop, asyncio.Protocol, own, 16)
+        await asyncio.sleep(0.05)
+        assert listener.watching  # it waits for a connection
+        listener.close()
+        still_watched = listener.watching
+        own.close()
+        # A connection arriving afterwards, on the socket the other processes hold open.
+        with socket.create_connection(("127.0.0.1", port)):
+            await asyncio.sleep(0.1)
+        await listener.wait_closed()
+        return still_watched
+
+    try:
+        assert loop.run_until_complete(close_as_uvicorn_does()) is False
+    finally:
+        loop.close()
+        sock.close()
