@@ -133,9 +133,6 @@ class BalancedListener:
         with contextlib.suppress(asyncio.CancelledError):
             await self._accepting
 
-    def is_serving(self) -> bool:
-        return not self._accepting.done()
-
 
 class BalancedLoop(uvloop.Loop):  # type: ignore[misc]  # uvloop ships no stubs for Loop
     """uvloop's event loop, whose servers on an already bound socket (the one the

@@ -118,7 +118,7 @@ def available_cores() -> int:
 def search_turns_default(server_processes: int) -> int:
     """Searches at once per server process: the cores it may use, shared among the
     processes serving beside it (two processes on two cores search one at a time each)."""
-    return max(1, available_cores() // max(1, server_processes))
+    return max(1, available_cores() // server_processes)
 
 
 class Settings(BaseSettings):
