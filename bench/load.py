@@ -42,7 +42,7 @@ Run from the repository root:
 
     .venv/bin/python bench/load.py [--data-dir DIR] [--copies 1] [--golden FILE] [--workers 1]
         [--server-env NAME=VALUE] [--search-clients 50] [--search-seconds 60] [--ask-clients 10]
-        [--ask-seconds 60] [--log-dir DIR] [--json OUT]
+        [--ask-seconds 60] [--client aiohttp] [--log-dir DIR] [--json OUT]
 
 Without --data-dir the bundled sample corpus is first materialized into a temporary folder
 with `lorehouse materialize`. Exit status: 0 when every request succeeded, 1 when any failed
@@ -68,12 +68,13 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
+import aiohttp
 import httpx
 import psutil
 import pyarrow as pa
@@ -479,11 +480,73 @@ def percentile(ordered: Sequence[float], q: float) -> float | None:
     return ordered[max(1, math.ceil(q / 100 * len(ordered))) - 1]
 
 
-def classify(response: httpx.Response, required_keys: tuple[str, ...]) -> str:
-    if response.status_code != 200:
-        return f"HTTP {response.status_code}"
+# The clients. The load generator shares the machine's cores with the server, so every
+# millisecond of CPU it spends on a request is taken from the server being measured.
+class HttpxClient:
+    """httpx.AsyncClient: what most Python callers of the API use (about 1.5 ms of CPU a
+    request here, see BENCHMARKS.md)."""
+
+    def __init__(self, base_url: str, connections: int, timeout_seconds: float) -> None:
+        # One connection per client. Idle connections keep httpx's default expiry (5 s), as
+        # any Python client of the API would: a connection the server closes while a request
+        # is being written to it fails that request, and such a failure counts as an error.
+        limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections)
+        # httpx's own timeouts are per read; asyncio.timeout bounds the whole request.
+        self._client = httpx.AsyncClient(
+            base_url=base_url, limits=limits, timeout=httpx.Timeout(timeout_seconds)
+        )
+
+    async def post(self, path: str, body: dict[str, Any]) -> tuple[int, str]:
+        response = await self._client.post(path, json=body)
+        return response.status_code, response.text
+
+    async def close(self) -> None:
+        await self._client.aclose()
+
+
+class AiohttpClient:
+    """aiohttp's ClientSession, whose HTTP parser is compiled: the default, because it leaves
+    the server more of the shared cores than httpx does."""
+
+    def __init__(self, base_url: str, connections: int, timeout_seconds: float) -> None:
+        self._base_url = base_url
+        # One connection per client, idle ones expiring after 5 s as httpx's do.
+        connector = aiohttp.TCPConnector(
+            limit=connections, limit_per_host=connections, keepalive_timeout=5
+        )
+        self._session = aiohttp.ClientSession(
+            connector=connector, timeout=aiohttp.ClientTimeout(total=timeout_seconds)
+        )
+
+    async def post(self, path: str, body: dict[str, Any]) -> tuple[int, str]:
+        async with self._session.post(self._base_url + path, json=body) as response:
+            return response.status, await response.text()
+
+    async def close(self) -> None:
+        await self._session.close()
+
+
+CLIENTS = {"aiohttp": AiohttpClient, "httpx": HttpxClient}
+CLIENT_NAMES = {"aiohttp": "aiohttp.ClientSession", "httpx": "httpx.AsyncClient"}
+
+
+@contextlib.asynccontextmanager
+async def open_client(
+    kind: str, base_url: str, connections: int, timeout_seconds: float
+) -> AsyncIterator[HttpxClient | AiohttpClient]:
+    """The load generator's HTTP client of `kind` (see CLIENTS), closed on exit."""
+    client = CLIENTS[kind](base_url, connections, timeout_seconds)
     try:
-        payload = response.json()
+        yield client
+    finally:
+        await client.close()
+
+
+def classify(status: int, text: str, required_keys: tuple[str, ...]) -> str:
+    if status != 200:
+        return f"HTTP {status}"
+    try:
+        payload = json.loads(text)
     except ValueError:
         return "invalid JSON"
     if not isinstance(payload, dict):
@@ -498,16 +561,10 @@ async def run_phase(
     """`spec.clients` closed-loop clients for `spec.seconds`, then the drain, then cancel."""
     outcomes: list[Outcome] = []
     examples: dict[str, str] = {}
-    # One connection per client. Idle connections keep httpx's default expiry (5 s), as any
-    # Python client of the API would: a connection the server closes while a request is
-    # being written to it fails that request, and such a failure counts as an error.
-    limits = httpx.Limits(max_connections=spec.clients, max_keepalive_connections=spec.clients)
-    # httpx's own timeouts are per read; asyncio.timeout below bounds the whole request.
-    timeout = httpx.Timeout(args.request_timeout)
     settle_seconds = await monitor.settle()
     rss_start, cpu_start = monitor.measure()
     load_cpu_start = time.process_time()
-    async with httpx.AsyncClient(base_url=base_url, limits=limits, timeout=timeout) as client:
+    async with open_client(args.client, base_url, spec.clients, args.request_timeout) as client:
         started = time.monotonic()
         stop_at = started + spec.seconds
 
@@ -519,11 +576,11 @@ async def run_phase(
                 sent = time.monotonic()
                 try:
                     async with asyncio.timeout(args.request_timeout):
-                        response = await client.post(spec.path, json=body)
-                    kind = classify(response, spec.required_keys)
+                        status, text = await client.post(spec.path, body)
+                    kind = classify(status, text, spec.required_keys)
                     if kind != "ok" and kind not in examples:
-                        examples[kind] = response.text[:ERROR_EXAMPLE_CHARS]
-                except (httpx.HTTPError, TimeoutError, OSError) as error:
+                        examples[kind] = text[:ERROR_EXAMPLE_CHARS]
+                except (httpx.HTTPError, aiohttp.ClientError, TimeoutError, OSError) as error:
                     kind = type(error).__name__
                     examples.setdefault(kind, str(error)[:ERROR_EXAMPLE_CHARS])
                 done = time.monotonic()
@@ -578,24 +635,26 @@ async def run_phase(
     )
 
 
-async def warm_up(base_url: str, search: PhaseSpec, ask: PhaseSpec, timeout: float) -> None:
+async def warm_up(
+    base_url: str, search: PhaseSpec, ask: PhaseSpec, timeout: float, client_kind: str
+) -> None:
     """A few untimed requests; a failing endpoint stops the benchmark before the load."""
-    async with httpx.AsyncClient(base_url=base_url, timeout=timeout) as client:
+    async with open_client(client_kind, base_url, 1, timeout) as client:
         calls = [(search, search.bodies[i % len(search.bodies)]) for i in range(WARM_UP_SEARCHES)]
         calls += [(ask, ask.bodies[i % len(ask.bodies)]) for i in range(WARM_UP_ASKS)]
         for spec, body in calls:
             if spec.clients == 0:
                 continue
-            response = await client.post(spec.path, json=body)
-            kind = classify(response, spec.required_keys)
+            status, text = await client.post(spec.path, body)
+            kind = classify(status, text, spec.required_keys)
             if kind != "ok":
-                raise BenchError(f"warm-up POST {spec.path}: {kind}: {response.text[:1000]}")
+                raise BenchError(f"warm-up POST {spec.path}: {kind}: {text[:1000]}")
 
 
 async def run_load(
     server: Server, monitor: ResourceMonitor, phases: list[PhaseSpec], args: argparse.Namespace
 ) -> list[PhaseResult]:
-    await warm_up(server.base_url, phases[0], phases[1], args.request_timeout)
+    await warm_up(server.base_url, phases[0], phases[1], args.request_timeout, args.client)
     results = []
     for spec in phases:
         if spec.clients == 0 or spec.seconds <= 0:
@@ -661,7 +720,8 @@ def report_markdown(
         f"keys, extractive answers){_server_env_text(args.server_env)}; {context['chunks']} "
         f"chunks in {context['data_dir']}"
         + (f" ({args.copies} copies of each row)" if args.copies > 1 else ""),
-        f"Load: closed-loop httpx.AsyncClient clients in one process on the same machine, "
+        f"Load: closed-loop {CLIENT_NAMES[args.client]} clients in one process on the same "
+        "machine, "
         f"{len(context['questions'])} questions of {args.golden.name}, search "
         f"top_k={SEARCH_TOP_K}, "
         f"request timeout {args.request_timeout:g} s, drain {args.drain_seconds:g} s",
@@ -775,6 +835,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--ask-clients", type=int, default=10)
     parser.add_argument("--ask-seconds", type=float, default=60.0)
     parser.add_argument("--request-timeout", type=float, default=60.0, help="seconds per request")
+    parser.add_argument(
+        "--client",
+        choices=sorted(CLIENTS),
+        default="aiohttp",
+        help="the load generator's HTTP client (httpx costs about 3x the CPU a request)",
+    )
     parser.add_argument(
         "--drain-seconds",
         type=float,
