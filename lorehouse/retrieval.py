@@ -470,19 +470,19 @@ class Retriever:
         so both searches apply the same predicate; an index built before sentence vectors
         existed is searched by chunk vectors alone.
         """
-        rows = chunks.vector_search(query_vector, where, depth, ["chunk_id"])
-        cosine = {row["chunk_id"]: 1.0 - float(row["_distance"]) for row in rows}
+        cosine = dict(chunks.vector_ranking(query_vector, where, depth))
         windows_table = self._sentence_windows_table()
         windows = (
             []
             if windows_table is None
-            else windows_table.vector_search(
-                query_vector, where, depth * SENTENCES_PER_CANDIDATE, ["chunk_id"]
+            else windows_table.vector_ranking(
+                query_vector, where, depth * SENTENCES_PER_CANDIDATE, "chunk_id"
             )
         )
-        for hit in windows:
-            chunk_id, value = hit["chunk_id"], 1.0 - float(hit["_distance"])
-            cosine[chunk_id] = max(cosine.get(chunk_id, -1.0), value)
+        # Best first: a chunk's first window is its closest.
+        for chunk_id, value in windows:
+            if value > cosine.get(chunk_id, -1.0):
+                cosine[chunk_id] = value
         best = sorted(cosine, key=lambda chunk_id: (-cosine[chunk_id], chunk_id))[:depth]
         return [(chunk_id, cosine[chunk_id]) for chunk_id in best]
 

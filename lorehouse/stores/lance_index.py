@@ -989,9 +989,32 @@ class TableSnapshot:
         self, vector: np.ndarray, where: str | None, limit: int, columns: Sequence[str]
     ) -> list[dict]:
         """Nearest rows by cosine distance (as `_distance`, 1 - cosine), filtered first."""
+        positions, cosines = self._nearest(vector, where, limit)
+        found = self._take(positions.tolist(), columns)
+        for row, cosine in zip(found, cosines.tolist(), strict=True):
+            row["_distance"] = 1.0 - cosine
+        return found
+
+    def vector_ranking(
+        self, vector: np.ndarray, where: str | None, limit: int, column: str | None = None
+    ) -> list[tuple[str, float]]:
+        """(value of `column`, default the key; cosine) of the nearest rows, best first:
+        `vector_search` without a dict per row, for a leg that ranks ids (the 200 rows of a
+        question's chunk and sentence-window searches cost 0.3 ms as dicts)."""
+        positions, cosines = self._nearest(vector, where, limit)
+        keys = self._column(column or self.key_column)
+        pairs = zip(positions.tolist(), cosines.tolist(), strict=True)
+        return [(keys[row], cosine) for row, cosine in pairs]
+
+    def _nearest(
+        self, vector: np.ndarray, where: str | None, limit: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(positions, cosines) of the `limit` nearest rows matching `where`, best first and
+        ties in row order."""
+        nothing = (np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32))
         norm = float(np.linalg.norm(vector))
         if norm == 0.0 or limit <= 0:
-            return []
+            return nothing
         allowed, hidden = self._predicate(where)
         assert self._unit_vectors is not None and self._products is not None
         unit_query = np.asarray(vector, dtype=np.float32) / norm
@@ -1011,16 +1034,12 @@ class TableSnapshot:
             scores[hidden] = -np.inf
             count = min(limit, len(scores) - len(hidden))
         if count <= 0:
-            return []
+            return nothing
         best = np.argpartition(-scores, count - 1)[:count] if count < len(scores) else None
         best = np.arange(len(scores)) if best is None else best
         positions = best if rows is None else rows[best]
         order = np.lexsort((positions, -scores[best]))
-        best, positions = best[order], positions[order]
-        found = self._take(positions.tolist(), columns)
-        for row, score in zip(found, scores[best].tolist(), strict=True):
-            row["_distance"] = 1.0 - score
-        return found
+        return positions[order], scores[best[order]]
 
     def _ann_candidates(
         self, vector: np.ndarray, where: str | None, allowed: np.ndarray, limit: int
