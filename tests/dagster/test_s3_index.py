@@ -1,0 +1,48 @@
+"""An index kept in S3 (a local server speaking the S3 protocol) serves what a local one
+does: late interaction takes stored token vectors by row offset from the object store."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from lorehouse.embedding.minilm import default_embedder
+from lorehouse.rerankers import LateInteractionReranker
+from lorehouse.stages.embed import EmbedReport, sync_table, sync_token_vectors
+from lorehouse.stores.lance_index import ChunkIndex, chunk_schema
+from lorehouse.wiring import lance_storage_options
+from tests.dagster.conftest import s3_bucket
+from tests.unit.test_sentence_vectors import _rows
+from tests.unit.test_token_vectors import QUESTION, CountingEncoder, _candidates
+
+
+def test_token_vectors_in_s3_are_read_not_encoded_and_follow_a_new_version(
+    s3_endpoint: str,
+) -> None:
+    s3_bucket(s3_endpoint, "index")
+    uri = "s3://index/lancedb"
+    options = lance_storage_options(uri, s3_endpoint, "eu-west-1")
+    embedder = default_embedder()
+    index = ChunkIndex(uri, storage_options=options)
+    rows = _rows(embedder.name, acl_office=[])
+    report = EmbedReport(model=embedder.name, dimension=embedder.dimension)
+    sync_table(index, rows, "text_embed", chunk_schema, embedder, 8, report)
+    sync_token_vectors(index, rows, embedder, 8, report)
+
+    # A reader in another process: a fresh index object on the same bucket.
+    reader = ChunkIndex(uri, storage_options=options)
+    counting = CountingEncoder(embedder)
+    ranked = LateInteractionReranker(counting, reader.token_vectors()).rerank(
+        QUESTION, np.zeros(0), _candidates(reader)
+    )
+    assert counting.encoded == [QUESTION]  # every passage's tokens came from the bucket
+    encoded = LateInteractionReranker(embedder).rerank(QUESTION, np.zeros(0), _candidates(reader))
+    assert [c.chunk_id for c in ranked] == [c.chunk_id for c in encoded]
+    for mine, theirs in zip(ranked, encoded, strict=True):
+        assert mine.scores["maxsim"] == pytest.approx(theirs.scores["maxsim"], abs=0.01)
+
+    # A passage removed from the table is gone from the next read of the new version.
+    stored = reader.token_vectors().packed(["hotels", "holidays"])
+    assert set(stored) == {"hotels", "holidays"}
+    index.token_vectors().delete_keys(["hotels"])
+    assert set(reader.token_vectors().packed(["hotels", "holidays"])) == {"holidays"}
