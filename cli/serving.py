@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import logging
 import os
 import socket
@@ -151,6 +152,29 @@ class BalancedLoop(uvloop.Loop):  # type: ignore[misc]  # uvloop ships no stubs 
         return BalancedListener(self, protocol_factory, sock, kwargs.get("backlog", 100))
 
 
+def serve_log_config() -> dict[str, Any]:
+    """uvicorn's logging configuration with Lorehouse's loggers added at INFO on stderr,
+    named on each line. Without them only warnings reached stderr, through Python's
+    last-resort handler and without a level or a name, and information such as how long
+    the start-up search took was dropped. Every server process applies it."""
+    from uvicorn.config import LOGGING_CONFIG
+
+    config = copy.deepcopy(LOGGING_CONFIG)
+    config["formatters"]["lorehouse"] = {
+        "()": "uvicorn.logging.DefaultFormatter",
+        "fmt": "%(levelprefix)s %(name)s: %(message)s",
+    }
+    config["handlers"]["lorehouse"] = {
+        "formatter": "lorehouse",
+        "class": "logging.StreamHandler",
+        "stream": "ext://sys.stderr",
+    }
+    # `cli` for this module's listener, which runs in the server processes.
+    for name in ("lorehouse", "cli"):
+        config["loggers"][name] = {"handlers": ["lorehouse"], "level": "INFO", "propagate": False}
+    return config
+
+
 def serve_api(app: str, host: str, port: int, workers: int, keep_alive_seconds: int) -> None:
     """Runs the ASGI app factory at import path `app` with uvicorn, its `workers`
     processes sharing the clients evenly (see the module's docstring).
@@ -174,5 +198,6 @@ def serve_api(app: str, host: str, port: int, workers: int, keep_alive_seconds: 
         workers=workers,
         timeout_keep_alive=keep_alive_seconds,
         log_level="info",
+        log_config=serve_log_config(),
         loop="cli.serving:BalancedLoop" if workers > 1 else "auto",
     )

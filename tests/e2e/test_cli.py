@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -165,6 +166,9 @@ def test_lorehouse_serve_answers_with_a_created_key(
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=30)
+    # Lorehouse's own information lines reach the server's log, level and logger named.
+    logged = server.stderr.read().decode() if server.stderr else ""
+    assert re.search(r"INFO: +lorehouse\.retrieval: search warmed in \d+ ms", logged), logged
 
 
 def test_lorehouse_eval_retrieval_prints_one_json_object(materialized_sample: Path) -> None:
