@@ -18,6 +18,7 @@ from lorehouse.token_vectors import (
     PackedTokenEncoder,
     maxsim_of_packed,
     pack,
+    split_packed,
     unpack,
 )
 from tests.unit.test_sentence_vectors import _rows
@@ -93,6 +94,28 @@ def test_maxsim_of_packed_passages_scores_each_passage_as_its_own_tokens_would()
         assert score == pytest.approx(expected, abs=1e-6)
     assert scores[1] == scores[4] == 0.0
     assert maxsim_of_packed(query, [passages[1]], 384) == [0.0]
+
+
+@pytest.mark.parametrize("query_tokens", [1, 2, 3, 16, 40])
+def test_maxsim_over_many_passages_has_the_bits_of_one_product_of_all_their_tokens(
+    query_tokens: int,
+) -> None:
+    """The passages are multiplied a block at a time; every score must still be the one a
+    single product gives, to the bit, so rankings (and their ties) do not move."""
+    rng = np.random.default_rng(query_tokens)
+    query = rng.normal(size=(query_tokens, 384)).astype(np.float32)
+    sizes = [int(n) for n in rng.integers(0, 260, 23)]  # about 3,000 tokens: several blocks
+    sizes.append((5 - sum(sizes)) % 512)  # and 5 tokens past the last whole block
+    passages = [pack(rng.normal(size=(n, 384))) for n in sizes]
+    scores = maxsim_of_packed(query, passages, 384)
+
+    parts = [split_packed(packed, 384) for packed in passages]
+    components = np.concatenate([c for _, c in parts], dtype=np.float32)
+    similarity = (components @ query.T) * np.concatenate([s for s, _ in parts])[:, None]
+    starts = np.cumsum([0, *sizes[:-1]])
+    for size, start, score in zip(sizes, starts, scores, strict=True):
+        expected = similarity[start : start + size].max(axis=0).mean() if size else 0.0
+        assert score == float(expected)
 
 
 def test_a_query_of_nothing_the_tokenizer_keeps_scores_zero_not_nan(
