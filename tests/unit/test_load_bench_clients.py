@@ -4,36 +4,18 @@ text, so a failing server is counted as an error whichever client generates the 
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import json
-import sys
-from types import ModuleType
 
 import pytest
 from aiohttp import web
 
-from lorehouse.settings import REPO_ROOT
-
-
-def _load_bench() -> ModuleType:
-    """bench/load.py, which imports its neighbour machine.py by name."""
-    sys.path.insert(0, str(REPO_ROOT / "bench"))
-    try:
-        spec = importlib.util.spec_from_file_location("load_bench", REPO_ROOT / "bench/load.py")
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        # Registered first: its dataclasses look their module up while they are made.
-        sys.modules[spec.name] = module
-        spec.loader.exec_module(module)
-        return module
-    finally:
-        sys.path.remove(str(REPO_ROOT / "bench"))
+from tests.bench_scripts import bench_script
 
 
 async def _post_twice(kind: str) -> list[tuple[int, str]]:
     """Two posts through the bench's client of `kind` to a server on 127.0.0.1 that echoes a
     good body and refuses a body without "query"."""
-    load = _load_bench()
+    load = bench_script("load")
 
     async def search(request: web.Request) -> web.Response:
         body = await request.json()
@@ -60,7 +42,7 @@ async def _post_twice(kind: str) -> list[tuple[int, str]]:
 
 @pytest.mark.parametrize("kind", ["aiohttp", "httpx"])
 def test_each_client_reports_status_and_body_so_errors_are_classified(kind: str) -> None:
-    load = _load_bench()
+    load = bench_script("load")
     (good_status, good_text), (bad_status, bad_text) = asyncio.run(_post_twice(kind))
     assert good_status == 200 and json.loads(good_text) == {"hits": ["vacation days"]}
     assert load.classify(good_status, good_text, ("hits",)) == "ok"

@@ -3,28 +3,11 @@ reported as build time."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from types import ModuleType
-
-from lorehouse.settings import REPO_ROOT
-
-
-def _scale_bench() -> ModuleType:
-    """bench/scale.py, which imports its neighbours (machine.py, reindex.py) by name."""
-    sys.path.insert(0, str(REPO_ROOT / "bench"))
-    try:
-        spec = importlib.util.spec_from_file_location("scale_bench", REPO_ROOT / "bench/scale.py")
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
-    finally:
-        sys.path.remove(str(REPO_ROOT / "bench"))
+from tests.bench_scripts import bench_script
 
 
 def test_a_stop_between_memory_samples_is_taken_out_of_the_span_it_falls_in() -> None:
-    scale = _scale_bench()
+    scale = bench_script("scale")
     # Samples every half second, then nothing for 100 s (the tree was stopped), then again.
     times = [0.0, 0.5, 1.0, 1.5, 101.5, 102.0, 102.5]
     assert scale.paused_seconds(times, 0.0, 102.5) == 100.0
@@ -35,7 +18,7 @@ def test_a_stop_between_memory_samples_is_taken_out_of_the_span_it_falls_in() ->
 
 
 def test_slow_samples_are_not_mistaken_for_a_pause() -> None:
-    scale = _scale_bench()
+    scale = bench_script("scale")
     # Reading a large tree's memory maps can take seconds, below the gap that means a stop.
     times = [0.0, 3.0, 7.0, 7.5, 12.0]
     assert scale.paused_seconds(times, 0.0, 12.0) == 0.0
