@@ -92,6 +92,11 @@ _SHARED_PRODUCT_MIN_QUERIES = 3
 _SIEVE_DIMENSION_SHARE = 3
 _SIEVE_CANDIDATES_PER_RESULT = 4
 _SIEVE_MIN_CANDIDATES = 256
+# The sieve's candidates are the rows scoring at least a threshold read from every
+# (rows / _THRESHOLD_SAMPLE)-th row's score, set for _THRESHOLD_MARGIN times the rows wanted
+# (see `at_least_best`).
+_THRESHOLD_SAMPLE = 4096
+_THRESHOLD_MARGIN = 1.5
 # Rows the principal directions are computed from (a fixed-seed sample): the directions of
 # 8,192 rows are those of the table for this purpose, and the decomposition takes 0.1 s.
 _SIEVE_SAMPLE_ROWS = 8_192
@@ -474,7 +479,43 @@ class ProjectedSieve:
             return np.empty(0, dtype=np.int64)
         if wanted >= len(scores):
             return np.flatnonzero(np.isfinite(scores))
-        return np.argpartition(-scores, wanted - 1)[:wanted]
+        return at_least_best(scores, wanted)
+
+
+def best_by_position(scores: np.ndarray, positions: np.ndarray, count: int) -> np.ndarray:
+    """Indexes of the `count` highest `scores`; of rows tied with the last one kept, those
+    of the lowest `positions`. Which candidates were proposed, and in what order, then
+    changes nothing: rows with equal vectors (a document stored twice) tie exactly."""
+    last = -np.partition(-scores, count - 1)[count - 1]
+    above = np.flatnonzero(scores > last)
+    tied = np.flatnonzero(scores == last)
+    tied = tied[np.argsort(positions[tied], kind="stable")[: count - len(above)]]
+    return np.concatenate([above, tied])
+
+
+def at_least_best(scores: np.ndarray, wanted: int) -> np.ndarray:
+    """Positions of the `wanted` highest finite scores, and a few more that come close.
+
+    A candidate more costs its rescoring (one row of the exact product); a candidate fewer
+    could cost a result. So a threshold is read from a strided sample of the scores, set for
+    _THRESHOLD_MARGIN times the rows wanted, and every row at or above it is a candidate:
+    on 27,891 sentence windows, 0.04 ms against 0.27 for `argpartition`, for about 930
+    candidates instead of 600 (134 dev questions, 600 wanted, always a superset of them).
+    When the sample misjudges (fewer than `wanted` rows pass, or more than twice the margin),
+    the exact selection is made. So is it when the threshold is -inf (fewer visible rows
+    than the margin asks for): every hidden row would pass it.
+    """
+    rows = len(scores)
+    stride = rows // _THRESHOLD_SAMPLE
+    if stride >= 2:
+        sample = scores[::stride]
+        keep = min(len(sample), math.ceil(_THRESHOLD_MARGIN * wanted * len(sample) / rows) + 1)
+        threshold = np.partition(sample, len(sample) - keep)[len(sample) - keep]
+        if np.isfinite(threshold):
+            found = np.flatnonzero(scores >= threshold)
+            if wanted <= len(found) <= 2 * _THRESHOLD_MARGIN * wanted:
+                return found
+    return np.argpartition(-scores, wanted - 1)[:wanted]
 
 
 class LanceTable:
@@ -1035,8 +1076,10 @@ class TableSnapshot:
             count = min(limit, len(scores) - len(hidden))
         if count <= 0:
             return nothing
-        best = np.argpartition(-scores, count - 1)[:count] if count < len(scores) else None
-        best = np.arange(len(scores)) if best is None else best
+        if count >= len(scores):
+            best = np.arange(len(scores))
+        else:
+            best = best_by_position(scores, np.arange(len(scores)) if rows is None else rows, count)
         positions = best if rows is None else rows[best]
         order = np.lexsort((positions, -scores[best]))
         return positions[order], scores[best[order]]

@@ -18,6 +18,8 @@ from lorehouse.stores.lance_index import (
     ChunkIndex,
     ProjectedSieve,
     SharedProducts,
+    at_least_best,
+    best_by_position,
     chunk_schema,
     sql_string,
 )
@@ -238,3 +240,47 @@ def test_vectors_spread_over_every_direction_are_not_sieved() -> None:
     # A vector holding NaN (a broken embedding) leaves the table scanned whole, not failing.
     narrow[5] = np.nan
     assert ProjectedSieve.checked(narrow, DIMENSION // 3) is None
+
+
+def test_sieve_candidates_hold_every_best_row_and_no_hidden_one() -> None:
+    """The sieve's candidates come from a threshold read off a sample of the scores: they
+    must include every one of the best rows asked for, and never a row the caller may not
+    see (scored -inf); where the sample misjudges, the exact selection is made."""
+    rng = np.random.default_rng(21)
+    scores = rng.standard_normal(50_000).astype(np.float32)
+    scores[rng.random(50_000) < 0.3] = -np.inf  # hidden rows
+    wanted = 600
+    found = at_least_best(scores, wanted)
+    best = np.argsort(-scores, kind="stable")[:wanted]
+    assert set(best.tolist()) <= set(found.tolist())
+    assert np.isfinite(scores[found]).all()
+    assert len(found) <= 3 * wanted
+
+    # Nearly everything hidden: the sample's threshold is -inf, so the rows are selected.
+    mostly_hidden = np.full(50_000, -np.inf, dtype=np.float32)
+    mostly_hidden[rng.choice(50_000, 700, replace=False)] = rng.random(700)
+    found = at_least_best(mostly_hidden, wanted)
+    assert len(found) == wanted and np.isfinite(mostly_hidden[found]).all()
+    # Every score equal: a threshold would pass all 50,000 rows, so exactly 600 are taken.
+    assert len(at_least_best(np.ones(50_000, dtype=np.float32), wanted)) == wanted
+    # Fewer visible rows than the sample's margin needs, and a candidate budget that would
+    # take every row: a threshold of -inf must not let a hidden row in.
+    few = np.full(9_000, -np.inf, dtype=np.float32)
+    few[rng.choice(9_000, 4_000, replace=False)] = rng.random(4_000)
+    found = at_least_best(few, 3_000)
+    assert len(found) == 3_000 and np.isfinite(few[found]).all()
+
+
+def test_rows_tied_at_the_cut_are_kept_by_position_whatever_order_they_were_proposed_in() -> None:
+    """Copies of a document have equal vectors, so their scores tie exactly: which copies
+    make the top k must not depend on how the candidates were found."""
+    scores = np.array([0.9, 0.5, 0.5, 0.7, 0.5, 0.5, 0.1], dtype=np.float32)
+    positions = np.array([40, 31, 7, 12, 19, 3, 8])
+    rng = np.random.default_rng(4)
+    kept = set()
+    for _ in range(10):
+        order = rng.permutation(len(scores))
+        picked = best_by_position(scores[order], positions[order], 4)
+        kept.add(tuple(sorted(positions[order][picked].tolist())))
+    # 0.9 and 0.7, then the two lowest positions among the four tied at 0.5.
+    assert kept == {(3, 7, 12, 40)}
