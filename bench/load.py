@@ -486,6 +486,8 @@ class HttpxClient:
     """httpx.AsyncClient: what most Python callers of the API use (about 1.5 ms of CPU a
     request here, see BENCHMARKS.md)."""
 
+    label = "httpx.AsyncClient"
+
     def __init__(self, base_url: str, connections: int, timeout_seconds: float) -> None:
         # One connection per client. Idle connections keep httpx's default expiry (5 s), as
         # any Python client of the API would: a connection the server closes while a request
@@ -508,6 +510,8 @@ class AiohttpClient:
     """aiohttp's ClientSession, whose HTTP parser is compiled: the default, because it leaves
     the server more of the shared cores than httpx does."""
 
+    label = "aiohttp.ClientSession"
+
     def __init__(self, base_url: str, connections: int, timeout_seconds: float) -> None:
         self._base_url = base_url
         # One connection per client, idle ones expiring after 5 s as httpx's do.
@@ -527,7 +531,6 @@ class AiohttpClient:
 
 
 CLIENTS = {"aiohttp": AiohttpClient, "httpx": HttpxClient}
-CLIENT_NAMES = {"aiohttp": "aiohttp.ClientSession", "httpx": "httpx.AsyncClient"}
 
 
 @contextlib.asynccontextmanager
@@ -720,7 +723,7 @@ def report_markdown(
         f"keys, extractive answers){_server_env_text(args.server_env)}; {context['chunks']} "
         f"chunks in {context['data_dir']}"
         + (f" ({args.copies} copies of each row)" if args.copies > 1 else ""),
-        f"Load: closed-loop {CLIENT_NAMES[args.client]} clients in one process on the same "
+        f"Load: closed-loop {CLIENTS[args.client].label} clients in one process on the same "
         "machine, "
         f"{len(context['questions'])} questions of {args.golden.name}, search "
         f"top_k={SEARCH_TOP_K}, "
