@@ -500,10 +500,15 @@ def sync_table(
     if stored is None:
         stored = table.stored_keys(scope)
     key = table.key_column
-    is_changed = [
-        row_key not in stored or stored[row_key].row_hash != row_hash
-        for row_key, row_hash in zip(rows[key], rows["row_hash"], strict=True)
-    ]
+    # A boolean array, not a list: pandas reads an empty list as a selection of no columns,
+    # and a batch can hold no rows at all (chunks too short to have sentence windows).
+    is_changed = np.array(
+        [
+            row_key not in stored or stored[row_key].row_hash != row_hash
+            for row_key, row_hash in zip(rows[key], rows["row_hash"], strict=True)
+        ],
+        dtype=bool,
+    )
     changed = rows[is_changed].sort_values(["doc_id", key], kind="stable").reset_index(drop=True)
     current_keys = set(rows[key])
     stale_by_document: dict[str, list[str]] = {}

@@ -208,3 +208,30 @@ def test_a_table_of_an_older_layout_is_rebuilt_with_its_vectors_kept(
     restricted = index.rows(f"NOT array_has_any(acl, ['{PUBLIC_GROUP}'])", ["chunk_id"], 1000)
     assert restricted, "the sample corpus holds restricted chunks"
     assert hits and not {h.chunk_id for h in hits} & {r["chunk_id"] for r in restricted}
+
+
+def test_a_corpus_of_one_short_note_is_indexed_and_searchable(tmp_path: Path) -> None:
+    """A chunk whose sentences fit in one window gets no windows, so a corpus of such chunks
+    has none at all: the index is built from its chunks alone, and found."""
+    source = tmp_path / "corpus"
+    source.mkdir()
+    (source / "wifi.md").write_text(
+        "# Guest Wi-Fi\n\nThe guest network is called Lorehouse-Guest.\n"
+    )
+    data_dir = tmp_path / "data"
+
+    result = materialize_everything(source, data_dir, with_evals=False)
+    assert result.success
+    embedded = metadata_of(result, "chunk_embeddings")
+    assert embedded["chunks"] == embedded["embedded"] >= 1
+    assert embedded["sentence_windows"] == 0
+    index = ChunkIndex(str(data_dir / "lancedb"))
+    for mode in ("hybrid", "vector"):
+        hits = Retriever(index, default_embedder()).search(
+            "What is the guest network called?", top_k=3, mode=mode
+        )
+        assert "Lorehouse-Guest" in hits.hits[0].text_chat, mode
+
+    again = materialize_everything(source, data_dir, with_evals=False)
+    assert again.success
+    assert metadata_of(again, "chunk_embeddings")["embedded"] == 0
