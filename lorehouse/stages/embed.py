@@ -41,6 +41,11 @@ _ADDED_BY_STAGE = {"embed_key", "row_hash", "vector"}
 _CHUNK_COLUMNS = [n for n in chunk_schema(1, "").names if n not in _ADDED_BY_STAGE]
 _DOCUMENT_COLUMNS = [n for n in document_schema(1, "").names if n not in _ADDED_BY_STAGE]
 _SENTENCE_COLUMNS = [n for n in sentence_schema(1, "").names if n not in _ADDED_BY_STAGE]
+_SENTENCE_INTEGER_COLUMNS = [
+    f.name
+    for f in sentence_schema(1, "")
+    if f.name in _SENTENCE_COLUMNS and pa.types.is_integer(f.type)
+]
 #: The chunk columns a chunk's sentence windows are cut from or copy.
 _WINDOW_SOURCE_COLUMNS = [
     *(c for c in _SENTENCE_COLUMNS if c not in ("sentence_id", "text_embed")),
@@ -208,7 +213,10 @@ def sentence_rows(
                     "row_hash": source,
                 }
             )
-    return pd.DataFrame(records, columns=[*_SENTENCE_COLUMNS, "embed_key", "row_hash"])
+    frame = pd.DataFrame(records, columns=[*_SENTENCE_COLUMNS, "embed_key", "row_hash"])
+    # Kept windows carry no page columns, and pandas fills a column of missing values and
+    # None as float NaN; the pages of the windows cut now stay nullable integers.
+    return frame.astype(dict.fromkeys(_SENTENCE_INTEGER_COLUMNS, "Int32"))
 
 
 def keyed_rows(frame: pd.DataFrame, text_column: str, model: str) -> pd.DataFrame:
@@ -607,8 +615,10 @@ def _dimension(
 
 
 def _arrow_rows(frame: pd.DataFrame, vectors: dict[str, np.ndarray], schema: pa.Schema) -> pa.Table:
+    # from_pandas: a value pandas marks missing (NaN, NA, None) is a null, whatever the
+    # column's dtype, rather than a float an integer or boolean column cannot take.
     columns = {
-        name: pa.array(frame[name].tolist(), type=schema.field(name).type)
+        name: pa.array(frame[name], type=schema.field(name).type, from_pandas=True)
         for name in schema.names
         if name != "vector"
     }
