@@ -27,19 +27,28 @@ from lorehouse.wiring import Lorehouse
 NOT_MATERIALIZED = "the {store} store is not materialized yet; run `lorehouse materialize`"
 # The document list waits this long for a materialization's write lock before a 503.
 DUCKDB_WAIT_SECONDS = 10.0
+#: Page previews drawn at once per server process. Each takes a core of its own (MuPDF draws
+#: on one thread, in a process of its own) for as long as RENDER_TIMEOUT_SECONDS; more at once
+#: would take the cores searches and answers run on.
+PAGE_RENDERS = 2
+#: How long a page preview waits for its turn before a 503 with Retry-After: a capped page is
+#: drawn in well under a second, so a longer wait means the renders are being flooded.
+PAGE_RENDER_WAIT_SECONDS = 10.0
 
 
-class AskTurns:
-    """Turns for computing an answer: at most `limit` at once, so memory stays bounded.
+class Turns:
+    """Turns for work that must not all run at once: at most `limit` at a time.
 
-    An ask waits for its turn on the event loop, never in a worker thread: a waiting ask that
-    held a thread would take it from the running answers (and every other route) that need
-    the same pool to finish, and a burst of asks would stall the whole API.
+    A request waits for its turn on the event loop, never in a worker thread: a waiting
+    request that held a thread would take it from the running ones (and every other route)
+    that need the same pool to finish, and a burst would stall the whole API.
     """
 
-    def __init__(self, limit: int, wait_seconds: float) -> None:
+    def __init__(self, limit: int, wait_seconds: float, busy: str) -> None:
         self.limit = limit
         self.wait_seconds = wait_seconds
+        #: What a 503 says when no turn comes, e.g. "4 answers are being computed".
+        self.busy = busy
         self._free = asyncio.Semaphore(limit)
 
     async def take(self) -> None:
@@ -47,12 +56,18 @@ class AskTurns:
         try:
             await asyncio.wait_for(self._free.acquire(), self.wait_seconds)
         except TimeoutError:
-            raise StoreUnavailable(
-                f"{self.limit} answers are being computed; retry shortly"
-            ) from None
+            raise StoreUnavailable(f"{self.busy}; retry shortly") from None
 
     def give_back(self) -> None:
         self._free.release()
+
+
+class AskTurns(Turns):
+    """Turns for computing an answer: each holds ~65 MB while it runs, so memory stays
+    bounded by `limit`."""
+
+    def __init__(self, limit: int, wait_seconds: float) -> None:
+        super().__init__(limit, wait_seconds, busy=f"{limit} answers are being computed")
 
 
 @dataclass
@@ -69,6 +84,8 @@ class Service:
     ask_turns: AskTurns
     #: Turns for computing a search (`api_search_threads` at once), awaited on the event loop.
     search_turns: anyio.CapacityLimiter
+    #: Turns for drawing a page preview (`PAGE_RENDERS` at once).
+    page_turns: Turns
     #: The Slack bot, when its token and signing secret are configured.
     slack: App | None = None
     _feature_store: DuckDBStore | None = field(default=None, init=False, repr=False)
@@ -119,6 +136,7 @@ def open_service(settings: Settings, llm_client: LLMClient | None = None) -> Ser
         pipeline,
         turns,
         anyio.CapacityLimiter(settings.api_search_threads),
+        Turns(PAGE_RENDERS, PAGE_RENDER_WAIT_SECONDS, busy=f"{PAGE_RENDERS} pages are being drawn"),
         build_slack_app(settings, pipeline),
     )
 

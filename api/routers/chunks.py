@@ -10,12 +10,13 @@ from typing import Annotated, Any
 from urllib.parse import quote
 
 from fastapi import APIRouter, HTTPException, Path, Query, Response
+from fastapi.concurrency import run_in_threadpool
 
 from api.deps import CallerDep, ServiceDep
 from api.models import ChunkPreview, ErrorResponse
 from api.openapi import NOT_READY, UNAUTHORIZED
 from lorehouse.errors import SourceError
-from lorehouse.page_images import render_page
+from lorehouse.page_images import RenderFailed, render_page
 from lorehouse.retrieval import ChunkView
 
 log = logging.getLogger("lorehouse.api")
@@ -86,20 +87,34 @@ def chunk(
         200: {"content": {"image/png": {}}, "description": "The page, the chunk highlighted."},
         **UNAUTHORIZED,
         **_NO_SUCH_CHUNK,
+        422: {
+            "model": ErrorResponse,
+            "description": "The page cannot be drawn within the renderer's time and memory.",
+        },
         **NOT_READY,
     },
 )
-def chunk_page(service: ServiceDep, caller: CallerDep, chunk_id: ChunkId) -> Response:
+async def chunk_page(service: ServiceDep, caller: CallerDep, chunk_id: ChunkId) -> Response:
     """The PDF page a chunk starts on, as a PNG with the chunk's text highlighted; 404 for a
-    chunk of another format or without pages."""
-    row, _ = _visible_chunk(service, caller, chunk_id)
+    chunk of another format or without pages, 422 for a page that cannot be drawn within the
+    renderer's time and memory.
+
+    Pages are drawn in processes of their own, `PAGE_RENDERS` at once: a request waits for its
+    turn on the event loop, holding no worker thread, and gets a 503 when none comes.
+    """
+    row, _ = await run_in_threadpool(_visible_chunk, service, caller, chunk_id)
     if row["file_type"] != "pdf" or row["page_start"] is None:
         raise HTTPException(status_code=404, detail=f"chunk {chunk_id!r} is not on a PDF page")
-    pdf = _original(service, row)
+    pdf = await run_in_threadpool(_original, service, row)
+    await service.page_turns.take()
     try:
-        png, _ = render_page(pdf, int(row["page_start"]), row["text_chat"])
+        png, _ = await run_in_threadpool(render_page, pdf, int(row["page_start"]), row["text_chat"])
     except ValueError as error:
         raise HTTPException(status_code=404, detail=str(error)) from error
+    except RenderFailed as error:
+        raise HTTPException(status_code=422, detail=str(error)) from error
+    finally:
+        service.page_turns.give_back()
     return Response(png, media_type="image/png", headers={"Cache-Control": "private, max-age=300"})
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import shutil
 import socket
+import struct
 import sys
 import time
 from collections.abc import Iterator
@@ -21,9 +22,12 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import httpx
+import psutil
+import pymupdf
 import pytest
 
 from lorehouse.api_keys import add_key
+from lorehouse.page_images import MAX_PAGE_PIXELS
 from lorehouse.settings import BUNDLED_SAMPLE_CORPUS, REPO_ROOT
 from tests.conftest import materialize_everything
 
@@ -40,6 +44,7 @@ from load import (  # bench/load.py: starts and stops `lorehouse serve`
 # the machine. The others run with the parallel suite, on a server of their own.
 
 QUESTION = "How many weeks of parental leave do primary caregivers get?"
+MIB = 1 << 20
 
 
 @dataclass
@@ -79,13 +84,20 @@ def _post(path: str, body: dict, headers: dict[str, str]) -> bytes:
     return ("\r\n".join(lines) + "\r\n\r\n").encode() + data
 
 
+def _rss(live: Live) -> int:
+    """The server process's resident memory."""
+    return int(psutil.Process(live.server.process.pid).memory_info().rss)
+
+
 @pytest.fixture(scope="module")
 def keys(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str]:
     path = tmp_path_factory.mktemp("keys") / "api-keys.yaml"
     return path, add_key(path, "outsider", []), add_key(path, "insider", ["security", "hr"])
 
 
-def _serve(data_dir: Path, keys: tuple[Path, str, str], log_dir: Path) -> Iterator[Live]:
+def _serve(
+    data_dir: Path, keys: tuple[Path, str, str], log_dir: Path, **settings: str
+) -> Iterator[Live]:
     # No kept sentence vectors: the burst below is 50 asks of one question, which would
     # otherwise cost one answer's embedding and leave nothing to hold the server busy.
     # The burst's last asks wait for twelve rounds of four answers: 25 s on this 2-core
@@ -99,6 +111,7 @@ def _serve(data_dir: Path, keys: tuple[Path, str, str], log_dir: Path) -> Iterat
         LOREHOUSE_API_KEYS_FILE=str(keys[0]),
         LOREHOUSE_ANSWER_SENTENCE_VECTORS_KEPT="0",
         LOREHOUSE_API_ASK_WAIT_SECONDS="80",  # under the burst sockets' 90 s timeout
+        **settings,
     )
     try:
         wait_until_healthy(server, timeout_seconds=120)
@@ -365,3 +378,85 @@ def test_restricted_documents_sharing_words_change_nothing_an_outsider_sees(
     # The outsider's view is not empty: the comparison above compared something.
     assert len(public_hits) >= 3
     assert "20 weeks" in outsider_with[f"ask {QUESTION}"]["answer"]
+
+
+# -- pages drawn huge -----------------------------------------------------------------------
+
+#: PDFs of one page each, by the side of that page in points: larger than any paper, and far
+#: past the 14,400 points PDF allows without a user unit.
+HUGE_PAGES = {"poster.pdf": 11_000, "billboard.pdf": 100_000}
+
+
+def _png_size(png: bytes) -> tuple[int, int]:
+    assert png.startswith(b"\x89PNG\r\n\x1a\n"), png[:16]
+    width, height = struct.unpack(">II", png[16:24])
+    return width, height
+
+
+def test_pages_drawn_huge_are_previewed_under_the_pixel_cap_while_the_server_answers(
+    keys: tuple[Path, str, str], tmp_path: Path
+) -> None:
+    """A PDF may declare a page of any size. Its preview is scaled down to at most
+    MAX_PAGE_PIXELS and drawn outside the server process, so neither the server's memory nor
+    its health check depends on what a document declares."""
+    source, data_dir = tmp_path / "corpus", tmp_path / "data"
+    source.mkdir()
+    for name, side in HUGE_PAGES.items():
+        with pymupdf.open() as document:
+            page = document.new_page(width=side, height=side)
+            stem = Path(name).stem
+            text = [
+                f"The {stem} inspection covers every loading dock door and ramp.",
+                "Inspectors record the state of each hinge, seal and lock on the checklist.",
+                "A door that fails the inspection is closed until facilities repair it.",
+            ]
+            page.insert_text((72, 72), "\n".join(text), fontsize=11)
+            document.save(source / name)
+    assert materialize_everything(source, data_dir, with_evals=False).success  # type: ignore[attr-defined]
+    server = _serve(data_dir, keys, tmp_path, LOREHOUSE_SOURCE_URI=str(source))
+    live = next(server)
+    try:
+        chunk_ids = {}
+        for name in HUGE_PAGES:
+            query = {"query": f"{Path(name).stem} inspection", "mode": "bm25"}
+            found = httpx.post(
+                f"{live.url}/v1/search", json=query, headers=live.as_("outsider"), timeout=30
+            )
+            chunk_ids[name] = next(
+                h["chunk_id"] for h in found.json()["hits"] if h["rel_path"] == name
+            )
+        rss_before, rss_peak = _rss(live), 0
+        health_seconds: list[float] = []
+        with ThreadPoolExecutor(max_workers=3) as pool:
+            # The poster twice: two renders at once blocked the server longest.
+            pages = [
+                (
+                    name,
+                    pool.submit(
+                        httpx.get,
+                        f"{live.url}/v1/chunks/{chunk_ids[name]}/page",
+                        headers=live.as_("outsider"),
+                        timeout=60,
+                    ),
+                )
+                for name in ["poster.pdf", "billboard.pdf", "poster.pdf"]
+            ]
+            with httpx.Client(timeout=30) as client:
+                while not all(page.done() for _, page in pages):
+                    rss_peak = max(rss_peak, _rss(live))
+                    started = time.perf_counter()
+                    assert client.get(f"{live.url}/healthz").status_code == 200
+                    health_seconds.append(time.perf_counter() - started)
+                    time.sleep(0.05)
+            responses = [(name, page.result()) for name, page in pages]
+    finally:
+        server.close()
+    for name, response in responses:
+        assert response.status_code == 200, (name, response.status_code, response.text[:300])
+        assert response.headers["content-type"] == "image/png"
+        width, height = _png_size(response.content)
+        assert width * height <= MAX_PAGE_PIXELS, (name, width, height)
+        assert width == height > 1000, (name, width, height)  # scaled down, not to a speck
+    assert max(health_seconds) < 1.0, f"/healthz during the renders: {sorted(health_seconds)}"
+    assert rss_peak - rss_before < 200 * MIB, f"{(rss_peak - rss_before) / MIB:.0f} MiB"
+    assert "Traceback" not in tail(live.server.stderr_path, chars=1_000_000)
