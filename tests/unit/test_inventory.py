@@ -136,16 +136,18 @@ def test_folder_loops_are_not_followed_and_broken_file_links_are_listed(
     run_inventory(
         source, store, 1 << 20, on_progress=lambda done, total: progress.append((done, total))
     )
-    # The broken links are documents the owner expects indexed: listed, so that parsing can
-    # record them as unreadable; the folder loop is walked once.
+    # Links, to files or folders, are listed so that parsing records why they were left;
+    # none is followed, so the folder loop is walked once.
     assert store.table("documents_raw", ["rel_path"])["rel_path"].tolist() == [
         "dangling.md",
         "docs/a.md",
+        "docs/loop",
         "self.md",
     ]
-    assert progress == [(1, 3), (2, 3), (3, 3)]
-    with pytest.raises(SourceError, match="symbolic links"):
-        source.read_bytes("self.md")
+    assert progress == [(1, 4), (2, 4), (3, 4), (4, 4)]
+    for link in ("self.md", "dangling.md", "docs/loop", "docs/loop/a.md"):
+        with pytest.raises(SourceError, match="symbolic link"):
+            source.read_bytes(link)
 
 
 def _tree(root: Path) -> None:
@@ -245,3 +247,17 @@ def test_tables_left_by_a_killed_run_are_dropped(tmp_path: Path, store: DuckDBSt
     with store.connect() as connection:
         names = connection.execute("SELECT table_name FROM duckdb_tables()").fetchall()
     assert not [name for (name,) in names if name.startswith("inventory_staging_")]
+
+
+def test_a_file_name_that_is_not_utf8_is_listed_and_read_back(
+    tmp_path: Path, store: DuckDBStore
+) -> None:
+    root = tmp_path / "docs"
+    _write(root, "a.md", "# A")
+    (Path(os.fsdecode(os.fsencode(root) + b"/caf\xe9.md"))).write_text("# Cafe")
+    source = LocalFolderSource(root)
+    report = run_inventory(source, store, 1 << 20)
+    assert report.documents == 2
+    names = store.table("documents_raw", ["rel_path"])["rel_path"].tolist()
+    assert names == ["a.md", "caf\\xe9.md"]
+    assert source.read_bytes("caf\\xe9.md") == b"# Cafe"
