@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import mimetypes
 from pathlib import PurePosixPath
@@ -43,9 +44,15 @@ def _visible_chunk(
 
 
 def _original(service: ServiceDep, row: dict) -> bytes:
-    """The bytes of a chunk's source file; 404 when the source no longer has it."""
+    """The bytes a chunk was built from, read again from its source.
+
+    404 when the source no longer has a regular file there (a symbolic link is never
+    followed), 409 when the file holds other bytes than those indexed: a route that served
+    whatever the path holds now would hand out a file swapped in after indexing, whatever
+    its access list.
+    """
     try:
-        return service.lorehouse.document_source().read_bytes(row["rel_path"])
+        content = service.lorehouse.document_source().read_bytes(row["rel_path"])
     except SourceError as error:
         log.warning("original of %s unreadable: %s", row["chunk_id"], error)
         raise HTTPException(
@@ -53,6 +60,15 @@ def _original(service: ServiceDep, row: dict) -> bytes:
             detail="the original file is not in the source any more; the next reindex "
             "removes its chunks",
         ) from error
+    indexed = service.feature_store().indexed_content_sha256(row["doc_id"])
+    if indexed is None or hashlib.sha256(content).hexdigest() != indexed:
+        log.warning("original of %s changed since it was indexed", row["chunk_id"])
+        raise HTTPException(
+            status_code=409,
+            detail="the original file has changed since it was indexed; the next reindex "
+            "picks up the new version",
+        )
+    return content
 
 
 @router.get(
@@ -134,13 +150,38 @@ async def chunk_page(service: ServiceDep, caller: CallerDep, chunk_id: ChunkId) 
     },
 )
 def chunk_file(service: ServiceDep, caller: CallerDep, chunk_id: ChunkId) -> Response:
-    """The original file of a chunk the caller may see, for the reader to open."""
+    """The original file of a chunk the caller may see, for the reader to open.
+
+    Only passive types (PDF, images, plain text) open in the browser; anything else, HTML
+    and SVG among them, is an attachment, so a document's own script never runs in the
+    API's origin. Every answer is sandboxed and never sniffed as another type.
+    """
     row, _ = _visible_chunk(service, caller, chunk_id)
     content = _original(service, row)
     name = PurePosixPath(row["rel_path"]).name
+    media_type, inline = original_media_type(name)
+    disposition = "inline" if inline else "attachment"
+    headers = {
+        "Content-Disposition": f"{disposition}; filename*=UTF-8''{quote(name)}",
+        "X-Content-Type-Options": "nosniff",
+        "Cache-Control": "private, no-store",
+    }
+    # Chromium's PDF viewer does not open in a sandboxed document; a PDF runs no script in
+    # the page's origin, so it alone goes without the sandbox.
+    if media_type != "application/pdf":
+        headers["Content-Security-Policy"] = "sandbox; default-src 'none'"
+    return Response(content, media_type=media_type, headers=headers)
+
+
+#: Types a browser shows without running anything of the document's own.
+_PASSIVE_TYPES = {"application/pdf", "image/png", "image/jpeg", "image/gif", "image/webp"}
+#: Text formats shown as plain text rather than handed to whatever the browser does with them.
+_PLAIN_TEXT_SUFFIXES = {".md", ".markdown", ".txt", ".csv", ".tsv", ".rst", ".log"}
+
+
+def original_media_type(name: str) -> tuple[str, bool]:
+    """(media type, whether it may open inline) for an original file named `name`."""
+    if PurePosixPath(name).suffix.lower() in _PLAIN_TEXT_SUFFIXES:
+        return "text/plain; charset=utf-8", True
     media_type = mimetypes.guess_type(name)[0] or "application/octet-stream"
-    return Response(
-        content,
-        media_type=media_type,
-        headers={"Content-Disposition": f"inline; filename*=UTF-8''{quote(name)}"},
-    )
+    return media_type, media_type in _PASSIVE_TYPES

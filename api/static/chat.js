@@ -291,9 +291,33 @@ async function openSource(citation) {
   link.hidden = false;
   link.onclick = async (event) => {
     event.preventDefault();
-    const file = await (await api(`${chunkPath}/file`)).blob();
-    window.open(URL.createObjectURL(file), "_blank");
+    try {
+      await openOriginal(`${chunkPath}/file`, chunk.rel_path);
+    } catch (error) {
+      $("source-text").append(element("p", { class: "error", text: error.message }));
+    }
   };
+}
+
+// A blob: URL belongs to this page's origin, so only types that run nothing of the document's
+// own open in a tab; the rest (HTML, SVG, Office files) are saved as downloads.
+const OPENABLE_TYPES = new Set(["application/pdf", "image/png", "image/jpeg", "image/gif",
+  "image/webp", "text/plain"]);
+
+async function openOriginal(path, relPath) {
+  const response = await api(path);
+  const data = await response.blob();
+  const type = (response.headers.get("Content-Type") || "").split(";")[0].trim();
+  const inline = (response.headers.get("Content-Disposition") || "").startsWith("inline")
+    && OPENABLE_TYPES.has(type);
+  const url = URL.createObjectURL(
+    new Blob([data], { type: inline ? type : "application/octet-stream" }));
+  if (inline) {
+    window.open(url, "_blank", "noopener");
+  } else {
+    element("a", { href: url, download: relPath.split("/").pop() }).click();
+  }
+  setTimeout(() => URL.revokeObjectURL(url), 60_000);
 }
 
 function openLinkedSource() {

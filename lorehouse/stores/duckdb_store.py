@@ -16,7 +16,9 @@ from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from pathlib import Path
+from typing import cast
 
 import duckdb
 import pandas as pd
@@ -225,6 +227,22 @@ class DocumentStatus:
 
 
 _OPENING = threading.Lock()
+#: Counting a caller's verdicts and storing the next one take turns within a process: its
+#: threads share one DuckDB instance, where two transactions could both count one below the
+#: quota and both insert. Other processes wait for the file's lock anyway.
+_FEEDBACK_WRITES = threading.Lock()
+
+
+@dataclass(frozen=True)
+class FeedbackQuota:
+    """At most `verdicts` from one caller within any `window`.
+
+    Every verdict is a golden-set candidate that a person reviews, so one caller must not be
+    able to queue more of them than reviewers can read.
+    """
+
+    verdicts: int
+    window: timedelta
 
 
 class DuckDBStore:
@@ -775,9 +793,31 @@ class DuckDBStore:
         with self._transaction(incoming=frame) as connection:
             _insert_frame(connection, "eval_retrieval_misses", "incoming", frame)
 
-    def add_feedback(self, row: dict[str, object]) -> None:
-        """Stores one reader's verdict on an answer (see the answer_feedback table)."""
-        with self._transaction() as connection:
+    def add_feedback(
+        self, row: dict[str, object], quota: FeedbackQuota | None = None
+    ) -> datetime | None:
+        """Stores one reader's verdict on an answer (see the answer_feedback table).
+
+        With a `quota`, the verdict is stored only while its caller gave fewer than
+        `quota.verdicts` in the `quota.window` before its `given_at`. Returns None when it was
+        stored; else nothing is stored and the answer is when the caller's next verdict will
+        be taken.
+        """
+        with _FEEDBACK_WRITES, self._transaction() as connection:
+            if quota is not None:
+                # The caller's quota-th latest verdict inside the window: while there is one,
+                # the quota is used up, until that verdict leaves the window.
+                used_up = connection.execute(
+                    "SELECT given_at FROM answer_feedback WHERE caller = ? AND given_at > ? "
+                    "ORDER BY given_at DESC LIMIT 1 OFFSET ?",
+                    [
+                        row["caller"],
+                        cast(datetime, row["given_at"]) - quota.window,
+                        quota.verdicts - 1,
+                    ],
+                ).fetchone()
+                if used_up is not None:
+                    return cast(datetime, used_up[0]) + quota.window
             connection.execute(
                 "INSERT INTO answer_feedback (answer_id, given_at, caller, rating, comment, "
                 "question, answer, cited_chunk_ids, cited_files) "
@@ -785,6 +825,7 @@ class DuckDBStore:
                 "$cited_chunk_ids, $cited_files)",
                 row,
             )
+        return None
 
     def feedback(self) -> pd.DataFrame:
         """Every verdict given, oldest first."""
@@ -828,6 +869,16 @@ class DuckDBStore:
             ).df()
         total = int(total_row[0]) if total_row else 0
         return total, frame.to_dict("records")
+
+    def indexed_content_sha256(self, doc_id: str) -> str | None:
+        """The content digest of the bytes a document's chunks were built from; None when the
+        document is not in the feature tables. The API serves an original only while the file
+        still holds these bytes."""
+        with self.connect() as connection:
+            row = connection.execute(
+                "SELECT content_sha256 FROM documents WHERE doc_id = ?", [doc_id]
+            ).fetchone()
+        return str(row[0]) if row else None
 
     # -- reporting -----------------------------------------------------------------------------
 
