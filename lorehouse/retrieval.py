@@ -138,7 +138,9 @@ class SearchHit(ChunkView):
     """One retrieved chunk with what a citation needs and a score per stage."""
 
     rank: int
-    source_uri: str
+    source_uri: str = Field(
+        description="The file's path relative to its source: server paths never leave it."
+    )
     file_type: str
     score: float = Field(description="The score of the stage that decided the order.")
     scores: dict[str, float] = Field(description="vector (cosine), bm25, rrf, maxsim, rerank.")
@@ -614,7 +616,9 @@ def hit_from_row(
         doc_id=row["doc_id"],
         title=row["title"],
         rel_path=row["rel_path"],
-        source_uri=row["source_uri"] or "",
+        # The stored URI names the server's folders (or a bucket); a caller is told only
+        # where the file sits in its source.
+        source_uri=row["rel_path"],
         file_type=row["file_type"],
         position=int(row["position"]),
         heading_path=list(row["heading_path"] or []),

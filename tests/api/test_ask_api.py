@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 from api.main import create_app
 from lorehouse.api_keys import add_key
 from lorehouse.llm import LLMClient
-from lorehouse.settings import Settings
+from lorehouse.settings import BUNDLED_SAMPLE_CORPUS, Settings
 from lorehouse.stores.duckdb_store import DuckDBStore
 
 LEAVE = "How many weeks of parental leave do primary caregivers get?"
@@ -54,7 +54,9 @@ def test_extractive_answer_cites_retrieved_chunks_that_exist(api: TestClient) ->
     for citation in body["citations"]:
         assert f"[{citation['number']}]" in body["answer"]
         assert citation["chunk_id"] in context
-        assert citation["title"] and citation["source_uri"].startswith("file://")
+        # Where the file sits in its source, never the server's own folders.
+        assert citation["title"] and citation["source_uri"] == citation["rel_path"]
+        assert not citation["source_uri"].startswith(("file:", "/"))
         assert api.get(citation["citation"]).status_code == 200
     steps = {step["step"]: step for step in body["trace"]["steps"]}
     assert list(steps) == [
@@ -68,6 +70,10 @@ def test_extractive_answer_cites_retrieved_chunks_that_exist(api: TestClient) ->
     assert all(step["ms"] >= 0 for step in steps.values())
     assert body["totals"]["llm_calls"] == 0
     assert body["asked_at"] <= body["answered_at"]
+    assert str(BUNDLED_SAMPLE_CORPUS) not in response.text
+    search = api.post("/v1/search", json={"query": LEAVE})
+    assert search.status_code == 200 and search.json()["hits"]
+    assert str(BUNDLED_SAMPLE_CORPUS) not in search.text and "file:" not in search.text
 
 
 def test_a_question_the_documents_do_not_answer_is_answered_as_absent(api: TestClient) -> None:
