@@ -1,4 +1,9 @@
-"""The `lorehouse` command line: materialize the asset graph and inspect what it produced."""
+"""The `lorehouse` command line: materialize the asset graph and inspect what it produced.
+
+Everything printed that a document, a reader, a model or the command line supplied (paths,
+titles, chunk text, questions, answers, comments, error messages) goes through `shown`, so
+it is printed as text: never read as Rich markup, never obeyed as a terminal control.
+"""
 
 from __future__ import annotations
 
@@ -15,7 +20,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from lorehouse.display import cut_right, pages_label, passage
+from lorehouse.display import cut_right, pages_label, passage, shown
 from lorehouse.models import SearchMode
 from lorehouse.settings import Settings, get_settings
 from lorehouse.stages.progress import ProgressCallback
@@ -43,9 +48,10 @@ app = typer.Typer(
     # Plain help: flags read as flags ("--trace  Show each step"), not "<bool>".
     rich_markup_mode=None,
 )
-console = Console(stderr=True)
+# No emoji codes: a comment or a title saying ":warning:" is printed as written.
+console = Console(stderr=True, emoji=False)
 # Piped output (CI logs, `| less`) gets a wide table instead of rich's 80-column default.
-out = Console(width=None if sys.stdout.isatty() else 160)
+out = Console(width=None if sys.stdout.isatty() else 160, emoji=False)
 
 
 @app.command()
@@ -72,14 +78,14 @@ def materialize(
         try:
             keys = dg.AssetSelection.from_string(select).resolve(graph)
         except Exception as error:
-            console.print(f"[red]Invalid selection {select!r}: {error}[/red]")
+            console.print(f"[red]Invalid selection {shown(repr(select))}: {shown(error)}[/red]")
             raise typer.Exit(2) from error
     if not keys:
-        console.print(f"[red]Selection {select!r} matches no asset.[/red]")
+        console.print(f"[red]Selection {shown(repr(select))} matches no asset.[/red]")
         raise typer.Exit(2)
     console.print(
         f"[bold]Materializing[/bold] {', '.join(sorted(k.to_user_string() for k in keys))} "
-        f"from {settings.source_uri} into {settings.data_dir.resolve()}"
+        f"from {shown(settings.source_uri)} into {shown(settings.data_dir.resolve())}"
     )
     # index_job, as the schedule and the sensor run it: the run carries its writer tag (one
     # index run at a time) and says it came from the CLI, so the UI lists it like theirs.
@@ -111,23 +117,25 @@ def docs(
     """List documents with their status: parsed, or failed and why."""
     settings = get_settings()
     if not settings.duckdb_path.exists():
-        console.print(f"No store at {settings.duckdb_path}; run `lorehouse materialize` first.")
+        console.print(
+            f"No store at {shown(settings.duckdb_path)}; run `lorehouse materialize` first."
+        )
         raise typer.Exit(1)
     rows = Lorehouse(settings).feature_store().document_statuses(status=status or None)
     if not rows:
-        which = f"{status} " if status else ""
-        console.print(f"No {which}documents in {settings.data_dir.resolve()}.")
+        which = f"{shown(status)} " if status else ""
+        console.print(f"No {which}documents in {shown(settings.data_dir.resolve())}.")
         return
     table = Table("document", "type", "status", "reason", "access", "title / detail")
     for row in rows:
         colour = {"parsed": "green", "failed": "red"}.get(row.status, "yellow")
         table.add_row(
-            row.rel_path,
-            row.file_type,
-            f"[{colour}]{row.status}[/{colour}]",
-            row.reason or "",
-            ",".join(row.acl_groups) or "public",
-            (row.detail or row.title or "")[:80],
+            shown(row.rel_path),
+            shown(row.file_type),
+            f"[{colour}]{shown(row.status)}[/{colour}]",
+            shown(row.reason or ""),
+            shown(",".join(row.acl_groups) or "public"),
+            shown((row.detail or row.title or "")[:80]),
         )
     out.print(table)
 
@@ -190,21 +198,21 @@ def search(
         section = hit.heading_path[1:] if hit.heading_path[:1] == [hit.title] else hit.heading_path
         row = [
             str(hit.rank),
-            hit.title or hit.rel_path,
-            cut_right(" > ".join(section), 50),
+            shown(hit.title or hit.rel_path),
+            shown(cut_right(" > ".join(section), 50)),
             pages_label(hit.rel_path, hit.page_start, hit.page_end),
-            hit.chunk_id[:SHORT_ID],
-            passage(hit.text_chat, hit.heading_path, 160),
+            shown(hit.chunk_id[:SHORT_ID]),
+            shown(passage(hit.text_chat, hit.heading_path, 160)),
         ]
         if explain:
             row += [f"{hit.scores[stage]:.3f}" if stage in hit.scores else "" for stage in stages]
         table.add_row(*row)
     out.print(table)
     if result.asks:
-        asks = "; ".join(f"'{ask}'" for ask in result.asks)
+        asks = "; ".join(f"'{shown(ask)}'" for ask in result.asks)
         console.print(f"Searched whole and per ask ({asks}); the hits take turns.")
     for warning in result.warnings:
-        console.print(f"[yellow]{warning}[/yellow]")
+        console.print(f"[yellow]{shown(warning)}[/yellow]")
 
 
 @app.command()
@@ -227,21 +235,24 @@ def show(
     matches = index.rows(f"chunk_id LIKE {sql_string(prefix + '%')}", ["chunk_id"], 2)
     if len(matches) != 1:
         console.print(
-            f"[red]{'No' if not matches else 'More than one'} chunk starts with {chunk!r}.[/red]"
+            f"[red]{'No' if not matches else 'More than one'} chunk starts with "
+            f"{shown(repr(chunk))}.[/red]"
         )
         raise typer.Exit(1)
     found = (
         Lorehouse(settings).retriever().chunk_preview(matches[0]["chunk_id"], group or [], window=0)
     )
     if found is None:
-        console.print(f"[red]No chunk {chunk!r} you may read.[/red]")
+        console.print(f"[red]No chunk {shown(repr(chunk))} you may read.[/red]")
         raise typer.Exit(1)
     row = found[0]
     where = " > ".join(row["heading_path"])
     page = pages_label(row["rel_path"], row["page_start"], row["page_end"])
-    out.print(f"[bold]{row['title'] or row['rel_path']}[/bold]  {row['rel_path']}  {page}")
-    out.print(f"[dim]{where}  ·  {row['chunk_id']}[/dim]\n")
-    out.print(row["text_chat"], markup=False, highlight=False)
+    out.print(
+        f"[bold]{shown(row['title'] or row['rel_path'])}[/bold]  {shown(row['rel_path'])}  {page}"
+    )
+    out.print(f"[dim]{shown(where)}  ·  {shown(row['chunk_id'])}[/dim]\n")
+    out.print(shown(row["text_chat"]), highlight=False)
 
 
 @app.command()
@@ -273,7 +284,8 @@ def ask(
         " (degraded: " + response.degraded_reason + ")" if response.degraded else ""
     )
     out.print(
-        f"[bold]Q:[/bold] {question}\n[bold]A[/bold] [dim]({label})[/dim]: {response.answer}\n",
+        f"[bold]Q:[/bold] {shown(question)}\n"
+        f"[bold]A[/bold] [dim]({shown(label)})[/dim]: {shown(response.answer)}\n",
         highlight=False,
     )
     for citation in response.citations:
@@ -285,18 +297,21 @@ def ask(
         page = pages_label(citation.rel_path, citation.page_start, citation.page_end)
         where = ", ".join(part for part in (" > ".join(section), page) if part)
         out.print(
-            f"  [{citation.number}] {citation.title or citation.rel_path} ({citation.rel_path})"
-            + (f" - {where}" if where else ""),
+            shown(
+                f"  [{citation.number}] {citation.title or citation.rel_path} "
+                f"({citation.rel_path})" + (f" - {where}" if where else "")
+            ),
             highlight=False,
-            markup=False,
         )
     if trace:
         table = Table("step", "status", "ms", "detail")
         for step in response.trace.steps:
-            table.add_row(step.step, step.status, f"{step.ms:.0f}", step.detail[:100])
+            table.add_row(
+                shown(step.step), shown(step.status), f"{step.ms:.0f}", shown(step.detail[:100])
+            )
         out.print(table)
-        out.print(f"queries: {'; '.join(response.optimized_queries)}", markup=False)
-        out.print(f"sources: {_source_names(lorehouse, response.trace.sources)}", markup=False)
+        out.print(shown(f"queries: {'; '.join(response.optimized_queries)}"))
+        out.print(shown(f"sources: {_source_names(lorehouse, response.trace.sources)}"))
     if pipeline.client is None:
         console.print(
             "[dim]Extractive answer (no LLM). Set LOREHOUSE_LLM_MODEL to a litellm model, or "
@@ -328,7 +343,7 @@ def _or_exit(
     try:
         return action()
     except errors as error:
-        console.print(f"[red]{error}[/red]")
+        console.print(f"[red]{shown(error)}[/red]")
         raise typer.Exit(exit_code) from error
 
 
@@ -349,7 +364,7 @@ def _require_index(settings: Settings) -> ChunkIndex:
             "else the user data folder"
         )
         console.print(
-            f"No index in {settings.data_dir.resolve()} ({chosen}). Run `lorehouse "
+            f"No index in {shown(settings.data_dir.resolve())} ({chosen}). Run `lorehouse "
             "materialize` to build one there, or set LOREHOUSE_DATA_DIR to your data folder."
         )
         raise typer.Exit(1)
@@ -427,7 +442,7 @@ def eval_retrieval(
         problems = check_golden(golden, corpus_root)
         if problems:
             for problem in problems[:20]:
-                console.print(f"[red]{problem}[/red]")
+                console.print(f"[red]{shown(problem)}[/red]")
             raise typer.Exit(2)
     run = _or_exit(
         lambda: run_for_settings(
@@ -457,8 +472,8 @@ def eval_retrieval(
     else:
         default = run.report.result(run.report.default_retriever)
         for missed in default.misses(min(8, k_max))[:15]:
-            out.print(f"  miss@8 [{missed.case_type}] {missed.case_id}: {missed.question}")
-    console.print(f"chart: {run.plot_path}")
+            out.print(shown(f"  miss@8 [{missed.case_type}] {missed.case_id}: {missed.question}"))
+    console.print(f"chart: {shown(run.plot_path)}")
 
 
 def _print_misses(misses: list[EvidenceMiss]) -> None:
@@ -471,9 +486,8 @@ def _print_misses(misses: list[EvidenceMiss]) -> None:
     out.print(counts)
     table = Table("retriever", "case", "type", "file", "reason", "detail")
     for miss in misses:
-        table.add_row(
-            miss.retriever, miss.case_id, miss.case_type, miss.file, miss.reason, miss.detail
-        )
+        cells = (miss.retriever, miss.case_id, miss.case_type, miss.file, miss.reason, miss.detail)
+        table.add_row(*map(shown, cells))
     out.print(table)
 
 
@@ -514,7 +528,7 @@ def eval_answers(
     for case_type, shares in {"all": facts, **facts["by_type"]}.items():
         if shares.get("answers"):
             table.add_row(
-                case_type,
+                shown(case_type),
                 str(shares["answers"]),
                 f"{shares['mean_share']:.2f}",
                 f"{shares['all_stated']:.2f}",
@@ -529,26 +543,24 @@ def eval_answers(
             "each answer graded 0-5 as well.[/yellow]"
         )
         return
-    out.print(
-        f"judge {report.judge_model}: {summary['n_judged']}/{summary['n_cases']} cases judged, "
-        f"mean score {summary['mean_score']}"
-    )
+    judged = f"{summary['n_judged']}/{summary['n_cases']} cases judged"
+    out.print(f"judge {shown(report.judge_model)}: {judged}, mean score {summary['mean_score']}")
     labels = Table("label", "cases")
     for label, count in summary["labels"].items():
-        labels.add_row(label, str(count))
+        labels.add_row(shown(label), str(count))
     out.print(labels)
     worst = Table("case", "type", "score", "label", "reasoning", title="Worst cases")
     for outcome in report.worst(10):
         worst.add_row(
-            outcome.case_id,
-            outcome.case_type,
+            shown(outcome.case_id),
+            shown(outcome.case_type),
             str(outcome.score),
-            outcome.label or "",
-            outcome.reasoning or "",
+            shown(outcome.label or ""),
+            shown(outcome.reasoning or ""),
         )
     out.print(worst)
     for failure in (o for o in report.outcomes if o.judge_error):
-        out.print(f"  not judged: {failure.case_id}: {failure.judge_error}")
+        out.print(shown(f"  not judged: {failure.case_id}: {failure.judge_error}"))
 
 
 @eval_app.command("feedback")
@@ -578,16 +590,17 @@ def eval_feedback(
     table = Table("case", "rating", "comment", "question", "cited files")
     for case, row in zip(cases, feedback.itertuples(index=False), strict=True):
         table.add_row(
-            case["id"],
-            row.rating,
-            row.comment or "",
-            case["question"],
-            ", ".join(item["file"] for item in case["evidence"]),
+            shown(case["id"]),
+            shown(row.rating),
+            shown(row.comment or ""),
+            shown(case["question"]),
+            shown(", ".join(item["file"] for item in case["evidence"])),
         )
     if cases:
         out.print(table)
     console.print(
-        f"{len(cases)} candidates written to {destination}; fill in each excerpt and the type."
+        f"{len(cases)} candidates written to {shown(destination)}; fill in each excerpt and "
+        "the type."
     )
 
 
@@ -631,7 +644,7 @@ def eval_beir(
         "R@100",
         "MRR@10",
         "ms/query",
-        title=f"{report.dataset} ({report.split}): {report.n_queries} queries, "
+        title=f"{shown(report.dataset)} ({shown(report.split)}): {report.n_queries} queries, "
         f"{report.n_documents} documents",
     )
     for result in report.results:
@@ -655,7 +668,7 @@ def _settings_for_golden(golden: Path) -> Settings:
     settings = get_settings()
     _require_index(settings)
     if not golden.is_file():
-        console.print(f"[red]No golden set at {golden}[/red]")
+        console.print(f"[red]No golden set at {shown(golden)}[/red]")
         raise typer.Exit(2)
     return settings
 
@@ -696,9 +709,10 @@ def create_key(
     try:
         key = add_key(path, name, group or [])
     except KeysFileError as error:
-        console.print(f"[red]{error}[/red]")
+        console.print(f"[red]{shown(error)}[/red]")
         raise typer.Exit(1) from error
-    console.print(f"Key for {name!r} (groups: {', '.join(group or []) or 'public only'}):")
+    groups = ", ".join(group or []) or "public only"
+    console.print(f"Key for {shown(repr(name))} (groups: {shown(groups)}):")
     print(key)
 
 
@@ -723,7 +737,7 @@ def _print_summary(store: DuckDBStore) -> None:
     table.add_row("[bold]all[/bold]", str(sum(totals.values())), str(totals["parsed"]), str(failed))
     out.print(table)
     for failure in store.document_statuses(status="failed", limit=FAILURES_SHOWN):
-        out.print(f"  failed: {failure.rel_path}: {failure.reason} ({failure.detail})")
+        out.print(shown(f"  failed: {failure.rel_path}: {failure.reason} ({failure.detail})"))
     if failed > FAILURES_SHOWN:
         out.print(
             f"  ... and {failed - FAILURES_SHOWN} more failed: lorehouse docs --status failed"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -15,7 +16,7 @@ from pathlib import Path
 import dagster as dg
 import httpx
 
-from lorehouse.settings import REPO_ROOT
+from lorehouse.settings import BUNDLED_SAMPLE_CORPUS, REPO_ROOT
 
 BIN = Path(sys.executable).parent
 
@@ -36,11 +37,23 @@ def _run(args: list[str], data_dir: Path, **extra_env: str) -> subprocess.Comple
 
 
 def test_lorehouse_materialize_then_docs(tmp_path: Path) -> None:
-    run = _run([str(BIN / "lorehouse"), "materialize"], tmp_path)
+    # The sample corpus and two documents whose paths hold Rich markup ("notes [/x].md" is a
+    # file in the folder "notes [") and, for the one that fails, a terminal escape sequence:
+    # the run's summary and the document list print them as written.
+    corpus = Path(shutil.copytree(BUNDLED_SAMPLE_CORPUS, tmp_path / "corpus"))
+    for folder in ("notes [", "scan ["):
+        (corpus / folder).mkdir()
+    (corpus / "notes [/x].md").write_text(
+        "# Notes [/bold] on leave\n\nCarers may take five days a year.\n"
+    )
+    (corpus / "scan [/y]\x1b]0;pwned\x07.pdf").write_bytes(b"%PDF-1.7\nnot a PDF after all")
+    data_dir = tmp_path / "data"
+    run = _run([str(BIN / "lorehouse"), "materialize"], data_dir, LOREHOUSE_SOURCE_URI=str(corpus))
     assert run.returncode == 0, run.stderr[-3000:]
-    assert "parsed: 10/10 (100%)" in run.stderr
+    assert "parsed: 12/12 (100%)" in run.stderr
+    assert "failed: scan [/y]\\x1b]0;pwned\\x07.pdf: " in run.stdout
     # The run is index_job's, tagged as the CLI's, so the UI lists it like a scheduled one.
-    instance = dg.DagsterInstance.from_config(str(tmp_path / "dagster_home"))
+    instance = dg.DagsterInstance.from_config(str(data_dir / "dagster_home"))
     try:
         [cli_run] = instance.get_runs()
     finally:
@@ -50,10 +63,13 @@ def test_lorehouse_materialize_then_docs(tmp_path: Path) -> None:
     assert cli_run.tags["lorehouse/writes"] == "index"
     assert "check parsed_documents.parsed_documents_contract: passed" in run.stderr
     assert "│ pdf " in run.stdout and "│ all " in run.stdout
-    docs = _run([str(BIN / "lorehouse"), "docs"], tmp_path)
+    docs = _run([str(BIN / "lorehouse"), "docs"], data_dir, LOREHOUSE_SOURCE_URI=str(corpus))
     assert docs.returncode == 0, docs.stderr
     assert "security/incident-response-plan.docx" in docs.stdout
     assert "security" in docs.stdout and "parsed" in docs.stdout
+    assert "notes [/x].md" in docs.stdout and "Notes [/bold] on leave" in docs.stdout
+    assert "scan [/y]\\x1b]0;pwned\\x07.pdf" in docs.stdout
+    assert not {"\x1b", "\x07"} & set(docs.stdout + run.stdout)
 
 
 def test_lorehouse_materialize_rejects_an_unknown_selection(tmp_path: Path) -> None:

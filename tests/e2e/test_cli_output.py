@@ -1,10 +1,12 @@
 """What a newcomer reads from the CLI: search hits with readable sections, pages and ids to
-follow up with, answers whose sources are named, and a data folder found from anywhere."""
+follow up with, answers whose sources are named, a data folder found from anywhere, and what
+readers and documents wrote printed as written, never as markup or terminal controls."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -12,6 +14,7 @@ from typer.testing import CliRunner
 
 from cli.main import app as cli
 from lorehouse.settings import default_data_dir, get_settings
+from lorehouse.stores.duckdb_store import DuckDBStore
 
 LEAVE = "How many weeks of parental leave do primary caregivers get?"
 
@@ -86,3 +89,41 @@ def test_the_data_folder_is_found_from_any_folder_of_a_project(
     # The message names the folder it looked in (the terminal may wrap the path anywhere).
     assert str(tmp_path / "user-data" / "lorehouse") in "".join(missing.output.split())
     assert "LOREHOUSE_DATA_DIR" in missing.output
+
+
+def test_a_question_holding_markup_is_asked_and_printed_as_written(in_sample: Path) -> None:
+    shown = _run("ask", "[/x] How many weeks of [bold]parental leave[/bold] do carers get?")
+    assert "Q: [/x] How many weeks of [bold]parental leave[/bold] do carers get?" in shown
+    assert "Parental Leave FAQ (hr/parental-leave-faq.md)" in shown
+
+
+def test_feedback_comments_are_printed_as_text_never_as_markup_or_terminal_controls(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    DuckDBStore(tmp_path / "lorehouse.duckdb").add_feedback(
+        {
+            "answer_id": "c" * 32,
+            "given_at": datetime.now(UTC),
+            "caller": "reader",
+            "rating": "down",
+            "comment": "20 weeks[/red] \x1b]0;pwned\x07\x1b[2J\rdone",
+            "question": "How long is [bold]leave[/bold]?",
+            "answer": "Twelve weeks.",
+            "cited_chunk_ids": [],
+            "cited_files": [],
+        }
+    )
+    monkeypatch.setenv("LOREHOUSE_DATA_DIR", str(tmp_path))
+    get_settings.cache_clear()
+    try:
+        shown = _run("eval", "feedback", "--out", str(tmp_path / "candidates.jsonl"))
+    finally:
+        get_settings.cache_clear()
+    # The markup is shown, the controls written out: no ESC, bell or carriage return left
+    # to retitle the terminal, clear it, or overwrite the line.
+    assert "How long is [bold]leave[/bold]?" in shown
+    assert "20 weeks[/red] \\x1b]0;pwned\\x07\\x1b[2J\\x0ddone" in shown
+    assert not {"\x1b", "\x07", "\r"} & set(shown)
+    # The candidate keeps the correction as the reader wrote it.
+    [case] = [json.loads(line) for line in (tmp_path / "candidates.jsonl").read_text().splitlines()]
+    assert case["answer"] == "20 weeks[/red] \x1b]0;pwned\x07\x1b[2J\rdone"
