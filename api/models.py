@@ -217,6 +217,16 @@ class AskToken(BaseModel):
     text: str
 
 
+#: Characters of a feedback comment: a correction of an answer, which becomes the reference
+#: answer of a golden-set candidate and a cell of the table a reviewer reads, is a sentence or
+#: two. Every verdict is stored and reviewed, so no field of one is unbounded.
+FEEDBACK_COMMENT_CHARS = 1000
+# The bound before the Unicode check, so a 422 says "at most 1000 characters".
+FeedbackComment = Annotated[
+    str, Field(max_length=FEEDBACK_COMMENT_CHARS), AfterValidator(_unicode_text)
+]
+
+
 class FeedbackRequest(BaseModel):
     """POST /v1/feedback: a reader's verdict on one answer, with what it said and cited."""
 
@@ -224,7 +234,12 @@ class FeedbackRequest(BaseModel):
 
     answer_id: UnicodeText = Field(min_length=1, max_length=64)
     rating: Literal["up", "down"]
-    comment: UnicodeText | None = Field(default=None, max_length=2000)
+    comment: FeedbackComment | None = Field(
+        default=None,
+        description="What was wrong or missing; a thumbs-down's comment is the correction.",
+    )
+    # The question and the answer as /v1/ask took and gave them: the same bound as an ask's
+    # question, and room for the longest answer a model writes.
     question: QueryText
     answer: UnicodeText = Field(min_length=1, max_length=20_000)
     citations: list[Annotated[UnicodeText, Field(min_length=1, max_length=128)]] = Field(

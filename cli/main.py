@@ -587,10 +587,12 @@ def eval_feedback(
         feedback = feedback[feedback["rating"] == rating]
     cases = feedback_candidates(feedback)
     destination.write_text("".join(json.dumps(case) + "\n" for case in cases), encoding="utf-8")
-    table = Table("case", "rating", "comment", "question", "cited files")
+    # Who sent each verdict (the key's name), so the reviewer knows whose proposal it is.
+    table = Table("case", "sent by", "rating", "comment", "question", "cited files")
     for case, row in zip(cases, feedback.itertuples(index=False), strict=True):
         table.add_row(
             shown(case["id"]),
+            shown(row.caller),
             shown(row.rating),
             shown(row.comment or ""),
             shown(case["question"]),

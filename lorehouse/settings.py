@@ -569,6 +569,24 @@ class Settings(BaseSettings):
         gt=0,
         description="How long an ask waits for its turn before a 503 with Retry-After.",
     )
+    api_feedback_per_key: int = Field(
+        default=20,
+        ge=1,
+        le=100_000,
+        description=(
+            "Verdicts (POST /v1/feedback) one API key may send per "
+            "api_feedback_window_seconds; further ones get a 429 with Retry-After. Each "
+            "verdict is a golden-set candidate a person reviews, so one key must not be able "
+            "to fill the review queue. Without a keys file every caller is the one "
+            "anonymous caller and shares this allowance."
+        ),
+    )
+    api_feedback_window_seconds: int = Field(
+        default=3600,
+        ge=1,
+        le=366 * 24 * 3600,
+        description="The sliding window api_feedback_per_key counts a key's verdicts in.",
+    )
     s3_endpoint_url: str | None = Field(
         default=None, description="S3-compatible endpoint (MinIO, moto); unset means AWS."
     )
