@@ -1,5 +1,6 @@
 """A reindex killed with SIGKILL mid-enrichment and mid-embedding, then rerun, ends with the
-stores a clean build of the same corpus has.
+stores a clean build of the same corpus has; so does a BEIR eval's index killed while it
+embeds sentence windows.
 
 The LLM and the embedding model are an OpenAI-compatible server on 127.0.0.1 (reached through
 litellm); it stops answering after a set number of calls, so the kill lands at a known point
@@ -8,18 +9,20 @@ of a real `lorehouse materialize` process, whose whole process group is then SIG
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from lorehouse.settings import BUNDLED_SAMPLE_CORPUS, REPO_ROOT
+from evals.runner import run_beir_for_settings
+from lorehouse.settings import BUNDLED_SAMPLE_CORPUS, REPO_ROOT, Settings
 from lorehouse.stores.duckdb_store import DuckDBStore
 from lorehouse.stores.lance_index import ChunkIndex
 from tests.conftest import materialize_everything
@@ -65,21 +68,25 @@ def _run_until_held(
     server: ProviderServer,
     log: Path,
     settled: Callable[[], bool],
+    command: Sequence[str] = ("materialize", "--select", "not group:evals"),
+    **settings: object,
 ) -> None:
-    """Runs `lorehouse materialize` until the server holds a call and `settled()` holds (the
-    run has written what it does with the answers it got), then SIGKILLs its process group."""
+    """Runs `lorehouse <command>` until the server holds a call and `settled()` holds (the
+    run has written what it does with the answers it got), then SIGKILLs its process group.
+
+    `settings` are set for the run on top of the test settings, as LOREHOUSE_* variables."""
     env = {
         **os.environ,
         "OPENAI_API_KEY": "sk-local-test",
         "LOREHOUSE_SOURCE_URI": str(source),
         "LOREHOUSE_DATA_DIR": str(data_dir),
         "LOREHOUSE_WORKERS": "1",
-        **{f"LOREHOUSE_{k.upper()}": str(v) for k, v in _settings(server).items()},
+        **{f"LOREHOUSE_{k.upper()}": str(v) for k, v in {**_settings(server), **settings}.items()},
     }
     env.pop("DAGSTER_HOME", None)
     with log.open("w") as output:
         process = subprocess.Popen(
-            [str(BIN / "lorehouse"), "materialize", "--select", "not group:evals"],
+            [str(BIN / "lorehouse"), *command],
             cwd=REPO_ROOT,
             env=env,
             stdout=output,
@@ -137,7 +144,18 @@ def _stores(data_dir: Path) -> dict[str, object]:
                 strict=True,
             )
         ),
+        "lance_sentences": _windows(data_dir / "lancedb"),
     }
+
+
+def _windows(lancedb: Path) -> list[tuple]:
+    """Every sentence-window row as a user's search reads it: key, text, pages, vector."""
+    table = ChunkIndex(str(lancedb)).sentences().table().to_arrow()
+    columns = ["sentence_id", "text_embed", "page_start", "page_end", "vector"]
+    return sorted(
+        tuple(_plain(value) for value in row)
+        for row in zip(*(table[c].to_pylist() for c in columns), strict=True)
+    )
 
 
 def _plain(value: object) -> object:
@@ -214,3 +232,105 @@ def test_killed_reindex_then_rerun_equals_a_clean_build(
         after_crashes, clean = _stores(data_dir), _stores(reference)
         for name in clean:
             assert after_crashes[name] == clean[name], name
+
+
+#: What the BEIR eval's run sets: provider vectors only, so the run's calls are all counted.
+BEIR_SETTINGS: dict[str, object] = {"index_token_vectors": False, "rerank": "none"}
+
+
+def _pageless_dataset(root: Path, documents: int = 8, sentences: int = 12) -> Path:
+    """A BEIR dataset of abstracts (no pages) long enough for several windows each."""
+    root.mkdir(parents=True)
+    rows = [
+        {
+            "_id": f"doc-{d:02}",
+            "title": f"Trial {d} of compound {chr(65 + d)}",
+            "text": " ".join(
+                f"In cohort {s} of trial {d} the marker rose by {d * sentences + s} units."
+                for s in range(sentences)
+            ),
+        }
+        for d in range(documents)
+    ]
+    (root / "corpus.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    queries = [{"_id": "q1", "text": "How much did the marker rise in trial 3?"}]
+    (root / "queries.jsonl").write_text("".join(json.dumps(q) + "\n" for q in queries))
+    (root / "qrels").mkdir()
+    (root / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\tdoc-03\t1\n")
+    return root
+
+
+def test_beir_index_killed_while_embedding_sentence_windows_then_rerun(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Killed after some documents' sentence windows were committed and before the others':
+    the rerun writes the missing windows beside the kept ones and scores the dataset."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-local-test")
+    dataset = _pageless_dataset(tmp_path / "abstracts")
+    data_dir, reference = tmp_path / "data", tmp_path / "reference"
+    lancedb = data_dir / "beir" / "abstracts" / "lancedb"
+    # Texts the server had embedded when each embedding call arrived: where calls begin.
+    call_starts: list[int] = []
+    count_call = ProviderServer.count_call
+
+    def recording(server: ProviderServer, kind: str) -> None:
+        if kind == "embedding":
+            call_starts.append(len(server.texts_embedded))
+        count_call(server, kind)
+
+    monkeypatch.setattr(ProviderServer, "count_call", recording)
+    with provider_server() as server:
+        settings = {**_settings(server), **BEIR_SETTINGS}
+        # A clean run first: the same dataset makes the same calls in the same order, so it
+        # tells which call carries the last sentence windows.
+        run_beir_for_settings(Settings(data_dir=reference, **settings), dataset)
+        clean = _windows(reference / "beir" / "abstracts" / "lancedb")
+        assert all(row[2:4] == (None, None) for row in clean)
+        window_texts = {row[1] for row in clean}
+        last_window = max(
+            position for position, text in enumerate(server.texts_embedded) if text in window_texts
+        )
+        last_window_call = max(
+            call for call, start in enumerate(call_starts) if start <= last_window
+        )
+
+        # Killed while that call is held: every document's row is stored, and the windows
+        # of the documents committed before it.
+        index = ChunkIndex(str(lancedb))
+        server.hold_embedding_after = server.embedding_calls + last_window_call
+        _run_until_held(
+            dataset,
+            data_dir,
+            server,
+            tmp_path / "window-kill.log",
+            settled=lambda: index.sentences().exists() and bool(index.sentences().stored_keys()),
+            command=("eval", "beir", str(dataset), "--json"),
+            **BEIR_SETTINGS,
+        )
+        assert len(index.stored_keys()) == 8
+        kept = len(index.sentences().stored_keys())
+        assert 0 < kept < len(clean), "the kill did not land between window commits"
+
+        rerun = subprocess.run(
+            [str(BIN / "lorehouse"), "eval", "beir", str(dataset), "--json"],
+            cwd=REPO_ROOT,
+            env={
+                **os.environ,
+                "LOREHOUSE_DATA_DIR": str(data_dir),
+                **{f"LOREHOUSE_{k.upper()}": str(v) for k, v in settings.items()},
+            },
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        assert rerun.returncode == 0, rerun.stderr[-3000:]
+        report = json.loads(rerun.stdout)
+        assert report["documents_embedded"] == 0
+        assert report["sentence_windows_embedded"] == len(clean) - kept
+        assert report["n_queries"] == 1 and [r["retriever"] for r in report["results"]] == [
+            "vector",
+            "bm25",
+            "hybrid",
+        ]
+    assert _windows(lancedb) == clean
