@@ -14,6 +14,7 @@ from fastapi import APIRouter, HTTPException, Path, Query, Response
 from fastapi.concurrency import run_in_threadpool
 
 from api.deps import CallerDep, ServiceDep
+from api.errors import invalid_field
 from api.models import ChunkPreview, ErrorResponse
 from api.openapi import NOT_READY, UNAUTHORIZED
 from lorehouse.errors import SourceError
@@ -103,10 +104,6 @@ def chunk(
         200: {"content": {"image/png": {}}, "description": "The page, the chunk highlighted."},
         **UNAUTHORIZED,
         **_NO_SUCH_CHUNK,
-        422: {
-            "model": ErrorResponse,
-            "description": "The page cannot be drawn within the renderer's time and memory.",
-        },
         **NOT_READY,
     },
 )
@@ -128,7 +125,7 @@ async def chunk_page(service: ServiceDep, caller: CallerDep, chunk_id: ChunkId) 
     except ValueError as error:
         raise HTTPException(status_code=404, detail=str(error)) from error
     except RenderFailed as error:
-        raise HTTPException(status_code=422, detail=str(error)) from error
+        raise invalid_field(("path", "chunk_id"), str(error)) from error
     finally:
         service.page_turns.give_back()
     return Response(png, media_type="image/png", headers={"Cache-Control": "private, max-age=300"})

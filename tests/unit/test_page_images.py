@@ -9,6 +9,7 @@ import struct
 import pymupdf
 import pytest
 
+from lorehouse import page_images
 from lorehouse.page_images import MAX_PAGE_PIXELS, PAGE_ZOOM, RenderFailed, render_page
 
 TEXT = "The inspection covers every loading dock door and ramp of the warehouse."
@@ -45,6 +46,15 @@ def test_a_page_declared_huge_is_drawn_under_the_pixel_cap(width: float, height:
     # Scaled down as a whole, not cut: the proportions are the page's.
     assert drawn_width / drawn_height == pytest.approx(width / height, rel=0.02)
     assert found == 2
+
+
+def test_a_page_needing_more_memory_than_the_renderer_may_map_is_reported(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """MuPDF's failed allocation ends the render, not the process that asked for it."""
+    monkeypatch.setattr(page_images, "RENDER_MEMORY_BYTES", 64 * 1024 * 1024)
+    with pytest.raises(RenderFailed, match="cannot be rendered"):
+        render_page(_pdf(11_000, 11_000), 1, TEXT)
 
 
 def test_a_render_past_its_deadline_is_stopped_and_reported() -> None:
