@@ -179,6 +179,26 @@ API_KEY_HEADER = APIKeyHeader(
 BEARER = HTTPBearer(auto_error=False, description="The same key as a bearer token.")
 
 
+#: What a 401 says, and the challenge it carries: the same whether the key is refused before
+#: the body is read (api/guards.py) or by `get_caller`.
+KEY_REQUIRED = "a valid API key is required (X-API-Key header or Authorization: Bearer)"
+CHALLENGE = {"WWW-Authenticate": "Bearer"}
+
+
+def identify_caller(service: Service, request: Request) -> Caller | None:
+    """The caller behind the request's key: the anonymous caller when no keys are configured,
+    None when they are and the request does not present exactly one key that matches.
+
+    A request carrying two different keys is refused rather than resolved by header order:
+    otherwise which groups it gets would depend on a precedence that a proxy checking only
+    one of the headers does not know about. Reads the headers alone, never the body.
+    """
+    if service.keys is None:
+        return Caller(ANONYMOUS, ())
+    presented = presented_keys(request)
+    return service.keys.identify(presented.pop()) if len(presented) == 1 else None
+
+
 async def get_caller(
     request: Request,
     service: ServiceDep,
@@ -187,21 +207,13 @@ async def get_caller(
 ) -> Caller:
     """The caller behind the request's key; 401 when keys are configured and none matches.
 
-    A request carrying two different keys is refused rather than resolved by header order:
-    otherwise which groups it gets would depend on a precedence that a proxy checking only
-    one of the headers does not know about. Hashing a key never blocks, so this runs on the
-    event loop rather than in a worker thread.
+    Hashing a key never blocks, so this runs on the event loop rather than in a worker
+    thread. FastAPI resolves it only after it has read the body; RequestGuard (api/guards.py)
+    refuses the same requests before that.
     """
-    if service.keys is None:
-        return Caller(ANONYMOUS, ())
-    presented = presented_keys(request)
-    caller = service.keys.identify(presented.pop()) if len(presented) == 1 else None
+    caller = identify_caller(service, request)
     if caller is None:
-        raise HTTPException(
-            status_code=401,
-            detail="a valid API key is required (X-API-Key header or Authorization: Bearer)",
-            headers={"WWW-Authenticate": "Bearer"},
-        )
+        raise HTTPException(status_code=401, detail=KEY_REQUIRED, headers=dict(CHALLENGE))
     return caller
 
 

@@ -16,6 +16,7 @@ from fastapi_offline import FastAPIOffline
 
 from api.deps import open_service
 from api.errors import install_error_handlers
+from api.guards import RequestGuard, keyed_routes
 from api.openapi import document_rerankers
 from api.routers import ask, chat, chunks, documents, feedback, health, search, slack
 from lorehouse.llm import LLMClient
@@ -57,5 +58,11 @@ def create_app(settings: Settings | None = None, llm_client: LLMClient | None = 
     install_error_handlers(app)
     for router in ROUTERS:
         app.include_router(router)
+    # Sizes and keys are checked before any route reads a body (see api/guards.py).
+    app.add_middleware(
+        RequestGuard,
+        max_body_bytes=settings.api_max_body_bytes,
+        keyed=keyed_routes(ROUTERS),
+    )
     document_rerankers(app, available_rerankers(settings.rerank))
     return app

@@ -9,13 +9,17 @@ client does not reproduce.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import re
+import select
 import shutil
 import socket
 import struct
 import sys
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -224,7 +228,8 @@ def test_deep_nesting_and_huge_fields_get_a_bounded_422_and_no_traceback(live: L
         + "[" * 900
         + "]" * 900
         + "}}",
-        "16 MB query": json.dumps({"query": "a" * 16_000_000}),
+        # Just under the server's limit on bodies (4 MiB): past it, a 413 before parsing.
+        "4 MB query": json.dumps({"query": "a" * 4_000_000}),
         "long doc id": json.dumps({"query": "x", "filters": {"doc_ids": ["d" * 100_000]}}),
         "many doc ids": json.dumps({"query": "x", "filters": {"doc_ids": ["x" * 200] * 5000}}),
     }
@@ -378,6 +383,125 @@ def test_restricted_documents_sharing_words_change_nothing_an_outsider_sees(
     # The outsider's view is not empty: the comparison above compared something.
     assert len(public_hits) >= 3
     assert "20 weeks" in outsider_with[f"ask {QUESTION}"]["answer"]
+
+
+# -- bodies sent before a key is checked ----------------------------------------------------
+
+
+def _head(path: str, headers: dict[str, str]) -> bytes:
+    lines = [f"POST {path} HTTP/1.1", "Host: 127.0.0.1", "Content-Type: application/json"]
+    lines += [f"{name}: {value}" for name, value in headers.items()]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode()
+
+
+@dataclass
+class Upload:
+    """What the server did with a request whose body was still on its way."""
+
+    response: str
+    #: From the end of the request's head to the response's status line.
+    seconds: float
+    #: The server's largest resident memory meanwhile, over what it held before.
+    rss_growth: int
+
+    @property
+    def status(self) -> int:
+        return int(self.response.split(" ", 2)[1]) if self.response else 0
+
+    @property
+    def detail(self) -> str:
+        return str(json.loads(self.response.partition("\r\n\r\n")[2])["detail"])
+
+
+def _upload(live: Live, head: bytes, body: Sequence[bytes], timeout: float = 30.0) -> Upload:
+    """Sends `head`, then the pieces of `body` from another thread, while reading the response
+    and sampling the server's memory. The server may answer before the body is all sent (that
+    is what a server that reads no body before refusing it does) and then stop reading it."""
+    address = urlsplit(live.url)
+    before = peak = _rss(live)
+    with socket.create_connection((address.hostname, address.port), timeout=timeout) as sock:
+
+        def send_body() -> None:
+            # A server that answered and hung up leaves the rest unsent: that is the point.
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                for piece in body:
+                    sock.sendall(piece)
+
+        sock.sendall(head)
+        started = time.monotonic()
+        sender = threading.Thread(target=send_body, daemon=True)
+        sender.start()
+        received, seconds = b"", timeout
+        while time.monotonic() - started < timeout:
+            peak = max(peak, _rss(live))
+            if b"\r\n" in received and seconds == timeout:
+                seconds = time.monotonic() - started
+            head_end = received.find(b"\r\n\r\n")
+            if head_end >= 0:
+                length = re.search(rb"(?i)content-length: *(\d+)", received[:head_end])
+                if length and len(received) >= head_end + 4 + int(length[1]):
+                    break
+            if select.select([sock], [], [], 0.05)[0]:
+                piece = sock.recv(65536)
+                if not piece:
+                    break
+                received += piece
+        # A second more of samples: a server reading the rest after answering shows here.
+        settled = time.monotonic() + 1.0
+        while time.monotonic() < settled and sender.is_alive():
+            peak = max(peak, _rss(live))
+            time.sleep(0.05)
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
+        sender.join(timeout=10)
+    return Upload(received.decode(errors="replace"), seconds, peak - before)
+
+
+def test_an_outsiders_60_mb_body_is_refused_before_it_is_read(live: Live) -> None:
+    """60 MB of JSON without a key: refused from its head, while the body is on its way.
+    Parsing it first, as the server did, took 413 MB and seconds of its event loop."""
+    array = b"[" + b"1," * 29_999_999 + b"1]"
+    pieces = [array[start : start + MIB] for start in range(0, len(array), MIB)]
+    head = _head("/v1/search", {"Content-Length": str(len(array))})
+    upload = _upload(live, head, pieces)
+    assert upload.status in (401, 413), upload.response[:500]
+    assert upload.detail
+    assert upload.seconds < 1.0, upload
+    assert upload.rss_growth < 64 * MIB, f"{upload.rss_growth / MIB:.0f} MiB"
+    assert httpx.get(f"{live.url}/healthz", timeout=5).status_code == 200
+
+
+@pytest.mark.parametrize("key", [None, "X-API-Key: lh_not-a-key", "Authorization: Bearer x"])
+def test_the_key_is_checked_before_any_of_the_body_is_read(live: Live, key: str | None) -> None:
+    """A request declaring a body under the limit, without a valid key, is refused at once:
+    the server does not wait for a body it would only throw away."""
+    headers = {"Content-Length": "1000000"}
+    if key:
+        name, _, value = key.partition(": ")
+        headers[name] = value
+    upload = _upload(live, _head("/v1/ask", headers), body=[], timeout=10)
+    assert upload.status == 401, upload.response[:500] or "no answer without the body"
+    assert "API key" in upload.detail
+    assert upload.seconds < 1.0
+
+
+def test_a_chunked_body_past_the_limit_is_refused_and_requests_under_it_are_answered(
+    live: Live,
+) -> None:
+    """A body without Content-Length is counted as it arrives and refused once it passes the
+    limit (4 MiB by default), whoever sends it; ordinary requests are answered as before."""
+    pieces = [b'{"query": "', *[b"a" * 65536] * 96, b'"}']
+    framed = [f"{len(piece):x}\r\n".encode() + piece + b"\r\n" for piece in pieces]
+    head = _head("/v1/search", {**live.as_("insider"), "Transfer-Encoding": "chunked"})
+    upload = _upload(live, head, [*framed, b"0\r\n\r\n"])
+    assert upload.status == 413, upload.response[:500]
+    assert "4194304 bytes" in upload.detail
+    assert upload.rss_growth < 64 * MIB, f"{upload.rss_growth / MIB:.0f} MiB"
+    answered = httpx.post(
+        f"{live.url}/v1/search", json={"query": QUESTION}, headers=live.as_("insider"), timeout=30
+    )
+    assert answered.status_code == 200, answered.text
+    assert answered.json()["hits"]
 
 
 # -- pages drawn huge -----------------------------------------------------------------------
