@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -13,6 +18,7 @@ from lorehouse.embedding.minilm import (
     default_embedder,
     default_token_counter,
 )
+from lorehouse.settings import REPO_ROOT
 
 QUESTION = "How many weeks of parental leave do employees get?"
 RELEVANT = "Primary caregivers receive 20 weeks of paid parental leave."
@@ -250,3 +256,85 @@ def test_the_query_cache_keeps_the_recently_used_within_its_bytes() -> None:
     assert len(off_runs) == 2
     with pytest.raises(ValueError, match="query_cache_bytes"):
         OnnxMiniLMEmbedder(query_cache_bytes=-1)
+
+
+#: Installed through PYTHONPATH in the child: records every name lookup and TCP/UDP connect
+#: made through Python's socket module, one line each, in $LOREHOUSE_TEST_NETWORK_LOG.
+_RECORD_NETWORK = """
+import os
+import socket
+
+_LOG = os.environ["LOREHOUSE_TEST_NETWORK_LOG"]
+
+
+def _record(call, target):
+    with open(_LOG, "a", encoding="utf-8") as log:
+        log.write(f"{call} {target!r}\\n")
+
+
+def _recording(call, function):
+    def recorded(*args, **kwargs):
+        _record(call, args[0] if args else kwargs)
+        return function(*args, **kwargs)
+
+    return recorded
+
+
+for _name in ("getaddrinfo", "gethostbyname", "gethostbyname_ex", "create_connection"):
+    setattr(socket, _name, _recording(_name, getattr(socket, _name)))
+for _name in ("connect", "connect_ex", "sendto"):
+    _method = getattr(socket.socket, _name)
+
+    def _inet_only(self, *args, _method=_method, _name=_name):
+        if self.family in (socket.AF_INET, socket.AF_INET6):
+            _record(_name, args[-1])
+        return _method(self, *args)
+
+    setattr(socket.socket, _name, _inet_only)
+"""
+
+_LOAD_EMBEDDER = """
+import sys
+from lorehouse.embedding.minilm import default_embedder
+
+vectors = default_embedder().embed(["The guest network is Lorehouse-Guest.", "Wi-Fi"])
+assert vectors.shape == (2, 384), vectors.shape
+assert "onnxruntime" in sys.modules
+"""
+
+
+def test_loading_the_embedder_attempts_no_network_and_starts_no_telemetry(
+    tmp_path: Path,
+) -> None:
+    """A process that loads and runs the bundled model makes no lookup and no connection.
+
+    onnxruntime's own telemetry (Microsoft's 1DS client, native code) starts when the library
+    is imported: it keeps its events in ~/.cache/Microsoft/DeveloperTools/.onnxruntime and,
+    some seconds later, resolves mobile.events.data.microsoft.com to upload them. Python's
+    socket module never sees that lookup, so the telemetry's store is what tells it started.
+    """
+    home, site, log = tmp_path / "home", tmp_path / "site", tmp_path / "network.log"
+    home.mkdir()
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(_RECORD_NETWORK)
+    env = {
+        **os.environ,
+        "HOME": str(home),
+        "XDG_CACHE_HOME": str(home / ".cache"),
+        "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]),
+        "LOREHOUSE_TEST_NETWORK_LOG": str(log),
+    }
+    env.pop("ORT_DISABLE_TELEMETRY", None)  # as a user's shell has it
+    run = subprocess.run(
+        [sys.executable, "-c", _LOAD_EMBEDDER],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert not log.exists(), log.read_text()
+    written = sorted(str(path.relative_to(home)) for path in home.rglob("*"))
+    assert not [path for path in written if "Microsoft" in path or "onnxruntime" in path], written
