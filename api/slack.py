@@ -1,21 +1,26 @@
 """The Slack bot: mentions and direct messages answered in their thread by /v1/ask's pipeline.
 
-Slack Bolt (HTTP mode) verifies each request's signature and timestamp, acknowledges at once
-and runs the answer on its own worker threads, so a slow answer never makes Slack wait past
-its 3 seconds; the answer is posted to the thread when it is ready. The thread is the
+Each request's signature and timestamp are verified on its raw bytes before anything of its
+body is parsed (`verified_request`); Slack Bolt (HTTP mode) then acknowledges at once and
+runs the answer on its own worker threads, so a slow answer never makes Slack wait past its
+3 seconds; the answer is posted to the thread when it is ready. The thread is the
 conversation. Slack retries an event it believes was lost; an event is answered once,
 whichever delivery arrives first.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import logging
 import re
 import threading
+import time
 from collections import OrderedDict
+from collections.abc import Mapping
 from typing import Any
 
-from slack_bolt import App
+from slack_bolt import App, BoltRequest
 from slack_sdk import WebClient
 
 from lorehouse.agents.ask import AskPipeline, AskResponse
@@ -29,6 +34,69 @@ _MENTION = re.compile(r"<@[A-Z0-9]+>")
 THREAD_MESSAGES = 20
 #: Event ids remembered to answer each event once across Slack's retries.
 _REMEMBERED_EVENTS = 10_000
+#: How far a request's timestamp may be from now: Slack's rule, so that a request someone
+#: captured cannot be replayed later.
+SIGNATURE_MAX_AGE_SECONDS = 5 * 60
+#: A timestamp as Slack sends it: seconds since the epoch in ASCII digits. Bounded, since
+#: converting an arbitrarily long run of digits to an int is itself costly.
+_TIMESTAMP = re.compile(r"[0-9]{1,12}")
+
+
+class SlackRequestRefused(Exception):
+    """A request /slack/events does not hand to Bolt; `status` is its answer: 401 when Slack
+    did not sign it, 400 when Slack signed a body that is no Slack payload."""
+
+    def __init__(self, status: int, detail: str) -> None:
+        super().__init__(detail)
+        self.status = status
+
+
+def verified_request(
+    signing_secret: str,
+    headers: Mapping[str, str],
+    query: Mapping[str, str],
+    body: bytes,
+) -> BoltRequest:
+    """The Bolt request for `body`, once its signature shows Slack sent it.
+
+    The signature is Slack's: an HMAC-SHA256, under the app's signing secret, of the
+    timestamp and the raw bytes of the body. It is checked before the body is decoded or
+    parsed, so an unsigned request is refused whatever it holds; Bolt's adapter parsed
+    first, and a malformed unsigned body was a 500. Bolt checks the signature again.
+    """
+    timestamp = headers.get("x-slack-request-timestamp", "")
+    signature = headers.get("x-slack-signature", "")
+    if (
+        not _TIMESTAMP.fullmatch(timestamp)
+        or abs(time.time() - int(timestamp)) > SIGNATURE_MAX_AGE_SECONDS
+    ):
+        raise SlackRequestRefused(401, "the request has no current Slack signature")
+    signed = b"v0:" + timestamp.encode() + b":" + body
+    expected = "v0=" + hmac.new(signing_secret.encode(), signed, hashlib.sha256).hexdigest()
+    # Header values are Latin-1 text; compared as bytes, so any value compares.
+    if not hmac.compare_digest(expected.encode(), signature.encode("latin-1")):
+        raise SlackRequestRefused(401, "the request's Slack signature does not match its body")
+    return _bolt_request(headers, query, body)
+
+
+def _bolt_request(headers: Mapping[str, str], query: Mapping[str, str], body: bytes) -> BoltRequest:
+    """A signed body as Bolt's request; SlackRequestRefused (a 400) when it is no Slack payload.
+
+    Bolt parses the body when the request is built (JSON, or form data carrying JSON) and
+    reads its routing fields (team, user, channel...) from it as an object's: so a body that
+    is not UTF-8, not JSON, nested deeper than the parser goes, not an object, or an object
+    whose fields have the wrong types fails here, not while an answer is running.
+    """
+    try:
+        request = BoltRequest(body=body.decode("utf-8"), query=dict(query), headers=dict(headers))
+    except (UnicodeDecodeError, ValueError, RecursionError, TypeError, AttributeError) as error:
+        log.warning("a signed Slack request is no Slack payload: %s", type(error).__name__)
+        raise SlackRequestRefused(
+            400, f"the body is not a Slack payload ({type(error).__name__})"
+        ) from error
+    if not isinstance(request.body, dict):
+        raise SlackRequestRefused(400, "the body is not a Slack payload (not a JSON object)")
+    return request
 
 
 class EventsSeen:

@@ -103,18 +103,25 @@ def bot(materialized_sample: Path, tmp_path: Path, slack_api: SlackWebAPI) -> It
         slack_access_file=access,
         public_url=CHAT_URL,
     )
-    with TestClient(create_app(settings)) as client:
+    # Errors reach the test as the HTTP answers Slack (or anyone) would get, 500s included.
+    with TestClient(create_app(settings), raise_server_exceptions=False) as client:
         yield client
 
 
-def _signed(body: dict, timestamp: int | None = None, secret: str = SECRET) -> dict:
-    raw = json.dumps(body)
+def _signed(
+    body: dict | bytes,
+    timestamp: int | None = None,
+    secret: str = SECRET,
+    content_type: str = "application/json",
+) -> dict:
+    """A request as Slack signs it: an HMAC of the timestamp and the raw body."""
+    raw = body if isinstance(body, bytes) else json.dumps(body).encode()
     stamp = str(int(time.time()) if timestamp is None else timestamp)
-    digest = hmac.new(secret.encode(), f"v0:{stamp}:{raw}".encode(), hashlib.sha256).hexdigest()
+    digest = hmac.new(secret.encode(), f"v0:{stamp}:".encode() + raw, hashlib.sha256).hexdigest()
     return {
         "content": raw,
         "headers": {
-            "Content-Type": "application/json",
+            "Content-Type": content_type,
             "X-Slack-Request-Timestamp": stamp,
             "X-Slack-Signature": f"v0={digest}",
         },
@@ -179,6 +186,73 @@ def test_a_bad_or_old_signature_is_refused_and_nothing_is_posted(
     assert (forged.status_code, stale.status_code) == (401, 401)
     time.sleep(0.5)
     assert slack_api.posted(timeout=0.5) == []
+
+
+#: Bodies no Slack event has: what an outsider sends to find a parser that breaks.
+MALFORMED_BODIES = {
+    "malformed JSON": b'{"type": "event_callback", ',
+    "a JSON array": b'[{"type": "event_callback"}]',
+    "a JSON string": b'"event_callback"',
+    "nesting 100,000 deep": b"[" * 100_000 + b"]" * 100_000,
+    "an object nested 100,000 deep": b'{"a": ' * 100_000 + b"1" + b"}" * 100_000,
+    "not UTF-8": b'{"type": "\xff\xfe"}',
+    "an event whose fields are the wrong types": b'{"type": "event_callback", '
+    b'"enterprise": 7, "team_id": [], "event": "app_mention"}',
+}
+
+
+def test_a_request_without_a_valid_signature_is_refused_before_its_body_is_parsed(
+    bot: TestClient, slack_api: SlackWebAPI
+) -> None:
+    """Whatever the body, an unsigned request is a 401: nothing of it is parsed first."""
+    stamp = str(int(time.time()))
+    unsigned = {
+        "no signature headers": {},
+        "a timestamp that is not a number": {
+            "X-Slack-Request-Timestamp": "soon",
+            "X-Slack-Signature": "v0=" + "0" * 64,
+        },
+        "a timestamp of superscript digits": {
+            # Latin-1 as headers are: str.isdigit() takes them, int() does not.
+            "X-Slack-Request-Timestamp": "\u00b9\u00b2\u00b3".encode("latin-1"),
+            "X-Slack-Signature": "v0=" + "0" * 64,
+        },
+        "a signature that is not Slack's": {
+            "X-Slack-Request-Timestamp": stamp,
+            "X-Slack-Signature": "v0=" + "0" * 64,
+        },
+    }
+    event = _event("app_mention", f"<@UBOT> {LEAVE}", "CGENERAL", "UANYONE", "Ev9")
+    for body_name, body in {**MALFORMED_BODIES, "an event": json.dumps(event).encode()}.items():
+        for headers_name, headers in unsigned.items():
+            response = bot.post(
+                "/slack/events",
+                content=body,
+                headers={"Content-Type": "application/json", **headers},
+            )
+            assert response.status_code == 401, (body_name, headers_name, response.text[:300])
+            assert "signature" in response.json()["detail"], (body_name, headers_name)
+    forged = bot.post("/slack/events", **_signed(MALFORMED_BODIES["a JSON array"], secret="x"))
+    assert forged.status_code == 401, forged.text[:300]
+    assert slack_api.posted(timeout=0.5) == []
+
+
+def test_a_signed_body_that_is_no_slack_payload_is_a_400(
+    bot: TestClient, slack_api: SlackWebAPI
+) -> None:
+    """Signed with the app's secret, but not an event Slack would send: a 400 saying so."""
+    for name, body in MALFORMED_BODIES.items():
+        response = bot.post("/slack/events", **_signed(body))
+        assert response.status_code == 400, (name, response.text[:300])
+        assert "Slack" in response.json()["detail"], name
+    form = _signed(b"payload=%7Bnot%20json", content_type="application/x-www-form-urlencoded")
+    response = bot.post("/slack/events", **form)
+    assert response.status_code == 400, response.text[:300]
+    assert slack_api.posted(timeout=0.5) == []
+    # The same app still answers what Slack does send.
+    event = _event("app_mention", f"<@UBOT> {LEAVE}", "CGENERAL", "UANYONE", "Ev10")
+    assert bot.post("/slack/events", **_signed(event)).status_code == 200
+    assert "20 weeks" in slack_api.posted()[0]["text"]
 
 
 def test_a_retried_event_is_answered_once(bot: TestClient, slack_api: SlackWebAPI) -> None:
