@@ -24,6 +24,12 @@ _OFFLINE_ENVIRONMENT = {
     "LITELLM_LOCAL_MODEL_COST_MAP": "True",
     "UNSTRUCTURED_DISABLE_NOTICE": "1",
     "DO_NOT_TRACK": "1",
+    "DAGSTER_DISABLE_TELEMETRY": "1",
+    # onnxruntime (the embedder's runtime, and PyMuPDF imports it too) starts Microsoft's
+    # native telemetry client when it is loaded, which resolves
+    # mobile.events.data.microsoft.com every few seconds; `disable_telemetry_events()` does
+    # not stop it, this variable read at load time does.
+    "ORT_DISABLE_TELEMETRY": "1",
 }
 
 

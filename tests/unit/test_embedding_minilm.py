@@ -295,6 +295,7 @@ for _name in ("connect", "connect_ex", "sendto"):
 
 _LOAD_EMBEDDER = """
 import sys
+import lorehouse.page_images  # PyMuPDF loads onnxruntime before the embedder does
 from lorehouse.embedding.minilm import default_embedder
 
 vectors = default_embedder().embed(["The guest network is Lorehouse-Guest.", "Wi-Fi"])
