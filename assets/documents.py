@@ -6,6 +6,7 @@ import pandera.errors
 import pandera.pandas as pa
 
 from assets._metadata import markdown_table, progress_logger
+from lorehouse.display import printable
 from lorehouse.schemas import (
     TABLE_CONTRACTS,
     FailedDocumentsSchema,
@@ -32,7 +33,7 @@ def raw_documents(
         on_progress=progress_logger(context, "inventoried"),
     )
     for warning in report.warnings:
-        context.log.warning(warning)
+        context.log.warning(printable(warning))
     return dg.MaterializeResult(
         metadata={
             "dagster/row_count": report.documents,
@@ -71,7 +72,10 @@ def parsed_documents(
         options=parsing.options(),
     )
     for failure in report.failed:
-        context.log.warning(f"{failure.rel_path}: {failure.reason.value}: {failure.detail}")
+        # A path is whatever its owner named the file: escape sequences in it are shown,
+        # not obeyed, by the terminal that runs the materialization.
+        message = f"{failure.rel_path}: {failure.reason.value}: {failure.detail}"
+        context.log.warning(printable(message))
     return dg.MaterializeResult(
         metadata={
             "dagster/row_count": store.row_count("documents_parsed"),

@@ -52,6 +52,8 @@ def test_lorehouse_materialize_then_docs(tmp_path: Path) -> None:
     assert run.returncode == 0, run.stderr[-3000:]
     assert "parsed: 12/12 (100%)" in run.stderr
     assert "failed: scan [/y]\\x1b]0;pwned\\x07.pdf: " in run.stdout
+    # Dagster's own log of the failure too: the path's controls written out, never sent.
+    assert "scan [/y]\\x1b]0;pwned\\x07.pdf: " in run.stderr and "\x07" not in run.stderr
     # The run is index_job's, tagged as the CLI's, so the UI lists it like a scheduled one.
     instance = dg.DagsterInstance.from_config(str(data_dir / "dagster_home"))
     try:
