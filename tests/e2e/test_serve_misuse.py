@@ -33,6 +33,8 @@ import pytest
 from lorehouse.api_keys import add_key
 from lorehouse.page_images import MAX_PAGE_PIXELS
 from lorehouse.settings import BUNDLED_SAMPLE_CORPUS, REPO_ROOT
+from tests.api.test_slack import MALFORMED_BODIES, _signed
+from tests.api.test_slack import SECRET as SLACK_SECRET
 from tests.conftest import materialize_everything
 
 sys.path.insert(0, str(REPO_ROOT / "bench"))
@@ -124,13 +126,22 @@ def _serve(
         stop_process_group(server.process)
 
 
+#: The Slack bot switched on, answering to requests signed as tests/api/test_slack.py signs
+#: them; its Web API is a closed port (nothing here gets as far as posting an answer).
+SLACK_SETTINGS = {
+    "LOREHOUSE_SLACK_BOT_TOKEN": "xoxb-serve-misuse",
+    "LOREHOUSE_SLACK_SIGNING_SECRET": SLACK_SECRET,
+    "LOREHOUSE_SLACK_API_URL": "http://127.0.0.1:9/api/",
+}
+
+
 @pytest.fixture(scope="module")
 def live(
     materialized_sample: Path,
     keys: tuple[Path, str, str],
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Live]:
-    yield from _serve(materialized_sample, keys, tmp_path_factory.mktemp("serve"))
+    yield from _serve(materialized_sample, keys, tmp_path_factory.mktemp("serve"), **SLACK_SETTINGS)
 
 
 def _ask(live: Live, timeout: float = 30.0) -> httpx.Response:
@@ -584,3 +595,24 @@ def test_pages_drawn_huge_are_previewed_under_the_pixel_cap_while_the_server_ans
     assert max(health_seconds) < 1.0, f"/healthz during the renders: {sorted(health_seconds)}"
     assert rss_peak - rss_before < 200 * MIB, f"{(rss_peak - rss_before) / MIB:.0f} MiB"
     assert "Traceback" not in tail(live.server.stderr_path, chars=1_000_000)
+
+
+# -- Slack events from outsiders ------------------------------------------------------------
+
+
+def test_slack_events_unsigned_or_malformed_are_refused_without_a_traceback(live: Live) -> None:
+    """Unsigned, whatever the body: a 401 before it is parsed. Signed, a body that is no
+    Slack payload: a 400. Each was a 500 with a traceback in the server's log."""
+    unsigned = {
+        "Content-Type": "application/json",
+        "X-Slack-Request-Timestamp": "soon",
+        "X-Slack-Signature": "v0=" + "0" * 64,
+    }
+    with httpx.Client(base_url=live.url, timeout=30) as client:
+        for name, body in MALFORMED_BODIES.items():
+            refused = client.post("/slack/events", content=body, headers=unsigned)
+            assert refused.status_code == 401, (name, refused.text[:300])
+            signed = client.post("/slack/events", **_signed(body))
+            assert signed.status_code == 400, (name, signed.text[:300])
+            assert "Slack payload" in signed.json()["detail"], name
+    assert "Traceback" not in tail(live.server.stderr_path, chars=10_000_000)
