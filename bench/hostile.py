@@ -263,6 +263,7 @@ def build_hostile_folder(root: Path, max_file_bytes: int, bomb_bytes: int = GIB)
     (links / "loop").symlink_to("..", target_is_directory=True)
     (links / "self.md").symlink_to("self.md")
     (links / "dangling.md").symlink_to("missing.md")
+    described["links/loop"] = "a folder symlink to its parent"
     described["links/self.md"] = "a file symlink to itself"
     described["links/dangling.md"] = "a symlink to a missing file"
     for rel_path, original in GOOD_FILES.items():

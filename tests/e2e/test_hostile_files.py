@@ -47,6 +47,7 @@ EXPECTED = {
     "good/parental-leave-faq.md": ("parsed", None),
     "good/travel-and-expenses.docx": ("parsed", None),
     "links/dangling.md": ("failed", "unreadable"),
+    "links/loop": ("failed", "unreadable"),
     "links/self.md": ("failed", "unreadable"),
     "nested/deep-quotes.md": ("parsed", None),
     "nested/deep.html": ("failed", "corrupt"),
@@ -93,7 +94,8 @@ def test_every_hostile_file_ends_parsed_or_failed_with_its_reason(tmp_path: Path
     details = {s.rel_path: s.detail or "" for s in store.document_statuses()}
     for bomb in ("bombs/report.docx", "bombs/budget.xlsx", "bombs/deck.pptx"):
         assert "refused as a decompression bomb" in details[bomb], details[bomb]
-    assert "symbolic links" in details["links/self.md"]
+    for link in ("links/self.md", "links/dangling.md", "links/loop"):
+        assert "is a symbolic link; links are not followed" in details[link], details[link]
     assert not any("process died" in detail for detail in details.values())
     # Every parsed document was chunked, and no chunk carries an unbounded text.
     chunks = store.table("chunks")
