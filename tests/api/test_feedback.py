@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
 
 from api.main import create_app
 from cli.main import app as cli
@@ -101,14 +101,7 @@ def test_verdicts_become_candidates_that_pass_the_golden_check_once_filled_in(
 ) -> None:
     answer = api.post("/v1/ask", json={"question": LEAVE}, headers=keys["public"]).json()
     api.post("/v1/feedback", json=_verdict(answer, "up"), headers=keys["public"])
-    monkeypatch.setenv("LOREHOUSE_DATA_DIR", str(data_dir))
-    get_settings.cache_clear()
-    candidates = tmp_path / "candidates.jsonl"
-    try:
-        result = CliRunner().invoke(cli, ["eval", "feedback", "--out", str(candidates)])
-    finally:
-        get_settings.cache_clear()
-    assert result.exit_code == 0, result.output
+    candidates, _ = _export_feedback(data_dir, tmp_path, monkeypatch)
 
     [case] = [json.loads(line) for line in candidates.read_text().splitlines()]
     assert case["question"] == LEAVE and case["answer"] == answer["answer"]
@@ -199,15 +192,7 @@ def test_exported_candidates_name_the_key_that_sent_each_verdict(
     for name, answer_id in (("public", "1" * 32), ("security", "2" * 32)):
         sent = api.post("/v1/feedback", json=_unsourced(answer_id, "Twenty."), headers=keys[name])
         assert sent.status_code == 201, sent.text
-    monkeypatch.setenv("LOREHOUSE_DATA_DIR", str(data_dir))
-    monkeypatch.setenv("COLUMNS", "200")
-    get_settings.cache_clear()
-    candidates = tmp_path / "candidates.jsonl"
-    try:
-        result = CliRunner().invoke(cli, ["eval", "feedback", "--out", str(candidates)])
-    finally:
-        get_settings.cache_clear()
-    assert result.exit_code == 0, result.output
+    candidates, result = _export_feedback(data_dir, tmp_path, monkeypatch)
 
     exported = candidates.read_text()
     ids = [json.loads(line)["id"] for line in exported.splitlines()]
@@ -217,3 +202,19 @@ def test_exported_candidates_name_the_key_that_sent_each_verdict(
     for name in ("public", "security"):
         secret = keys[name]["X-API-Key"]
         assert secret not in exported and secret not in result.output
+
+
+def _export_feedback(
+    data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> tuple[Path, Result]:
+    """`lorehouse eval feedback --out` over `data_dir`: the candidates file and the run."""
+    monkeypatch.setenv("LOREHOUSE_DATA_DIR", str(data_dir))
+    monkeypatch.setenv("COLUMNS", "200")  # the sender column, unwrapped
+    get_settings.cache_clear()
+    candidates = tmp_path / "candidates.jsonl"
+    try:
+        result = CliRunner().invoke(cli, ["eval", "feedback", "--out", str(candidates)])
+    finally:
+        get_settings.cache_clear()
+    assert result.exit_code == 0, result.output
+    return candidates, result
