@@ -17,6 +17,7 @@ from functools import cached_property
 
 import numpy as np
 
+from lorehouse.agents.lead import asked_kind, asked_unit, range_fit, states_kind
 from lorehouse.asks import QuestionAsks, question_asks
 from lorehouse.chunking import chunk_body, plain_text, sentences, unwrap_soft_breaks
 from lorehouse.embedding.base import Embedder, VectorCache
@@ -52,6 +53,20 @@ _SOURCE_MARKER = re.compile(
 
 
 @dataclass
+class DraftExcerpt:
+    """The sentences of one cited passage a reader checks the answer against.
+
+    `sentences` run in the passage's order around the supporting ones, whose indexes are in
+    `marked`; `heading` is the section they sit under.
+    """
+
+    passage: int
+    heading: tuple[str, ...]
+    sentences: list[str]
+    marked: list[int]
+
+
+@dataclass
 class DraftAnswer:
     """Answer text and the citation numbers it uses, with the context passage of each.
 
@@ -63,6 +78,9 @@ class DraftAnswer:
     cited: list[int]
     answerable: bool
     passages: list[int] = field(default_factory=list)
+    #: The supporting excerpts, one per cited passage, in citation order (extractive answers;
+    #: an LLM's are found afterwards from the sentences it cites).
+    excerpts: list[DraftExcerpt] = field(default_factory=list)
 
     def cited_passages(self) -> list[tuple[int, int]]:
         """(citation number, context passage number) of each citation, in order of use."""
@@ -79,7 +97,9 @@ def numbered_by_use(draft: DraftAnswer) -> DraftAnswer:
     text = CITATION.sub(
         lambda match: f"[{renumbered.get(int(match.group(1)), int(match.group(1)))}]", draft.text
     )
-    return DraftAnswer(text, list(renumbered.values()), draft.answerable, list(renumbered))
+    return DraftAnswer(
+        text, list(renumbered.values()), draft.answerable, list(renumbered), draft.excerpts
+    )
 
 
 def without_source_markers(text: str) -> str:
@@ -155,6 +175,29 @@ def draft_from_llm_text(text: str) -> DraftAnswer:
     return DraftAnswer(stripped, citations_in(stripped), answerable=True)
 
 
+def with_excerpts(draft: DraftAnswer, hits: Sequence[SearchHit]) -> DraftAnswer:
+    """A written answer with an excerpt per cited passage: in each, the sentence or row that
+    shares most words with the answer's sentences citing it is marked, as an extractive
+    answer's supporting sentence is, so both kinds of answer show their sources alike."""
+    if not draft.answerable or not draft.cited:
+        return draft
+    units = _context_units(hits)
+    said: dict[int, set[str]] = {}
+    for sentence in sentences(draft.text):
+        for passage in citations_in(sentence):
+            said.setdefault(passage, set()).update(_ANALYZER.terms(CITATION.sub(" ", sentence)))
+    supporting = []
+    for passage in draft.cited:
+        candidates = [u for u in units if u.passage == passage]
+        if candidates:
+            terms = said.get(passage, set())
+            supporting.append(
+                max(candidates, key=lambda u: len(terms & set(_ANALYZER.terms(u.text))))
+            )
+    excerpts = _excerpts(units, supporting, supporting)
+    return DraftAnswer(draft.text, draft.cited, draft.answerable, draft.passages, excerpts)
+
+
 def answer_prompt_values(
     question: str, queries: Sequence[str], hits: Sequence[SearchHit]
 ) -> dict[str, str]:
@@ -174,7 +217,7 @@ def answer_with_llm(
         check=lambda reply: check_llm_answer(reply, len(hits)),
         **answer_prompt_values(question, queries, hits),
     )
-    return draft_from_llm_text(text)
+    return with_excerpts(draft_from_llm_text(text), hits)
 
 
 def stream_llm_answer(
@@ -469,6 +512,45 @@ def _ask_openers(
     return [chosen[int(row)] for row in np.argmax(closeness, axis=0)]
 
 
+@dataclass
+class ContextReading:
+    """The context's sentences and rows as the extractive answer weighs them."""
+
+    units: list[_Unit]
+    similarities: np.ndarray
+    scores: np.ndarray
+    fits: np.ndarray
+    lead_scores: np.ndarray
+
+    @property
+    def best_similarity(self) -> float:
+        return float(np.max(self.similarities))
+
+
+def read_context(
+    embedder: Embedder,
+    question: str,
+    hits: Sequence[SearchHit],
+    kept_vectors: VectorCache | None = None,
+) -> ContextReading | None:
+    """Every unit of the context scored for the question; None for a context without text."""
+    units = _context_units(hits)
+    if not units:
+        return None
+    similarities = _similarities(embedder, question, units, kept_vectors)
+    scores = (
+        similarities
+        + LEXICAL_WEIGHT * _lexical_overlap(question, units)
+        + SLOT_WEIGHT * _holds_what_is_asked(question, units)
+    )
+    kind = asked_kind(question)
+    unit_of_time = asked_unit(question)
+    states = np.array([states_kind(unit.text, kind, unit_of_time) for unit in units])
+    fits = np.array([range_fit(question, unit.text) for unit in units])
+    lead_scores = scores + KIND_WEIGHT * states + RANGE_WEIGHT * fits
+    return ContextReading(units, similarities, scores, fits, lead_scores)
+
+
 def answer_extractively(
     embedder: Embedder,
     question: str,
@@ -478,7 +560,7 @@ def answer_extractively(
     max_sentences: int = 6,
     kept_vectors: VectorCache | None = None,
 ) -> DraftAnswer:
-    """The context sentences that best answer the question, each cited; "not found" below a floor.
+    """A lead that states the asked fact, the excerpts it rests on, or "not found".
 
     `max_words` and `max_sentences` are a budget per ask: "How do my options vest, and how
     long is the exercise window?" gets twice the words of a question with one ask, so the
@@ -486,27 +568,23 @@ def answer_extractively(
 
     A sentence scores by its similarity to the question (read alone or under its section's
     heading, whichever is closer), the question's words it contains and whether it holds what
-    is asked (a number for "how much", a name for "who"). Each sentence
-    after the best must add a fact (a number or a name) not yet stated, within `max_words`, so
-    the answer names the limit instead of repeating the topic; a long one competes with a
-    score discounted by its length, as it spends more of the budget. The best sentence opens the
-    answer (with several asks, each ask's closest sentence does, in the order asked); the
-    others follow in the order the context presents them, so the answer states the
-    fact first and then reads like the source. A table row is one unit, with its column names,
-    so it is never cut. `kept_vectors` keeps the sentences' vectors for the next answers
-    reading the same passages.
+    is asked (a number for "how much", a name for "who"). The lead is the statement scoring
+    best once the asked kind of fact counts too (`lead.asked_kind`: a duration for "how long",
+    a role for "who approves") and, for a question carrying a number, whether the unit's range
+    holds it ("EUR 3,000" against "EUR 2,000.01 to EUR 5,000"); with several asks, each ask's
+    closest chosen sentence leads, at most two. The other sentences are chosen as before:
+    each must add a fact (a number or a name) not yet stated, within `max_words`, a long one
+    competing with a score discounted by its length; a row whose range excludes the
+    question's number is left out. They are shown as excerpts, one per passage, each sentence
+    the answer rests on marked between its neighbours. The answer declines when no sentence
+    of the context is similar enough (`min_similarity`). `kept_vectors` keeps the sentences'
+    vectors for the next answers reading the same passages.
     """
-    units = _context_units(hits)
-    if not units:
+    reading = read_context(embedder, question, hits, kept_vectors)
+    if reading is None or reading.best_similarity < min_similarity:
         return DraftAnswer(NOT_FOUND_ANSWER, [], answerable=False)
-    similarities = _similarities(embedder, question, units, kept_vectors)
-    if float(np.max(similarities)) < min_similarity:
-        return DraftAnswer(NOT_FOUND_ANSWER, [], answerable=False)
-    scores = (
-        similarities
-        + LEXICAL_WEIGHT * _lexical_overlap(question, units)
-        + SLOT_WEIGHT * _holds_what_is_asked(question, units)
-    )
+    units, scores, fits = reading.units, reading.scores, reading.fits
+    lead_scores = reading.lead_scores
     asks = question_asks(question)
     if asks is not None:
         max_words *= len(asks.asks)
@@ -516,13 +594,13 @@ def answer_extractively(
     words = 0
     lengths = np.array([len(unit.text.split()) for unit in units])
     per_budget = scores / np.maximum(1.0, lengths / UNDISCOUNTED_WORDS) ** LENGTH_DISCOUNT
-    best_first = _statements_first(units, np.argsort(-scores, kind="stable"))[0]
+    best_first = _statements_first(units, np.argsort(-lead_scores, kind="stable"))[0]
     order = [
         best_first,
         *(
             index
             for index in _statements_first(units, np.argsort(-per_budget, kind="stable"))
-            if index != best_first
+            if index != best_first and fits[index] >= 0
         ),
     ]
     for index in order:
@@ -537,13 +615,51 @@ def answer_extractively(
         words += length
         if len(chosen) == max_sentences:
             break
-    openers = [chosen[0]]
+    lead = [chosen[0]]
     if asks is not None and len(chosen) > 1:
-        openers = list(
-            dict.fromkeys([*_ask_openers(embedder, asks, chosen, kept_vectors), *openers])
+        lead = list(dict.fromkeys([*_ask_openers(embedder, asks, chosen, kept_vectors), *lead]))
+        lead = lead[:MAX_LEAD_UNITS]
+    text = " ".join(f"{unit.text} [{unit.passage}]" for unit in lead)
+    excerpts = _excerpts(units, lead, chosen)
+    cited = list(dict.fromkeys([*(u.passage for u in lead), *(e.passage for e in excerpts)]))
+    return numbered_by_use(DraftAnswer(text, cited, answerable=True, excerpts=excerpts))
+
+
+#: A lead states one fact; with two asks ("who approves it, and how long does it take?"), two.
+MAX_LEAD_UNITS = 2
+#: Bonus for a unit stating the asked kind of fact, and for one whose range holds the
+#: question's number (a penalty when its ranges do not): the lead must state the fact.
+KIND_WEIGHT = 0.1
+RANGE_WEIGHT = 0.3
+#: Units shown around a supporting sentence on each side, within its passage.
+EXCERPT_NEIGHBOURS = 1
+
+
+def _excerpts(
+    units: Sequence[_Unit], lead: Sequence[_Unit], chosen: Sequence[_Unit]
+) -> list[DraftExcerpt]:
+    """One excerpt per passage the answer draws on, the lead's passages first: its chosen
+    units marked, with a neighbour on each side from the same part of the passage."""
+    passages = list(dict.fromkeys([*(u.passage for u in lead), *(u.passage for u in chosen)]))
+    position = {(u.passage, u.order): index for index, u in enumerate(units)}
+    excerpts = []
+    for passage in passages:
+        supporting = sorted((u for u in chosen if u.passage == passage), key=lambda u: u.order)
+        shown: dict[int, bool] = {}
+        for unit in supporting:
+            at = position[(unit.passage, unit.order)]
+            for index in range(at - EXCERPT_NEIGHBOURS, at + EXCERPT_NEIGHBOURS + 1):
+                if 0 <= index < len(units):
+                    near = units[index]
+                    if (near.passage, near.part) == (unit.passage, unit.part):
+                        shown[index] = shown.get(index, False) or index == at
+        ordered = sorted(shown)
+        excerpts.append(
+            DraftExcerpt(
+                passage=passage,
+                heading=supporting[0].heading,
+                sentences=[units[index].text for index in ordered],
+                marked=[i for i, index in enumerate(ordered) if shown[index]],
+            )
         )
-    rest = sorted(
-        (unit for unit in chosen if unit not in openers), key=lambda u: (u.passage, u.order)
-    )
-    text = " ".join(f"{unit.text} [{unit.passage}]" for unit in [*openers, *rest])
-    return numbered_by_use(DraftAnswer(text, citations_in(text), answerable=True))
+    return excerpts

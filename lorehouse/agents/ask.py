@@ -21,11 +21,13 @@ from pydantic import BaseModel, Field
 from lorehouse.agents.answerer import (
     NOT_FOUND_ANSWER,
     DraftAnswer,
+    DraftExcerpt,
     answer_extractively,
     answer_with_llm,
     check_llm_answer,
     draft_from_llm_text,
     stream_llm_answer,
+    with_excerpts,
 )
 from lorehouse.agents.post_processor import post_process
 from lorehouse.agents.query_optimizer import Turn, carry_over_offline, optimize_query
@@ -80,8 +82,33 @@ class Citation(BaseModel):
     citation: str = Field(description="Path of the chunk's preview in the API.")
 
 
+class ExcerptSentence(BaseModel):
+    text: str
+    supports: bool = Field(description="Whether the answer rests on this sentence.")
+
+
+class Excerpt(BaseModel):
+    """What one cited source says, under its heading, the supporting sentences marked."""
+
+    number: int = Field(description="The citation number the answer uses for this source.")
+    chunk_id: str
+    title: str | None
+    heading_path: list[str]
+    rel_path: str
+    page_start: int | None
+    page_end: int | None
+    sentences: list[ExcerptSentence]
+    citation: str = Field(description="Path of the chunk's preview in the API.")
+
+
 class AskResponse(BaseModel):
-    """The answer, what it cites, and how it was produced."""
+    """The answer, what it cites, and how it was produced.
+
+    `answer` is the lead: the sentence (two for a question of two asks) that states the asked
+    fact, with its citation. `excerpts` show what each cited source says, apart from it. When
+    the documents the caller may read do not answer, `answerable` is false, `answer` says so
+    and `related` lists the nearest sources.
+    """
 
     answer_id: str = Field(
         default_factory=lambda: uuid.uuid4().hex,
@@ -94,6 +121,13 @@ class AskResponse(BaseModel):
     degraded: bool = False
     degraded_reason: str | None = None
     citations: list[Citation]
+    excerpts: list[Excerpt] = Field(
+        default_factory=list, description="One per cited source, in citation order."
+    )
+    related: list[Citation] = Field(
+        default_factory=list,
+        description="When the documents do not answer: the nearest sources, unnumbered (0).",
+    )
     original_query: str
     optimized_queries: list[str]
     asked_at: datetime
@@ -205,7 +239,7 @@ class AskPipeline:
                 except LLMFailure as error:
                     problem = str(error)
                 if problem is None:
-                    draft = draft_from_llm_text("".join(pieces))
+                    draft = with_excerpts(draft_from_llm_text("".join(pieces)), prepared.context)
                     mode, degraded = "llm", None
                 else:
                     step.status = "fallback"
@@ -441,6 +475,13 @@ class AskPipeline:
             for number, passage in draft.cited_passages()
             if 1 <= passage <= len(prepared.context)
         ]
+        numbers = {passage: number for number, passage in draft.cited_passages()}
+        excerpts = [
+            _excerpt(numbers[excerpt.passage], prepared.context[excerpt.passage - 1], excerpt)
+            for excerpt in draft.excerpts
+            if excerpt.passage in numbers and 1 <= excerpt.passage <= len(prepared.context)
+        ]
+        related = [] if draft.answerable else _related(prepared.context)
         return AskResponse(
             question=question,
             answer=draft.text,
@@ -449,6 +490,8 @@ class AskPipeline:
             degraded=degraded is not None,
             degraded_reason=degraded,
             citations=citations,
+            excerpts=excerpts,
+            related=related,
             original_query=question,
             optimized_queries=prepared.queries,
             asked_at=prepared.asked_at,
@@ -484,3 +527,33 @@ def _citation(number: int, hit: SearchHit) -> Citation:
     """A cited hit: every Citation field but its number is a field of the hit."""
     fields = set(Citation.model_fields) - {"number"}
     return Citation(number=number, **hit.model_dump(include=fields))
+
+
+#: Sources listed as related when the documents do not answer: near enough to look at.
+RELATED_SOURCES = 3
+
+
+def _excerpt(number: int, hit: SearchHit, excerpt: DraftExcerpt) -> Excerpt:
+    """A draft's excerpt with its source's fields; the heading is the excerpt's own section
+    (a passage joins chunks of several)."""
+    return Excerpt(
+        number=number,
+        chunk_id=hit.chunk_id,
+        title=hit.title,
+        heading_path=list(excerpt.heading) or hit.heading_path,
+        rel_path=hit.rel_path,
+        page_start=hit.page_start,
+        page_end=hit.page_end,
+        sentences=[
+            ExcerptSentence(text=text, supports=index in excerpt.marked)
+            for index, text in enumerate(excerpt.sentences)
+        ],
+        citation=hit.citation,
+    )
+
+
+def _related(context: Sequence[SearchHit]) -> list[Citation]:
+    """The best-ranked context passages of distinct documents, as unnumbered citations."""
+    by_document = {hit.doc_id: hit for hit in reversed(context)}
+    firsts = sorted(by_document.values(), key=lambda hit: context.index(hit))
+    return [_citation(0, hit) for hit in firsts[:RELATED_SOURCES]]

@@ -49,10 +49,12 @@ def test_extractive_answer_cites_retrieved_chunks_that_exist(api: TestClient) ->
     assert "20 weeks" in body["answer"]
     assert body["citations"]
     context = body["trace"]["context_chunk_ids"]
-    # Numbered 1..n in the order the answer uses them, each a chunk of the context.
+    # Numbered 1..n in the order the lead and then the excerpts use them, each a chunk of the
+    # context; every source cited has its excerpt.
     assert [c["number"] for c in body["citations"]] == list(range(1, len(body["citations"]) + 1))
+    assert "[1]" in body["answer"]
+    assert [x["number"] for x in body["excerpts"]] == [c["number"] for c in body["citations"]]
     for citation in body["citations"]:
-        assert f"[{citation['number']}]" in body["answer"]
         assert citation["chunk_id"] in context
         # Where the file sits in its source, never the server's own folders.
         assert citation["title"] and citation["source_uri"] == citation["rel_path"]
@@ -78,7 +80,9 @@ def test_extractive_answer_cites_retrieved_chunks_that_exist(api: TestClient) ->
 
 def test_a_question_the_documents_do_not_answer_is_answered_as_absent(api: TestClient) -> None:
     body = api.post("/v1/ask", json={"question": "What is the capital of Mongolia?"}).json()
-    assert body["answerable"] is False and body["citations"] == []
+    assert body["answerable"] is False and body["citations"] == [] and body["excerpts"] == []
+    # The nearest sources, unnumbered, for a reader to look at.
+    assert body["related"] and all(source["number"] == 0 for source in body["related"])
     assert "do not answer" in body["answer"]
 
 
@@ -175,3 +179,34 @@ def test_restricted_chunks_never_reach_the_context_of_an_outsider(
             seen |= set(ids)
         seen |= {c["chunk_id"] for c in body["citations"]}
         assert not seen & restricted, question
+
+
+LEAD_CASES = {
+    # The row whose range holds the amount, not the first row of the table.
+    "Who approves an expense claim of EUR 3,000?": (
+        ["eur 2,000.01 to eur 5,000", "approver: office director"],
+        ["over eur 5,000"],
+    ),
+    # The notice itself, not the 12-month window of the same section.
+    "How many weeks of notice must I give before parental leave?": (["8 weeks"], []),
+    # One city's row, not every city's after it.
+    "What is the hotel limit per night in New York?": (["new york", "420"], ["toronto"]),
+}
+
+
+@pytest.mark.parametrize("question", list(LEAD_CASES))
+def test_the_lead_states_the_asked_fact_and_the_excerpts_stand_apart(
+    api: TestClient, question: str
+) -> None:
+    body = api.post("/v1/ask", json={"question": question}).json()
+    wanted, unwanted = LEAD_CASES[question]
+    lead = body["answer"].lower()
+    assert body["answerable"], body["answer"]
+    assert all(fact in lead for fact in wanted), body["answer"]
+    assert not any(fact in lead for fact in unwanted), body["answer"]
+    assert len(body["answer"].split()) <= 40
+    # One excerpt per cited source, each with the sentence the answer rests on marked.
+    assert [x["number"] for x in body["excerpts"]] == [c["number"] for c in body["citations"]]
+    for excerpt in body["excerpts"]:
+        assert any(sentence["supports"] for sentence in excerpt["sentences"])
+        assert excerpt["heading_path"] and excerpt["citation"].startswith("/v1/chunks/")

@@ -1,0 +1,201 @@
+"""What a question asks for, and whether a sentence or table row states it.
+
+An answer's lead is the one sentence (or row, or list item) a reader takes away, so it must
+state the asked kind of fact: an amount for "how much", a duration for "how long", a person
+or role for "who". A question that carries a number ("a claim of EUR 3,000") is matched
+against the ranges and thresholds rows state ("EUR 2,000.01 to EUR 5,000", "over EUR 5,000"),
+because the row whose range holds the number is the answer and its neighbours are not.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class AskedKind(StrEnum):
+    """The kind of fact a question asks for."""
+
+    AMOUNT = "amount"
+    COUNT = "count"
+    DURATION = "duration"
+    DATE = "date"
+    PERSON = "person"
+    PLACE = "place"
+    YES_NO = "yes_no"
+    PROCEDURE = "procedure"
+    OTHER = "other"
+
+
+_KIND_PATTERNS: tuple[tuple[AskedKind, re.Pattern[str]], ...] = (
+    (
+        AskedKind.DURATION,
+        re.compile(
+            r"\bhow (?:long|soon|early|late|far in advance)\b|\bhow many (?:days|weeks|months"
+            r"|years|hours|minutes)\b|\b(?:notice period|how much notice|duration)\b",
+            re.I,
+        ),
+    ),
+    (
+        AskedKind.AMOUNT,
+        re.compile(
+            r"\bhow much\b|\b(?:maximum|minimum|limit|budget|cost|price|fee|allowance|stipend"
+            r"|amount|rate|salary|reimburs\w*|spend\w*|percent(?:age)?)\b",
+            re.I,
+        ),
+    ),
+    (AskedKind.COUNT, re.compile(r"\bhow many\b|\bnumber of\b", re.I)),
+    (
+        AskedKind.DATE,
+        re.compile(
+            r"^\s*when\b|\bby when\b|\bwhat (?:date|day|month|year|time)\b|\bdeadline\b", re.I
+        ),
+    ),
+    (
+        AskedKind.PERSON,
+        re.compile(
+            r"\b(?:who|whom|whose)\b|\bwhich (?:team|person|group|role|manager)\b"
+            r"|\b(?:approv\w*|contact|reach out|responsible|owner|sign[s -]?off)\b",
+            re.I,
+        ),
+    ),
+    (AskedKind.PLACE, re.compile(r"^\s*where\b|\bwhich (?:office|city|country|location)\b", re.I)),
+    (
+        AskedKind.PROCEDURE,
+        re.compile(r"^\s*how (?:do|can|should|to|does)\b|\bwhat (?:steps|is the process)\b", re.I),
+    ),
+    (
+        AskedKind.YES_NO,
+        re.compile(
+            r"^\s*(?:can|may|do|does|is|are|am|should|will|must|could|would|have|has)\b", re.I
+        ),
+    ),
+)
+
+
+def asked_kind(question: str) -> AskedKind:
+    """The kind of fact the question asks for; OTHER when no pattern says."""
+    for kind, pattern in _KIND_PATTERNS:
+        if pattern.search(question):
+            return kind
+    return AskedKind.OTHER
+
+
+_NUMBER = r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?"
+_DIGIT = re.compile(r"\d")
+_UNIT_OF_TIME = re.compile(
+    r"\b(?:\d[\d.,]*|one|two|three|four|five|six|seven|eight|nine|ten|twelve|a|an)[ -]"
+    r"(?:business |working |calendar )?(?:days?|weeks?|months?|years?|hours?|minutes?)\b",
+    re.I,
+)
+_MONEY = re.compile(
+    r"[$€£¥]\s?\d|\b(?:USD|EUR|GBP|CAD|CHF|AUD|JPY|INR)\s?\d|\d\s?(?:USD|EUR|GBP|CAD|CHF|%)"
+    r"|\bpercent\b",
+    re.I,
+)
+_DATE = re.compile(
+    r"\b(?:January|February|March|April|May|June|July|August|September|October|November"
+    r"|December|Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec|Monday|Tuesday|Wednesday"
+    r"|Thursday|Friday|Saturday|Sunday|quarter|Q[1-4])\b|\b(?:19|20)\d\d\b|\d{1,2}/\d{1,2}"
+    r"|\b(?:before|after|by|within|until|prior to)\b",
+)
+_ROLE = re.compile(
+    r"\b(?:manager|director|officer|CFO|CEO|CTO|COO|VP|head|lead|team|ops|HR|people|finance"
+    r"|legal|security|admin\w*|owner|approver|committee|board|department|partner|supervisor"
+    r"|executive|president|chief|recruit\w*|payroll|it|helpdesk|support)\b",
+    re.I,
+)
+_NAME = re.compile(r"(?<=[a-z,;:] )[A-Z][A-Za-z0-9&]+|\b[A-Z]{2,}\b|#[a-z][\w-]+|@[\w-]+")
+_PROCEDURE = re.compile(
+    r"^\s*(?:\d+[.)]\s*)?(?:submit|fill|go|open|send|request|ask|log|sign|create|file|book"
+    r"|email|contact|use|enter|upload|click|select|add|complete|get|follow|talk|reach|post)\b"
+    r"|\b(?:then|first|next|via|through|in (?:the )?[A-Z]\w+)\b",
+    re.I,
+)
+_STATEMENT = re.compile(r"\b(?:is|are|must|may|can|cannot|can't|will|should|not|only|no)\b", re.I)
+
+
+_ASKED_UNIT = re.compile(r"\bhow many (day|week|month|year|hour|minute)s?\b", re.I)
+
+
+def asked_unit(question: str) -> str | None:
+    """The unit of time a "how many weeks ..." question counts in, singular; else None."""
+    match = _ASKED_UNIT.search(question)
+    return match.group(1).lower() if match else None
+
+
+def states_kind(text: str, kind: AskedKind, unit: str | None = None) -> bool:
+    """Whether `text` states a fact of the asked kind (a duration for DURATION, ...); for a
+    question counting in a unit of time ("how many weeks"), one in that unit."""
+    if kind is AskedKind.DURATION:
+        durations = " ".join(match.group(0) for match in _UNIT_OF_TIME.finditer(text))
+        return bool(durations) and (unit is None or unit in durations.lower())
+    if kind is AskedKind.AMOUNT:
+        return bool(_MONEY.search(text)) or bool(_DIGIT.search(text))
+    if kind is AskedKind.COUNT:
+        return bool(_DIGIT.search(text)) or bool(_UNIT_OF_TIME.search(text))
+    if kind is AskedKind.DATE:
+        return bool(_DATE.search(text)) or bool(_UNIT_OF_TIME.search(text))
+    if kind is AskedKind.PERSON:
+        return bool(_ROLE.search(text)) or bool(_NAME.search(text))
+    if kind is AskedKind.PLACE:
+        return bool(_NAME.search(text))
+    if kind is AskedKind.PROCEDURE:
+        return bool(_PROCEDURE.search(text))
+    if kind is AskedKind.YES_NO:
+        return bool(_STATEMENT.search(text))
+    return True
+
+
+@dataclass(frozen=True)
+class Bound:
+    """A range a sentence states: `low` < value <= `high` (None: unbounded on that side)."""
+
+    low: float | None
+    high: float | None
+
+    def holds(self, value: float) -> bool:
+        return (self.low is None or value >= self.low) and (self.high is None or value <= self.high)
+
+
+_AMOUNT = rf"(?:[$€£]|\b(?:USD|EUR|GBP|CAD|CHF)\s?)?({_NUMBER})\s?(?:k\b)?"
+_RANGE = re.compile(rf"{_AMOUNT}\s*(?:to|-|–|—|and)\s*{_AMOUNT}", re.I)
+_ABOVE = re.compile(
+    rf"\b(?:over|above|more than|greater than|exceeding|at least|from|min(?:imum)?)\s+{_AMOUNT}"
+    rf"|{_AMOUNT}\s*(?:\+|or more|and above|and over)",
+    re.I,
+)
+_BELOW = re.compile(
+    rf"\b(?:under|below|less than|up to|at most|no more than|not exceeding|max(?:imum)?|within)"
+    rf"\s+{_AMOUNT}|{_AMOUNT}\s*(?:or less|and below|and under)",
+    re.I,
+)
+_QUESTION_NUMBER = re.compile(rf"(?<![\w.])({_NUMBER})(?![\w.])")
+
+
+def _value(text: str | None) -> float | None:
+    return float(text.replace(",", "")) if text else None
+
+
+def stated_bounds(text: str) -> list[Bound]:
+    """The ranges and thresholds a sentence or row states, in the order it states them."""
+    bounds = [Bound(_value(m.group(1)), _value(m.group(2))) for m in _RANGE.finditer(text)]
+    bounds += [Bound(_value(m.group(1) or m.group(2)), None) for m in _ABOVE.finditer(text)]
+    bounds += [Bound(None, _value(m.group(1) or m.group(2))) for m in _BELOW.finditer(text)]
+    return bounds
+
+
+def question_numbers(question: str) -> list[float]:
+    """The numbers a question carries ("a claim of EUR 3,000", "12 people")."""
+    return [float(n.replace(",", "")) for n in _QUESTION_NUMBER.findall(question)]
+
+
+def range_fit(question: str, text: str) -> float:
+    """+1 when a range or threshold `text` states holds a number of the question, -1 when
+    `text` states ranges and none holds it, 0 when either has no number to compare."""
+    numbers = question_numbers(question)
+    bounds = stated_bounds(text)
+    if not numbers or not bounds:
+        return 0.0
+    return 1.0 if any(b.holds(n) for b in bounds for n in numbers) else -1.0
