@@ -23,7 +23,7 @@ from typing import Any
 from slack_bolt import App, BoltRequest
 from slack_sdk import WebClient
 
-from lorehouse.agents.ask import AskPipeline, AskResponse
+from lorehouse.agents.ask import AskPipeline, AskResponse, Citation
 from lorehouse.agents.query_optimizer import Turn
 from lorehouse.settings import Settings
 from lorehouse.slack_access import SlackAccess
@@ -186,26 +186,40 @@ def _thread_history(client: WebClient, channel: str, event: dict[str, Any]) -> l
 
 
 def slack_answer(response: AskResponse, chat_url: str) -> str:
-    """The answer in Slack's markup, then its sources as links to the chat page's preview."""
-    lines = [_escape(response.answer)]
+    """The lead in bold, then each source apart: a link to the chat page's preview and, quoted
+    below it, what the source says, the sentences the answer rests on in bold. When the
+    documents do not answer, the nearest sources follow as related."""
+    lines = [f"*{_escape(response.answer)}*"]
+    excerpts = {excerpt.number: excerpt for excerpt in response.excerpts}
     if response.citations:
         lines += ["", "*Sources*"]
     for citation in response.citations:
-        title = _escape(citation.title or citation.rel_path).replace("|", "/")
-        section = " › ".join(
-            citation.heading_path[1:]
-            if citation.heading_path[:1] == [citation.title]
-            else citation.heading_path
-        )
-        page = (
-            f", p. {citation.page_start}"
-            if citation.page_start
-            and citation.rel_path.lower().endswith((".pdf", ".pptx", ".xlsx"))
-            else ""
-        )
-        where = _escape(f"{citation.rel_path}{' › ' + section if section else ''}{page}")
-        lines.append(f"[{citation.number}] <{chat_url}#chunk={citation.chunk_id}|{title}> {where}")
+        lines.append(f"[{citation.number}] {_source_link(citation, chat_url)}")
+        if excerpt := excerpts.get(citation.number):
+            said = " ".join(
+                f"*{_escape(s.text)}*" if s.supports else _escape(s.text) for s in excerpt.sentences
+            )
+            lines.append(f"> {said}")
+    if response.related:
+        lines += ["", "*Nearest sources*"]
+        lines += [f"• {_source_link(citation, chat_url)}" for citation in response.related]
     return "\n".join(lines)
+
+
+def _source_link(citation: Citation, chat_url: str) -> str:
+    title = _escape(citation.title or citation.rel_path).replace("|", "/")
+    section = " › ".join(
+        citation.heading_path[1:]
+        if citation.heading_path[:1] == [citation.title]
+        else citation.heading_path
+    )
+    page = (
+        f", p. {citation.page_start}"
+        if citation.page_start and citation.rel_path.lower().endswith((".pdf", ".pptx", ".xlsx"))
+        else ""
+    )
+    where = _escape(f"{citation.rel_path}{' › ' + section if section else ''}{page}")
+    return f"<{chat_url}#chunk={citation.chunk_id}|{title}> {where}"
 
 
 def _escape(text: str) -> str:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
 from rich.console import Console
+from rich.padding import Padding
 from rich.table import Table
 
 from lorehouse.display import cut_right, pages_label, passage, shown
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
     from rich.progress import Progress
 
     from evals.explain import EvidenceMiss
+    from lorehouse.agents.ask import Citation
     from lorehouse.retrieval import Retriever
     from lorehouse.stores import DuckDBStore
     from lorehouse.stores.lance_index import ChunkIndex
@@ -288,21 +290,17 @@ def ask(
         f"[bold]A[/bold] [dim]({shown(label)})[/dim]: {shown(response.answer)}\n",
         highlight=False,
     )
-    for citation in response.citations:
-        section = (
-            citation.heading_path[1:]
-            if citation.heading_path[:1] == [citation.title]
-            else citation.heading_path
-        )
-        page = pages_label(citation.rel_path, citation.page_start, citation.page_end)
-        where = ", ".join(part for part in (" > ".join(section), page) if part)
-        out.print(
-            shown(
-                f"  [{citation.number}] {citation.title or citation.rel_path} "
-                f"({citation.rel_path})" + (f" - {where}" if where else "")
-            ),
-            highlight=False,
-        )
+    # The lead above; what each source says below it, apart, the supporting sentences bold.
+    excerpts = {excerpt.number: excerpt for excerpt in response.excerpts}
+    for citation in [*response.citations, *response.related]:
+        label = f"[{citation.number}]" if citation.number else "related:"
+        out.print(shown(f"  {label} {_where(citation)}"), highlight=False)
+        if excerpt := excerpts.get(citation.number):
+            said = " ".join(
+                f"[bold]{shown(s.text)}[/bold]" if s.supports else shown(s.text)
+                for s in excerpt.sentences
+            )
+            out.print(Padding(said, (0, 0, 0, 6)), highlight=False)
     if trace:
         table = Table("step", "status", "ms", "detail")
         for step in response.trace.steps:
@@ -317,6 +315,24 @@ def ask(
             "[dim]Extractive answer (no LLM). Set LOREHOUSE_LLM_MODEL to a litellm model, or "
             "to `local` for the bundled one, for written answers.[/dim]"
         )
+
+
+def _rate(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def _where(citation: Citation) -> str:
+    """A cited source as a reader finds it: title, path, section and pages."""
+    section = (
+        citation.heading_path[1:]
+        if citation.heading_path[:1] == [citation.title]
+        else citation.heading_path
+    )
+    page = pages_label(citation.rel_path, citation.page_start, citation.page_end)
+    where = ", ".join(part for part in (" > ".join(section), page) if part)
+    return f"{citation.title or citation.rel_path} ({citation.rel_path})" + (
+        f" - {where}" if where else ""
+    )
 
 
 def _source_names(lorehouse: Lorehouse, sources: list[str] | str) -> str:
@@ -537,6 +553,28 @@ def eval_answers(
     out.print(
         f"unanswerable questions declined: {facts['unanswerable_declined']}/{facts['unanswerable']}"
     )
+    lead = summary["lead"]
+    leads = Table(
+        "type",
+        "answers",
+        "lead states a key fact",
+        "key facts in lead + excerpts",
+        "median lead words",
+        "wrongly declined",
+        title="The lead",
+    )
+    for case_type, measures in {"all": lead, **lead["by_type"]}.items():
+        if measures.get("answers"):
+            leads.add_row(
+                shown(case_type),
+                str(measures["answers"]),
+                _rate(measures["lead_states_fact"]),
+                _rate(measures["shown_key_facts"]),
+                str(measures["median_lead_words"]),
+                _rate(measures["wrongly_declined"]),
+            )
+    out.print(leads)
+    out.print(f"unanswerable questions declined (share): {_rate(lead['unanswerable_declined'])}")
     if report.judge_model == NO_JUDGE:
         console.print(
             "[yellow]No judge model: set LOREHOUSE_JUDGE_MODEL to a litellm model to have "

@@ -224,13 +224,37 @@ function renderAnswer(turn, answerNode, response) {
       onclick: () => openSource(citation),
     });
   }));
-  const sources = element("ol", { class: "sources" }, ...response.citations.map((c) =>
-    element("li", { value: String(c.number) },
-      element("button", {
-        type: "button", class: "cite", text: `${c.title || c.rel_path}`,
-        onclick: () => openSource(c),
-      }),
-      " ", element("code", { text: c.rel_path }), ` ${section(c)}${pages(c)}`)));
+  // The lead above states the fact; what each source says follows apart, one excerpt per
+  // source under its section, the sentences the answer rests on marked.
+  const excerpts = response.excerpts || [];
+  const sources = excerpts.length
+    ? element("ol", { class: "sources excerpts", "data-testid": "excerpts" }, ...excerpts.map((x) =>
+      element("li", { value: String(x.number), "data-testid": "excerpt" },
+        element("button", {
+          type: "button", class: "cite", text: `${x.title || x.rel_path}`,
+          onclick: () => openSource(x),
+        }),
+        " ", element("code", { text: x.rel_path }),
+        " ", element("span", { class: "where", text: `${section(x)}${pages(x)}` }),
+        element("blockquote", {}, ...x.sentences.flatMap((sentence) => [
+          sentence.supports ? element("mark", { text: sentence.text })
+            : document.createTextNode(sentence.text), " "])))))
+    : element("ol", { class: "sources" }, ...response.citations.map((c) =>
+      element("li", { value: String(c.number) },
+        element("button", {
+          type: "button", class: "cite", text: `${c.title || c.rel_path}`,
+          onclick: () => openSource(c),
+        }),
+        " ", element("code", { text: c.rel_path }), ` ${section(c)}${pages(c)}`)));
+  const related = response.related || [];
+  if (related.length) {
+    turn.append(element("p", { class: "related-label", text: "Nearest sources:" }),
+      element("ul", { class: "related", "data-testid": "related" }, ...related.map((c) =>
+        element("li", {}, element("button", {
+          type: "button", class: "cite", text: `${c.title || c.rel_path}`,
+          onclick: () => openSource(c),
+        }), " ", element("code", { text: c.rel_path })))));
+  }
   const mode = response.degraded ? `${response.mode}, degraded: ${response.degraded_reason}`
     : response.mode;
   turn.append(sources, element("p", { class: "meta", text: `${mode} · ${response.trace.steps
