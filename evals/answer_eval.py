@@ -22,6 +22,7 @@ from pydantic import BaseModel, Field
 
 from evals.golden_set import GoldenCase
 from evals.key_facts import score_key_facts
+from lorehouse.agents.answerer import CITATION
 from lorehouse.agents.ask import AskResponse
 from lorehouse.llm import LLMClient, LLMFailure
 from lorehouse.stages.progress import ProgressCallback
@@ -69,6 +70,7 @@ class AnswerOutcome:
     case_type: str
     question: str
     reference_answer: str
+    #: What the reader is shown: the lead, then each excerpt under its citation number.
     answer: str
     answer_mode: str
     degraded: bool
@@ -79,6 +81,12 @@ class AnswerOutcome:
     key_facts_found: int = 0
     #: Whether the pipeline said the documents do not answer.
     declined: bool = False
+    #: The lead (the answer's first statement, with its citation) and its words.
+    lead: str = ""
+    lead_words: int = 0
+    #: Reference key facts the lead alone states, and the lead and excerpts together.
+    lead_key_facts_found: int = 0
+    shown_key_facts_found: int = 0
     score: int | None = None
     label: Label | None = None
     reasoning: str | None = None
@@ -144,6 +152,39 @@ class AnswerEvalReport:
             "unanswerable_declined": sum(o.declined for o in unanswerable),
         }
 
+    def lead_summary(self) -> dict:
+        """How the answer reads to a person: per type and overall, the share of answers whose
+        lead alone states a reference key fact, the share of key facts the lead and excerpts
+        state together, the lead's median words, and the declines (right and wrong)."""
+        answerable = [o for o in self.outcomes if o.case_type != "unanswerable"]
+        unanswerable = [o for o in self.outcomes if o.case_type == "unanswerable"]
+
+        def measures(outcomes: list[AnswerOutcome]) -> dict[str, float | int | None]:
+            with_facts = [o for o in outcomes if o.key_facts]
+            leads = sorted(o.lead_words for o in outcomes if not o.declined)
+            return {
+                "answers": len(outcomes),
+                "lead_states_fact": _share(
+                    sum(o.lead_key_facts_found > 0 for o in with_facts), len(with_facts)
+                ),
+                "shown_key_facts": _share(
+                    sum(o.shown_key_facts_found / o.key_facts for o in with_facts),
+                    len(with_facts),
+                ),
+                "median_lead_words": leads[len(leads) // 2] if leads else None,
+                "wrongly_declined": _share(sum(o.declined for o in outcomes), len(outcomes)),
+            }
+
+        types = sorted({o.case_type for o in answerable})
+        return {
+            **measures(answerable),
+            "by_type": {t: measures([o for o in answerable if o.case_type == t]) for t in types},
+            "unanswerable": len(unanswerable),
+            "unanswerable_declined": _share(
+                sum(o.declined for o in unanswerable), len(unanswerable)
+            ),
+        }
+
     def worst(self, n: int = 5) -> list[AnswerOutcome]:
         """The lowest-scored cases, the ones worth reading first."""
         return sorted(self.judged, key=lambda o: (o.score, o.case_id))[:n]
@@ -162,6 +203,7 @@ class AnswerEvalReport:
             "labels": self.label_counts(),
             "mean_score_by_type": {k: round(v, 3) for k, v in self.mean_by_type().items()},
             "key_facts": self.key_fact_summary(),
+            "lead": self.lead_summary(),
         }
 
     def rows(self, golden_set: str) -> list[dict]:
@@ -176,6 +218,30 @@ class AnswerEvalReport:
             }
             for outcome in self.outcomes
         ]
+
+
+def _share(part: float, whole: int) -> float | None:
+    return round(part / whole, 3) if whole else None
+
+
+def shown_answer(response: AskResponse) -> str:
+    """Everything a reader is shown, as the judge and the key-fact metric read it: the lead,
+    then each excerpt under its citation number."""
+    excerpts = [
+        f"[{excerpt.number}] " + " ".join(sentence.text for sentence in excerpt.sentences)
+        for excerpt in response.excerpts
+    ]
+    return "\n\n".join([response.answer, *excerpts])
+
+
+def lead_of(response: AskResponse) -> str:
+    """The statement a reader takes away first: the answer, which is the lead, when the
+    response shows excerpts apart; otherwise (an LLM's prose, an answer without excerpts)
+    its text up to and including the first citation."""
+    if response.excerpts or not response.answerable:
+        return response.answer
+    first = CITATION.search(response.answer)
+    return response.answer[: first.end()] if first else response.answer
 
 
 def judge_answer(judge: LLMClient, case: GoldenCase, answer: str, sources: str) -> JudgeVerdict:
@@ -213,13 +279,15 @@ def evaluate_answers(
     for case in cases:
         started = time.perf_counter()
         response, sources = ask(case.question)
-        facts = score_key_facts(case.answer, response.answer)
+        lead = lead_of(response)
+        shown = shown_answer(response)
+        facts = score_key_facts(case.answer, shown)
         outcome = AnswerOutcome(
             case_id=case.id,
             case_type=case.type,
             question=case.question,
             reference_answer=case.answer,
-            answer=response.answer,
+            answer=shown,
             answer_mode=response.mode,
             degraded=response.degraded,
             n_citations=len(response.citations),
@@ -227,6 +295,10 @@ def evaluate_answers(
             key_facts=len(facts.facts),
             key_facts_found=len(facts.found),
             declined=not response.answerable,
+            lead=lead,
+            lead_words=len(CITATION.sub(" ", lead).split()),
+            lead_key_facts_found=len(score_key_facts(case.answer, lead).found),
+            shown_key_facts_found=len(facts.found),
         )
         answered.append((case, outcome, sources))
 

@@ -202,7 +202,13 @@ CREATE TABLE IF NOT EXISTS eval_answers (
     -- the offline metric: the reference's numbers and named terms, and those stated
     key_facts INTEGER DEFAULT 0,
     key_facts_found INTEGER DEFAULT 0,
-    declined BOOLEAN DEFAULT false
+    declined BOOLEAN DEFAULT false,
+    -- the lead (the answer's first statement): its words and the reference facts it states,
+    -- and the facts the lead and the excerpts state together
+    lead VARCHAR DEFAULT '',
+    lead_words INTEGER DEFAULT 0,
+    lead_key_facts_found INTEGER DEFAULT 0,
+    shown_key_facts_found INTEGER DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS chunk_keywords (
     chunk_id VARCHAR NOT NULL,
@@ -1167,6 +1173,10 @@ _MIGRATIONS = """
 ALTER TABLE eval_answers ADD COLUMN IF NOT EXISTS key_facts INTEGER DEFAULT 0;
 ALTER TABLE eval_answers ADD COLUMN IF NOT EXISTS key_facts_found INTEGER DEFAULT 0;
 ALTER TABLE eval_answers ADD COLUMN IF NOT EXISTS declined BOOLEAN DEFAULT false;
+ALTER TABLE eval_answers ADD COLUMN IF NOT EXISTS lead VARCHAR DEFAULT '';
+ALTER TABLE eval_answers ADD COLUMN IF NOT EXISTS lead_words INTEGER DEFAULT 0;
+ALTER TABLE eval_answers ADD COLUMN IF NOT EXISTS lead_key_facts_found INTEGER DEFAULT 0;
+ALTER TABLE eval_answers ADD COLUMN IF NOT EXISTS shown_key_facts_found INTEGER DEFAULT 0;
 ALTER TABLE document_enrichment ADD COLUMN IF NOT EXISTS input_fingerprint VARCHAR;
 """
 _TABLES = frozenset(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", _SCHEMA))

@@ -26,12 +26,16 @@ def test_eval_answers_without_a_judge_scores_key_facts_and_names_the_judge_setti
     assert run.returncode == 0, run.stderr[-2000:]
     assert "key facts stated" in run.stdout and "unanswerable questions declined: 1/1" in run.stdout
     assert "LOREHOUSE_JUDGE_MODEL" in run.stderr
+    assert "lead states a key fact" in run.stdout and "median lead words" in run.stdout
     stored = DuckDBStore(data_dir / "lorehouse.duckdb").table("eval_answers")
     assert set(stored["judge_model"]) == {"none"} and stored["score"].isna().all()
     answerable = stored[stored["case_type"] != "unanswerable"]
     assert len(answerable) >= 8 and answerable["key_facts"].sum() > 0
     # Most of the sample's reference facts are stated by the extractive answers.
     assert answerable["key_facts_found"].sum() >= 0.5 * answerable["key_facts"].sum()
+    # The lead alone states a reference fact for most answers, in few words.
+    assert (answerable["lead_key_facts_found"] > 0).mean() >= 0.5
+    assert answerable["lead_words"].median() <= 40
 
 
 def test_eval_answers_prints_the_judged_summary(materialized_sample: Path, tmp_path: Path) -> None:
