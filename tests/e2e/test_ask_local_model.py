@@ -46,9 +46,13 @@ def test_the_local_model_answers_or_degrades_with_citations(
     assert response.trace.totals()["llm_ms"] > 0
     assert response.answer and response.citations
     context = response.trace.context_chunk_ids
+    # Every source cited is in the context and has its excerpt; the answer cites one at least.
+    assert [excerpt.number for excerpt in response.excerpts] == [
+        citation.number for citation in response.citations
+    ]
+    assert any(f"[{citation.number}]" in response.answer for citation in response.citations)
     for citation in response.citations:
         assert citation.chunk_id in context
-        assert f"[{citation.number}]" in response.answer
     if response.mode == "llm":
         # The model cites passages by their context numbers.
         assert all(c.chunk_id == context[c.number - 1] for c in response.citations)
