@@ -17,7 +17,7 @@ from functools import cached_property
 
 import numpy as np
 
-from lorehouse.agents.lead import asked_kind, asked_unit, range_fit, states_kind
+from lorehouse.agents.lead import NAME, asked_kind, asked_unit, range_fit, states_kind
 from lorehouse.asks import QuestionAsks, question_asks
 from lorehouse.chunking import chunk_body, plain_text, sentences, unwrap_soft_breaks
 from lorehouse.embedding.base import Embedder, VectorCache
@@ -344,9 +344,6 @@ _ASKS_NAME = re.compile(
     re.IGNORECASE,
 )
 _DIGIT = re.compile(r"\d")
-#: A name as an answer states it: a capitalized word inside a sentence, an acronym, a Slack
-#: channel or handle.
-_NAME = re.compile(r"(?<=[a-z,;:] )[A-Z][A-Za-z0-9&]+|\b[A-Z]{2,}\b|#[a-z][\w-]+|@[\w-]+")
 #: What a reader checks in an answer: amounts, limits, dates and names.
 _FACT = re.compile(r"\$?\d[\d,.]*%?|(?<=[a-z,;:] )[A-Z][A-Za-z0-9&]+|\b[A-Z]{2,}\b")
 #: Weight of the question's words found in a sentence (IDF-weighted share) beside the
@@ -411,7 +408,7 @@ def _holds_what_is_asked(question: str, units: Sequence[_Unit]) -> np.ndarray:
         [
             float(
                 (wants_number and bool(_DIGIT.search(unit.text)))
-                or (wants_name and bool(_NAME.search(unit.text)))
+                or (wants_name and bool(NAME.search(unit.text)))
             )
             for unit in units
         ]

@@ -106,7 +106,9 @@ _ROLE = re.compile(
     r"|executive|president|chief|recruit\w*|payroll|it|helpdesk|support)\b",
     re.I,
 )
-_NAME = re.compile(r"(?<=[a-z,;:] )[A-Z][A-Za-z0-9&]+|\b[A-Z]{2,}\b|#[a-z][\w-]+|@[\w-]+")
+#: A name as an answer states it: a capitalized word inside a sentence, an acronym, a Slack
+#: channel or handle.
+NAME = re.compile(r"(?<=[a-z,;:] )[A-Z][A-Za-z0-9&]+|\b[A-Z]{2,}\b|#[a-z][\w-]+|@[\w-]+")
 _PROCEDURE = re.compile(
     r"^\s*(?:\d+[.)]\s*)?(?:submit|fill|go|open|send|request|ask|log|sign|create|file|book"
     r"|email|contact|use|enter|upload|click|select|add|complete|get|follow|talk|reach|post)\b"
@@ -138,9 +140,9 @@ def states_kind(text: str, kind: AskedKind, unit: str | None = None) -> bool:
     if kind is AskedKind.DATE:
         return bool(_DATE.search(text)) or bool(_UNIT_OF_TIME.search(text))
     if kind is AskedKind.PERSON:
-        return bool(_ROLE.search(text)) or bool(_NAME.search(text))
+        return bool(_ROLE.search(text)) or bool(NAME.search(text))
     if kind is AskedKind.PLACE:
-        return bool(_NAME.search(text))
+        return bool(NAME.search(text))
     if kind is AskedKind.PROCEDURE:
         return bool(_PROCEDURE.search(text))
     if kind is AskedKind.YES_NO:
