@@ -63,8 +63,8 @@ class Turns:
 
 
 class AskTurns(Turns):
-    """Turns for computing an answer: each holds ~65 MB while it runs, so memory stays
-    bounded by `limit`."""
+    """Turns for computing an answer: each holds the answer's working memory while it runs,
+    so memory stays bounded by `limit`."""
 
     def __init__(self, limit: int, wait_seconds: float) -> None:
         super().__init__(limit, wait_seconds, busy=f"{limit} answers are being computed")

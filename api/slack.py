@@ -63,6 +63,8 @@ def verified_request(
     timestamp and the raw bytes of the body. It is checked before the body is decoded or
     parsed, so an unsigned request is refused whatever it holds; Bolt's adapter parsed
     first, and a malformed unsigned body was a 500. Bolt checks the signature again.
+    slack_sdk's `SignatureVerifier` is not used here: it decodes the body as UTF-8 and
+    converts the timestamp with int(), both of which raise on what an outsider may send.
     """
     timestamp = headers.get("x-slack-request-timestamp", "")
     signature = headers.get("x-slack-signature", "")

@@ -35,9 +35,9 @@ MAX_PAGE_PIXELS = 4_000_000
 #: A render still running after this long is stopped: a page whose drawing is this costly
 #: (millions of vector paths, an image bomb) gets no preview rather than a core for minutes.
 RENDER_TIMEOUT_SECONDS = 10.0
-#: Address space the rendering process may map: the interpreter and MuPDF map about 130 MB
-#: and a capped picture 12 MB; the rest is for the document's fonts and images, which a page
-#: may decode at their full size. Past it, MuPDF's allocations fail and the render with them.
+#: Address space the rendering process may map: the interpreter, MuPDF and a capped picture
+#: take a small part; the rest is for the document's fonts and images, which a page may
+#: decode at their full size. Past it, MuPDF's allocations fail and the render with them.
 RENDER_MEMORY_BYTES = 1024 * 1024 * 1024
 #: Phrases searched for on the page: long enough to be specific, short enough to survive
 #: line breaks and hyphenation, which split longer ones.

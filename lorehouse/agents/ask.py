@@ -554,6 +554,7 @@ def _excerpt(number: int, hit: SearchHit, excerpt: DraftExcerpt) -> Excerpt:
 
 def _related(context: Sequence[SearchHit]) -> list[Citation]:
     """The best-ranked context passages of distinct documents, as unnumbered citations."""
-    by_document = {hit.doc_id: hit for hit in reversed(context)}
-    firsts = sorted(by_document.values(), key=lambda hit: context.index(hit))
-    return [_citation(0, hit) for hit in firsts[:RELATED_SOURCES]]
+    firsts: dict[str, SearchHit] = {}
+    for hit in context:
+        firsts.setdefault(hit.doc_id, hit)
+    return [_citation(0, hit) for hit in list(firsts.values())[:RELATED_SOURCES]]
