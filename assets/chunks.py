@@ -5,9 +5,10 @@ import statistics
 import dagster as dg
 
 from assets._metadata import markdown_table, progress_logger
-from assets.documents import parsed_documents, schema_check
+from assets.documents import MERGED_PARTITIONS, parsed_documents, schema_check
+from assets.partitioning import INDEX_PARTITIONS, PARTITION_BACKFILL, checked_keys
 from lorehouse.schemas import chunks_schema
-from lorehouse.stages.chunk import run_chunking
+from lorehouse.stages.chunk import ChunkReport, run_chunking
 from pipelines.resources import ChunkingResource, FeatureStoreResource
 
 
@@ -15,6 +16,8 @@ from pipelines.resources import ChunkingResource, FeatureStoreResource
     group_name="features",
     kinds={"duckdb"},
     deps=[parsed_documents],
+    partitions_def=INDEX_PARTITIONS,
+    backfill_policy=PARTITION_BACKFILL,
 )
 def chunks(
     context: dg.AssetExecutionContext,
@@ -22,15 +25,21 @@ def chunks(
     chunking: ChunkingResource,
 ) -> dg.MaterializeResult:
     """Section -> block -> sentence -> word chunks with heading paths, pages and two texts."""
-    store = feature_store.open()
-    report = run_chunking(
-        store, chunking.chunker(), on_progress=progress_logger(context, "chunked")
-    )
+    report = ChunkReport()
+    rows = 0
+    for key in checked_keys(context, feature_store.layout().keys):
+        store = feature_store.open_partition(key)
+        report.absorb(
+            run_chunking(
+                store, chunking.chunker(), on_progress=progress_logger(context, f"chunked ({key})")
+            )
+        )
+        rows += store.row_count("chunks")
     tokens = report.token_counts
     histogram = _token_histogram(tokens, chunking.chunk_max_tokens)
     return dg.MaterializeResult(
         metadata={
-            "dagster/row_count": store.row_count("chunks"),
+            "dagster/row_count": rows,
             "documents_chunked": report.documents_chunked,
             "documents_unchanged": report.documents_skipped,
             "documents_dropped": report.documents_dropped,
@@ -60,7 +69,7 @@ def _token_histogram(tokens: list[int], limit: int, bins: int = 8) -> str:
     return markdown_table(["tokens", "chunks", ""], rows)
 
 
-@dg.asset_check(asset=chunks, blocking=True)
+@dg.asset_check(asset=MERGED_PARTITIONS, blocking=True)
 def chunks_contract(
     feature_store: FeatureStoreResource, chunking: ChunkingResource
 ) -> dg.AssetCheckResult:

@@ -6,6 +6,7 @@ import pandera.errors
 import pandera.pandas as pa
 
 from assets._metadata import markdown_table, progress_logger
+from assets.partitioning import INDEX_PARTITIONS, PARTITION_BACKFILL, checked_keys
 from lorehouse.display import printable
 from lorehouse.schemas import (
     TABLE_CONTRACTS,
@@ -14,7 +15,7 @@ from lorehouse.schemas import (
     RawDocumentsSchema,
 )
 from lorehouse.stages.inventory import run_inventory
-from lorehouse.stages.parse import run_parse
+from lorehouse.stages.parse import ParseReport, run_parse
 from pipelines.resources import DocumentSourceResource, FeatureStoreResource, ParsingResource
 
 
@@ -31,6 +32,7 @@ def raw_documents(
         feature_store.open(),
         parsing.max_file_bytes,
         on_progress=progress_logger(context, "inventoried"),
+        layout=feature_store.layout(),
     )
     for warning in report.warnings:
         context.log.warning(printable(warning))
@@ -44,6 +46,8 @@ def raw_documents(
             "files_hashed": report.hashed,
             "files_trusted_unchanged": report.reused,
             "seconds": round(report.seconds, 2),
+            "partitions_changed": len(report.partitions_changed),
+            "changed_partitions": dg.MetadataValue.json(report.partitions_changed),
             "by_type": dg.MetadataValue.md(
                 markdown_table(["file type", "documents"], sorted(report.by_type.items()))
             ),
@@ -55,6 +59,8 @@ def raw_documents(
     group_name="parse",
     kinds={"duckdb", "python"},
     deps=[raw_documents],
+    partitions_def=INDEX_PARTITIONS,
+    backfill_policy=PARTITION_BACKFILL,
 )
 def parsed_documents(
     context: dg.AssetExecutionContext,
@@ -62,15 +68,28 @@ def parsed_documents(
     feature_store: FeatureStoreResource,
     parsing: ParsingResource,
 ) -> dg.MaterializeResult:
-    """Structure-preserving Markdown and a page map for every new or changed document."""
-    store = feature_store.open()
-    report = run_parse(
-        document_source.open(),
-        store,
-        parsing.limits(),
-        on_progress=progress_logger(context, "parsed"),
-        options=parsing.options(),
-    )
+    """Structure-preserving Markdown and a page map for every new or changed document of
+    the run's partitions, each partition first adopting its share of the inventory."""
+    layout = feature_store.layout()
+    source = document_source.open()
+    report = ParseReport()
+    rows = removed = 0
+    for key in checked_keys(context, layout.keys):
+        store = feature_store.open_partition(key)
+        inventory_slice = layout.inventory_slice(key)
+        if not inventory_slice.exists():
+            raise dg.Failure(f"partition {key} has no inventory slice; materialize raw_documents")
+        removed += store.adopt_inventory(inventory_slice)
+        report.absorb(
+            run_parse(
+                source,
+                store,
+                parsing.limits(),
+                on_progress=progress_logger(context, f"parsed ({key})"),
+                options=parsing.options(),
+            )
+        )
+        rows += store.row_count("documents_parsed")
     for failure in report.failed:
         # A path is whatever its owner named the file: escape sequences in it are shown,
         # not obeyed, by the terminal that runs the materialization.
@@ -78,7 +97,9 @@ def parsed_documents(
         context.log.warning(printable(message))
     return dg.MaterializeResult(
         metadata={
-            "dagster/row_count": store.row_count("documents_parsed"),
+            "dagster/row_count": rows,
+            "partitions": len(context.partition_keys),
+            "documents_removed": removed,
             "parsed_this_run": report.parsed,
             "failed_this_run": report.failed_count,
             "unchanged_skipped": report.skipped,
@@ -107,6 +128,10 @@ def parsed_documents(
     )
 
 
+#: The asset that brings the partitions' stage tables into the shared store
+#: (`assets.features.merged_partitions`): the stage tables' checks read them there, as the
+#: feature tables and the index do.
+MERGED_PARTITIONS = "merged_partitions"
 #: Rows a contract check validates at a time: a check's memory follows this, not the table.
 #: Parsed documents carry their whole Markdown, chunks their texts and enriched chunks lists,
 #: so they go fewer at a time (about 50 MB of frame a batch; pandera's checks add as much).
@@ -173,19 +198,19 @@ def raw_documents_contract(feature_store: FeatureStoreResource) -> dg.AssetCheck
     return schema_check("documents_raw", RawDocumentsSchema, feature_store)
 
 
-@dg.asset_check(asset=parsed_documents, blocking=True)
+@dg.asset_check(asset=MERGED_PARTITIONS, blocking=True)
 def parsed_documents_contract(feature_store: FeatureStoreResource) -> dg.AssetCheckResult:
     """documents_parsed satisfies its schema: non-empty Markdown, a page map covering all of it."""
     return schema_check("documents_parsed", ParsedDocumentsSchema, feature_store)
 
 
-@dg.asset_check(asset=parsed_documents)
+@dg.asset_check(asset=MERGED_PARTITIONS)
 def parse_failures_contract(feature_store: FeatureStoreResource) -> dg.AssetCheckResult:
     """documents_failed holds one known reason per failed document and stage."""
     return schema_check("documents_failed", FailedDocumentsSchema, feature_store)
 
 
-@dg.asset_check(asset=parsed_documents)
+@dg.asset_check(asset=MERGED_PARTITIONS)
 def every_document_accounted_for(feature_store: FeatureStoreResource) -> dg.AssetCheckResult:
     """Each inventoried document ends parsed or failed with a reason: nothing is lost silently."""
     store = feature_store.open()

@@ -3,7 +3,7 @@
 import dagster as dg
 
 from assets._metadata import markdown_table, progress_logger
-from assets.features import document_features, enriched_chunks
+from assets.features import document_features, merged_partitions
 from lorehouse.stages.embed import run_embedding
 from pipelines.resources import FeatureStoreResource, VectorIndexResource
 
@@ -11,7 +11,7 @@ from pipelines.resources import FeatureStoreResource, VectorIndexResource
 @dg.asset(
     group_name="index",
     kinds={"lancedb"},
-    deps=[enriched_chunks, document_features],
+    deps=[merged_partitions, document_features],
 )
 def chunk_embeddings(
     context: dg.AssetExecutionContext,

@@ -4,7 +4,8 @@ import dagster as dg
 
 from assets._metadata import markdown_table, progress_logger
 from assets.chunks import chunks
-from assets.documents import schema_check
+from assets.documents import MERGED_PARTITIONS, parsed_documents, raw_documents, schema_check
+from assets.partitioning import INDEX_PARTITIONS, PARTITION_BACKFILL, checked_keys
 from assets.policies import LLM_RETRY_POLICY
 from lorehouse.schemas import (
     CHUNK_FAQS_SCHEMA,
@@ -12,8 +13,9 @@ from lorehouse.schemas import (
     DOCUMENTS_SCHEMA,
     ENRICHED_CHUNKS_SCHEMA,
 )
-from lorehouse.stages.enrich import run_enrichment
+from lorehouse.stages.enrich import combined_reports, run_enrichment
 from lorehouse.stages.features import run_document_features
+from lorehouse.stages.merge import run_merge
 from pipelines.resources import EnrichmentResource, FeatureStoreResource
 
 
@@ -21,6 +23,8 @@ from pipelines.resources import EnrichmentResource, FeatureStoreResource
     group_name="features",
     kinds={"duckdb"},
     deps=[chunks],
+    partitions_def=INDEX_PARTITIONS,
+    backfill_policy=PARTITION_BACKFILL,
     # A provider outage or rate limit can outlast one run's retries: try the step again later.
     retry_policy=LLM_RETRY_POLICY,
 )
@@ -30,18 +34,25 @@ def enriched_chunks(
     enrichment: EnrichmentResource,
 ) -> dg.MaterializeResult:
     """FAQs, keywords and table summaries per chunk and a summary per document (cached)."""
-    store = feature_store.open()
-    report = run_enrichment(
-        store,
-        enrichment.enricher(),
-        on_progress=progress_logger(context, "enriched"),
-        batch_documents=enrichment.index_batch_documents,
-    )
+    reports = []
+    rows = 0
+    for key in checked_keys(context, feature_store.layout().keys):
+        store = feature_store.open_partition(key)
+        reports.append(
+            run_enrichment(
+                store,
+                enrichment.enricher(),
+                on_progress=progress_logger(context, f"enriched ({key})"),
+                batch_documents=enrichment.index_batch_documents,
+            )
+        )
+        rows += store.row_count("enriched_chunks")
+    report = combined_reports(reports)
     for item_id, error in report.failures[:20]:
         context.log.warning(f"enrichment failed for {item_id}: {error}")
     return dg.MaterializeResult(
         metadata={
-            "dagster/row_count": store.row_count("enriched_chunks"),
+            "dagster/row_count": rows,
             "enrichment_mode": report.mode,
             "model": report.model,
             "chunks": report.chunks,
@@ -65,9 +76,40 @@ def enriched_chunks(
 
 
 @dg.asset(
+    name=MERGED_PARTITIONS,
     group_name="features",
     kinds={"duckdb"},
-    deps=[enriched_chunks],
+    # It copies the three stages' tables for the documents the inventory lists, so it
+    # follows whichever of them a run selects.
+    deps=[raw_documents, parsed_documents, chunks, enriched_chunks],
+)
+def merged_partitions(
+    context: dg.AssetExecutionContext, feature_store: FeatureStoreResource
+) -> dg.MaterializeResult:
+    """The partitions' stage tables in the shared store, where the feature tables, the search
+    index and the API read them: only partitions that changed since their last merge are
+    copied. Fails, naming them, while a partition has not caught up with the inventory."""
+    store = feature_store.open()
+    report = run_merge(store, feature_store.layout())
+    context.log.info(f"merged {len(report.merged)} partitions, {len(report.unchanged)} unchanged")
+    return dg.MaterializeResult(
+        metadata={
+            "partitions_merged": len(report.merged),
+            "partitions_unchanged": len(report.unchanged),
+            "merged": dg.MetadataValue.json(report.merged),
+            "rows_copied": dg.MetadataValue.md(
+                markdown_table(["table", "rows"], sorted(report.rows_by_table.items()))
+            ),
+            "seconds": round(report.seconds, 2),
+            "dagster/row_count": store.row_count("documents_parsed"),
+        }
+    )
+
+
+@dg.asset(
+    group_name="features",
+    kinds={"duckdb"},
+    deps=[merged_partitions],
 )
 def document_features(feature_store: FeatureStoreResource) -> dg.MaterializeResult:
     """The document list (title, summary, size, ACL) plus FAQ and keyword tables."""
@@ -96,7 +138,7 @@ def document_features(feature_store: FeatureStoreResource) -> dg.MaterializeResu
     )
 
 
-@dg.asset_check(asset=enriched_chunks)
+@dg.asset_check(asset=MERGED_PARTITIONS)
 def enriched_chunks_contract(feature_store: FeatureStoreResource) -> dg.AssetCheckResult:
     """Every chunk has one enrichment row: enriched with keywords, or failed with a reason."""
     return schema_check("enriched_chunks", ENRICHED_CHUNKS_SCHEMA, feature_store)

@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from assets._metadata import markdown_table
-from assets.documents import parsed_documents
+from assets.documents import MERGED_PARTITIONS
 from assets.embeddings import chunk_embeddings
 from lorehouse.inventory import LISTING_SCHEMA, Listing, listing_batches
 from pipelines.resources import DocumentSourceResource, FeatureStoreResource
@@ -49,7 +49,7 @@ def index_matches_source(
     )
 
 
-@dg.asset_check(asset=parsed_documents)
+@dg.asset_check(asset=MERGED_PARTITIONS)
 def no_failed_documents(feature_store: FeatureStoreResource) -> dg.AssetCheckResult:
     """Warns while any document is unsearchable because a stage failed on it, listing why."""
     store = feature_store.open()

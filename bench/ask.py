@@ -44,6 +44,7 @@ def _materialize(data_dir: Path) -> None:
     import dagster as dg
 
     from assets import chunks, documents, embeddings, features
+    from assets.partitioning import all_partitions_tags
     from lorehouse.settings import BUNDLED_SAMPLE_CORPUS, Settings
     from pipelines.resources import build_resources
 
@@ -53,6 +54,7 @@ def _materialize(data_dir: Path) -> None:
         [*dg.load_assets_from_modules(modules), *dg.load_asset_checks_from_modules(modules)],
         resources=build_resources(settings),
         instance=dg.DagsterInstance.ephemeral(),
+        tags=all_partitions_tags(settings.index_partitions),
     )
     if not result.success:
         raise SystemExit("materialization failed")

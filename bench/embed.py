@@ -70,6 +70,7 @@ def materialize_chunks(sources: list[Path], workdir: Path, workers: int) -> tupl
     import dagster as dg
 
     from assets import chunks, documents, features
+    from assets.partitioning import all_partitions_tags
     from lorehouse.settings import Settings
     from pipelines.resources import build_resources
 
@@ -92,6 +93,7 @@ def materialize_chunks(sources: list[Path], workdir: Path, workers: int) -> tupl
             ),
             instance=dg.DagsterInstance.ephemeral(),
             raise_on_error=True,
+            tags=all_partitions_tags(Settings().index_partitions),
         )
     if not result.success:
         raise RuntimeError("materializing the chunks failed")

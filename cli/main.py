@@ -66,7 +66,7 @@ def materialize(
     import dagster as dg
 
     from pipelines.definitions import defs
-    from pipelines.jobs import TRIGGER_TAG, index_job
+    from pipelines.jobs import INDEX_JOB, TRIGGER_TAG
 
     settings = get_settings()
     instance = (
@@ -91,7 +91,7 @@ def materialize(
     )
     # index_job, as the schedule and the sensor run it: the run carries its writer tag (one
     # index run at a time) and says it came from the CLI, so the UI lists it like theirs.
-    job = defs.resolve_job_def(index_job.name)
+    job = defs.resolve_job_def(INDEX_JOB)
     result = job.execute_in_process(
         instance=instance,
         asset_selection=sorted(keys),

@@ -233,6 +233,16 @@ class Settings(BaseSettings):
             "time: a run's memory depends on this, not on the corpus size."
         ),
     )
+    index_partitions: int = Field(
+        default=16,
+        ge=1,
+        le=256,
+        description=(
+            "Hash buckets of the documents that parse, chunk and enrich as Dagster "
+            "partitions: each owns its own store file, so buckets run side by side in "
+            "separate processes or pods. Changing it rebuilds every partition."
+        ),
+    )
     llm_concurrency: int = Field(default=4, ge=1, le=64, description="LLM calls in flight.")
     llm_max_attempts: int = Field(
         default=3, ge=1, le=10, description="Tries per call (invalid output, rate limits)."

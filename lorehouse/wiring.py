@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from lorehouse.sources import DocumentSource
     from lorehouse.stores.duckdb_store import DuckDBStore
     from lorehouse.stores.lance_index import ChunkIndex
+    from lorehouse.stores.partitions import PartitionLayout
     from lorehouse.token_vectors import TokenEncoder
 
 
@@ -72,6 +73,20 @@ class Lorehouse:
         if lock_timeout_seconds is None:
             return DuckDBStore(self.settings.duckdb_path)
         return DuckDBStore(self.settings.duckdb_path, lock_timeout_seconds=lock_timeout_seconds)
+
+    def partition_layout(self) -> PartitionLayout:
+        """Where the index partitions' own files live, and how many there are."""
+        from lorehouse.stores.partitions import PartitionLayout
+
+        return PartitionLayout(
+            self.settings.data_dir / "partitions", self.settings.index_partitions
+        )
+
+    def partition_store(self, key: str) -> DuckDBStore:
+        """The store a partition's run owns: its documents' inventory and stage tables."""
+        from lorehouse.stores.duckdb_store import DuckDBStore
+
+        return DuckDBStore(self.partition_layout().store_path(key))
 
     @cached_property
     def _chunk_index(self) -> ChunkIndex:

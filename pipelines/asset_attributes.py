@@ -19,6 +19,7 @@ from lorehouse.settings import SENTENCE_WINDOW, SENTENCE_WINDOW_STRIDE
 from lorehouse.stages.features import FEATURES_VERSION
 from lorehouse.stores.duckdb_store import declared_columns
 from lorehouse.stores.lance_index import TABLE_LAYOUT, chunk_schema
+from lorehouse.stores.partitions import MERGE_VERSION
 from lorehouse.wiring import Lorehouse
 
 OWNERS = ["team:lorehouse"]
@@ -29,6 +30,7 @@ TABLES = {
     "parsed_documents": "documents_parsed",
     "chunks": "chunks",
     "enriched_chunks": "enriched_chunks",
+    "merged_partitions": "partition_merges",
     "document_features": "documents",
     "chunk_embeddings": "lancedb.chunks",
     "retrieval_eval": "eval_retrieval",
@@ -53,6 +55,7 @@ def code_versions(lorehouse: Lorehouse) -> dict[str, str]:
         "parsed_documents": _short(parsers),
         "chunks": lorehouse.chunker().version,
         "enriched_chunks": _short(lorehouse.enricher().version),
+        "merged_partitions": _short(f"{MERGE_VERSION}|{settings.index_partitions}"),
         "document_features": FEATURES_VERSION,
         "chunk_embeddings": _short(embedding),
     }

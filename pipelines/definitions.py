@@ -8,6 +8,7 @@ versions all come from them.
 import dagster as dg
 
 from assets import chunks, documents, embeddings, evals, features, freshness
+from assets.partitioning import with_index_partitions
 from assets.policies import index_freshness
 from lorehouse.settings import Settings, get_settings
 from lorehouse.wiring import Lorehouse
@@ -32,7 +33,12 @@ def _ingest_definitions(settings: Settings) -> dg.Definitions:
             return spec
         return spec.replace_attributes(freshness_policy=freshness_policy)
 
-    assets = dg.map_asset_specs(described, dg.load_assets_from_modules(ASSET_MODULES))
+    assets = dg.map_asset_specs(
+        described,
+        with_index_partitions(
+            dg.load_assets_from_modules(ASSET_MODULES), settings.index_partitions
+        ),
+    )
     return dg.Definitions(
         assets=assets,
         asset_checks=dg.load_asset_checks_from_modules([*ASSET_MODULES, freshness]),
@@ -41,7 +47,7 @@ def _ingest_definitions(settings: Settings) -> dg.Definitions:
 
 def _automation_definitions(settings: Settings) -> dg.Definitions:
     return dg.Definitions(
-        jobs=[index_job],
+        jobs=[index_job(settings.index_partitions)],
         schedules=[nightly_reindex_schedule(settings)],
         sensors=[source_change_sensor(settings)],
     )

@@ -25,6 +25,7 @@ from lorehouse.settings import Settings
 from lorehouse.sources import DocumentSource
 from lorehouse.stores import DuckDBStore
 from lorehouse.stores.lance_index import ChunkIndex
+from lorehouse.stores.partitions import PartitionLayout
 from lorehouse.token_vectors import TokenEncoder
 from lorehouse.wiring import Lorehouse
 
@@ -86,9 +87,18 @@ class FeatureStoreResource(SettingsResource):
     """The DuckDB feature store (in `data_dir`) shared by every stage, the API and the CLI."""
 
     data_dir: str = _setting("data_dir")
+    index_partitions: int = _setting("index_partitions", ge=1, le=256)
 
     def open(self) -> DuckDBStore:
         return self.wiring().feature_store()
+
+    def layout(self) -> PartitionLayout:
+        """Where each index partition's own store file lives."""
+        return self.wiring().partition_layout()
+
+    def open_partition(self, key: str) -> DuckDBStore:
+        """The store file that partition `key` owns (its inventory slice and stage tables)."""
+        return self.wiring().partition_store(key)
 
 
 class ParsingResource(SettingsResource):

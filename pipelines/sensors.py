@@ -6,7 +6,7 @@ import dagster as dg
 
 from lorehouse.settings import Settings
 from lorehouse.sources.manifest import Manifest, take_manifest
-from pipelines.jobs import TRIGGER_TAG, index_job
+from pipelines.jobs import INDEX_JOB, TRIGGER_TAG
 from pipelines.resources import DocumentSourceResource
 
 
@@ -15,7 +15,7 @@ def source_change_sensor(settings: Settings) -> dg.SensorDefinition:
     turned on in the UI (listing a large bucket has a cost)."""
     return dg.sensor(
         name="source_change_sensor",
-        job=index_job,
+        job_name=INDEX_JOB,
         minimum_interval_seconds=settings.source_poll_seconds,
         default_status=dg.DefaultSensorStatus.STOPPED,
         description="Lists the source; requests index_job when a file is added, changed or "

@@ -89,16 +89,21 @@ def materialize_everything(
     import dagster as dg
 
     from assets import chunks, documents, embeddings, evals, features
+    from assets.partitioning import all_partitions_tags, with_index_partitions
     from lorehouse.settings import Settings
     from pipelines.resources import build_resources
 
     modules = [documents, chunks, features, embeddings, *([evals] if with_evals else [])]
     config = Settings(source_uri=str(source), data_dir=data_dir, workers=2, **settings)
     return dg.materialize(
-        [*dg.load_assets_from_modules(modules), *dg.load_asset_checks_from_modules(modules)],
+        [
+            *with_index_partitions(dg.load_assets_from_modules(modules), config.index_partitions),
+            *dg.load_asset_checks_from_modules(modules),
+        ],
         resources=build_resources(config),
         instance=dg.DagsterInstance.ephemeral(),
         raise_on_error=raise_on_error,
+        tags=all_partitions_tags(config.index_partitions),
     )
 
 

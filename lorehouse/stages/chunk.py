@@ -31,6 +31,16 @@ class ChunkReport:
     token_counts: list[int] = field(default_factory=list)
     seconds: float = 0.0
 
+    def absorb(self, other: ChunkReport) -> None:
+        """Adds another run's counts (another partition's), as one report of both."""
+        self.documents_chunked += other.documents_chunked
+        self.documents_skipped += other.documents_skipped
+        self.documents_dropped += other.documents_dropped
+        self.chunks_written += other.chunks_written
+        self.table_chunks_written += other.table_chunks_written
+        self.token_counts.extend(other.token_counts)
+        self.seconds += other.seconds
+
 
 def run_chunking(
     store: DuckDBStore,

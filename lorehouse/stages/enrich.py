@@ -95,6 +95,16 @@ def _documents(store: DuckDBStore, doc_ids: list[str]) -> list[DocumentInput]:
     ]
 
 
+def combined_reports(reports: list[EnrichmentReport]) -> EnrichmentReport:
+    """Several runs' reports (one per partition) as one."""
+    total = EnrichmentReport(mode=reports[0].mode, model=reports[0].model)
+    for report in reports:
+        _add(total, report)
+        total.documents_up_to_date += report.documents_up_to_date
+        total.seconds += report.seconds
+    return total
+
+
 def _add(total: EnrichmentReport, batch: EnrichmentReport) -> None:
     for name in _COUNTS:
         setattr(total, name, getattr(total, name) + getattr(batch, name))

@@ -23,6 +23,7 @@ from lorehouse.inventory import (
 from lorehouse.sources.base import DocumentSource
 from lorehouse.stages.progress import ProgressCallback
 from lorehouse.stores.duckdb_store import DuckDBStore
+from lorehouse.stores.partitions import PartitionLayout, publish_inventory_slices
 
 
 @dataclass
@@ -39,6 +40,8 @@ class InventoryReport:
     reused: int
     seconds: float
     warnings: list[str] = field(default_factory=list)
+    #: Partitions whose documents changed (their inventory slice was written again).
+    partitions_changed: list[str] = field(default_factory=list)
 
 
 def run_inventory(
@@ -48,11 +51,13 @@ def run_inventory(
     on_progress: ProgressCallback | None = None,
     batch_documents: int = 5_000,
     listing_rows: int = 50_000,
+    layout: PartitionLayout | None = None,
 ) -> InventoryReport:
     """Lists the source, records it in documents_raw and drops documents that disappeared.
 
     `listing_rows` files are staged at a time and `batch_documents` documents described at a
-    time: the two batch sizes bound what the run holds.
+    time: the two batch sizes bound what the run holds. With a `layout`, each partition
+    whose documents changed gets its share of the new inventory as a slice to adopt.
     """
     started = time.perf_counter()
     listing = Listing()
@@ -70,6 +75,7 @@ def run_inventory(
             )
             staging.add_documents(described)
         removed = staging.commit(tally.documents)
+    changed = publish_inventory_slices(store, layout) if layout is not None else []
     return InventoryReport(
         documents=tally.documents,
         added=tally.added,
@@ -81,4 +87,5 @@ def run_inventory(
         reused=tally.reused,
         seconds=time.perf_counter() - started,
         warnings=tally.warnings,
+        partitions_changed=changed,
     )

@@ -61,6 +61,18 @@ class ParseReport:
         if len(self.failed) < FAILURES_KEPT:
             self.failed.append(failure)
 
+    def absorb(self, other: ParseReport) -> None:
+        """Adds another run's counts (another partition's), as one report of both."""
+        self.parsed += other.parsed
+        self.failed.extend(other.failed[: FAILURES_KEPT - len(self.failed)])
+        self.failed_by_reason.update(other.failed_by_reason)
+        self.parsed_by_type.update(other.parsed_by_type)
+        self.pages += other.pages
+        self.slowest = heapq.nlargest(SLOWEST_KEPT, self.slowest + other.slowest)
+        heapq.heapify(self.slowest)
+        self.skipped += other.skipped
+        self.seconds += other.seconds
+
     @property
     def failed_count(self) -> int:
         return sum(self.failed_by_reason.values())

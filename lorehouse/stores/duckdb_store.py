@@ -121,6 +121,12 @@ CREATE TABLE IF NOT EXISTS document_enrichment (
     error VARCHAR,
     input_fingerprint VARCHAR
 );
+-- Each index partition's last merge into this store: what its stage tables held then.
+CREATE TABLE IF NOT EXISTS partition_merges (
+    partition_key VARCHAR PRIMARY KEY,
+    digest VARCHAR NOT NULL,
+    merged_at TIMESTAMPTZ NOT NULL
+);
 CREATE TABLE IF NOT EXISTS documents (
     doc_id VARCHAR PRIMARY KEY,
     title VARCHAR NOT NULL,
@@ -377,7 +383,7 @@ class DuckDBStore:
             # The new inventory's rows take documents_raw's columns and types (the
             # constraints are checked when the swap inserts them there).
             connection.execute(
-                f"CREATE TABLE {staging.next} AS SELECT {_RAW_COLUMNS} FROM documents_raw "
+                f"CREATE TABLE {staging.next} AS SELECT {RAW_COLUMNS} FROM documents_raw "
                 "WHERE false"
             )
         try:
@@ -388,6 +394,15 @@ class DuckDBStore:
                     connection.execute(f"DROP TABLE IF EXISTS {name}")
 
     # -- documents_parsed / documents_failed ---------------------------------------------------
+
+    def adopt_inventory(self, inventory_slice: Path) -> int:
+        """Makes this store's inventory the rows of a Parquet slice (a partition's share of
+        the global inventory, `lorehouse.stores.partitions`), in one transaction, and returns
+        how many documents left it: their parsed rows and failures go with them, as the
+        global inventory's own swap does."""
+        source = "read_parquet('" + str(inventory_slice.resolve()).replace("'", "''") + "')"
+        with self._transaction() as connection:
+            return _replace_inventory(connection, f"(SELECT * FROM {source})")
 
     def to_parse(self, versions: Mapping[str, str]) -> pa.Array:
         """The ids, by path, of the documents whose bytes or parser version (`versions`: file
@@ -411,7 +426,7 @@ class DuckDBStore:
             connection.register("wanted_documents", _key_frame("doc_id", doc_ids))
             try:
                 rows = connection.execute(
-                    f"SELECT {_RAW_COLUMNS} FROM documents_raw "
+                    f"SELECT {RAW_COLUMNS} FROM documents_raw "
                     "WHERE doc_id IN (SELECT doc_id FROM wanted_documents)"
                 ).fetchall()
             finally:
@@ -1081,27 +1096,7 @@ class InventoryStaging:
                     f"inventory staging holds {staged} documents where {documents} were "
                     "described; the last inventory is kept"
                 )
-            (removed,) = connection.execute(
-                "SELECT count(*) FROM documents_raw r WHERE NOT EXISTS "
-                f"(SELECT 1 FROM {self.next} x WHERE x.doc_id = r.doc_id)"
-            ).fetchall()[0]
-            # Only rows that differ are rewritten: a nightly run over an unchanged million
-            # documents writes nothing, where replacing the table rewrote every row and its
-            # key index. `inventoried_at` is therefore when a row last changed.
-            same = " AND ".join(f"x.{c} IS NOT DISTINCT FROM r.{c}" for c in _RAW_COLUMN_NAMES)
-            connection.execute(
-                "DELETE FROM documents_raw r WHERE NOT EXISTS "
-                f"(SELECT 1 FROM {self.next} x WHERE {same})"
-            )
-            connection.execute(
-                f"INSERT INTO documents_raw ({_RAW_COLUMNS}) SELECT {_RAW_COLUMNS} "
-                f"FROM {self.next} x WHERE NOT EXISTS "
-                "(SELECT 1 FROM documents_raw r WHERE r.doc_id = x.doc_id)"
-            )
-            for table in ("documents_parsed", "documents_failed"):
-                connection.execute(
-                    f"DELETE FROM {table} WHERE doc_id NOT IN (SELECT doc_id FROM {self.next})"
-                )
+            removed = _replace_inventory(connection, self.next)
             connection.execute(f"DROP TABLE {self.next}")
             connection.execute(f"DROP TABLE {self.plan}")
         return int(removed)
@@ -1111,7 +1106,36 @@ _RAW_COLUMN_NAMES = (
     *("doc_id", "source_uri", "rel_path", "file_type", "size_bytes", "content_sha256"),
     *("modified_at", "acl_groups"),
 )
-_RAW_COLUMNS = ", ".join(_RAW_COLUMN_NAMES)
+RAW_COLUMNS = ", ".join(_RAW_COLUMN_NAMES)
+
+
+def _replace_inventory(connection: duckdb.DuckDBPyConnection, source: str) -> int:
+    """Makes documents_raw hold the rows of `source` (a table or a `read_parquet(...)`) and
+    returns how many documents left; their parsed rows and failures go with them, so a
+    deleted file stops being searchable in the same transaction.
+
+    Only rows that differ are rewritten: a nightly run over an unchanged million documents
+    writes nothing, where replacing the table rewrote every row and its key index.
+    `inventoried_at` is therefore when a row last changed.
+    """
+    (removed,) = connection.execute(
+        "SELECT count(*) FROM documents_raw r WHERE NOT EXISTS "
+        f"(SELECT 1 FROM {source} x WHERE x.doc_id = r.doc_id)"
+    ).fetchall()[0]
+    same = " AND ".join(f"x.{c} IS NOT DISTINCT FROM r.{c}" for c in _RAW_COLUMN_NAMES)
+    connection.execute(
+        f"DELETE FROM documents_raw r WHERE NOT EXISTS (SELECT 1 FROM {source} x WHERE {same})"
+    )
+    connection.execute(
+        f"INSERT INTO documents_raw ({RAW_COLUMNS}) SELECT {RAW_COLUMNS} "
+        f"FROM {source} x WHERE NOT EXISTS "
+        "(SELECT 1 FROM documents_raw r WHERE r.doc_id = x.doc_id)"
+    )
+    for table in ("documents_parsed", "documents_failed"):
+        connection.execute(f"DELETE FROM {table} WHERE doc_id NOT IN (SELECT doc_id FROM {source})")
+    return int(removed)
+
+
 #: Every inventoried document, and whether it is to be parsed: neither parsed nor failed
 #: (other than by a timeout) with its current bytes and its type's parser version.
 _TO_PARSE = f"""
@@ -1142,7 +1166,7 @@ def _first_rows(
 
 
 def _raw_document(row: Sequence) -> RawDocument:
-    """A `_RAW_COLUMNS` row as the model."""
+    """A `RAW_COLUMNS` row as the model."""
     return RawDocument(
         doc_id=row[0],
         source_uri=row[1],

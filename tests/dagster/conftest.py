@@ -13,7 +13,8 @@ import httpx
 import pytest
 from moto.server import ThreadedMotoServer
 
-from assets import documents
+from assets import documents, features
+from assets.partitioning import all_partitions_tags, with_index_partitions
 from lorehouse.settings import Settings
 from pipelines.resources import build_resources
 
@@ -21,26 +22,32 @@ from pipelines.resources import build_resources
 def materialize_all(
     source: Path | str, data_dir: Path, **settings: object
 ) -> dg.ExecuteInProcessResult:
-    """Runs raw_documents and parsed_documents with their checks, as the index job would."""
-    resources = build_resources(
-        Settings(source_uri=str(source), data_dir=data_dir, workers=2, **settings)
-    )
+    """Runs raw_documents, parsed_documents over every partition and their merge into the
+    shared store, with the checks, as the index job would."""
+    config = Settings(source_uri=str(source), data_dir=data_dir, workers=2, **settings)
     return dg.materialize(
         [
-            documents.raw_documents,
-            documents.parsed_documents,
+            *with_index_partitions(
+                [documents.raw_documents, documents.parsed_documents, features.merged_partitions],
+                config.index_partitions,
+            ),
             *dg.load_asset_checks_from_modules([documents]),
         ],
-        resources=resources,
+        resources=build_resources(config),
         instance=dg.DagsterInstance.ephemeral(),
+        tags=all_partitions_tags(config.index_partitions),
     )
 
 
 def metadata_of(result: dg.ExecuteInProcessResult, asset: str) -> dict[str, object]:
-    (event,) = [
+    """An asset's materialization metadata; a run over several partitions records the same
+    metadata once per partition."""
+    events = [
         e for e in result.get_asset_materialization_events() if e.asset_key == dg.AssetKey(asset)
     ]
-    return {k: v.value for k, v in event.materialization.metadata.items()}
+    found = [{k: v.value for k, v in e.materialization.metadata.items()} for e in events]
+    assert found and all(metadata == found[0] for metadata in found), found
+    return found[0]
 
 
 @pytest.fixture

@@ -20,7 +20,9 @@ def five_batches(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def _check_chunks(store: DuckDBStore) -> tuple[bool, dict]:
     result = schema_check(
-        "chunks", chunks_schema(256), FeatureStoreResource(data_dir=str(store.path.parent))
+        "chunks",
+        chunks_schema(256),
+        FeatureStoreResource(data_dir=str(store.path.parent), index_partitions=1),
     )
     return result.passed, {key: value.value for key, value in result.metadata.items()}
 
@@ -43,7 +45,7 @@ def test_a_duplicate_in_another_batch_still_fails(
     first, other = "p/0.md", "doc-11"
     with stage_tables_store.connect() as connection:
         connection.execute("UPDATE documents_raw SET rel_path = ? WHERE doc_id = ?", [first, other])
-    store = FeatureStoreResource(data_dir=str(stage_tables_store.path.parent))
+    store = FeatureStoreResource(data_dir=str(stage_tables_store.path.parent), index_partitions=1)
     result = schema_check("documents_raw", RawDocumentsSchema, store)
     cases = result.metadata["failure_cases"].value
     assert not result.passed

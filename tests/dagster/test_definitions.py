@@ -22,15 +22,23 @@ def test_asset_graph_runs_raw_to_parsed() -> None:
 
 def test_feature_stages_follow_parsing_in_order() -> None:
     graph = defs.resolve_asset_graph()
-    chain = ["parsed_documents", "chunks", "enriched_chunks", "document_features"]
+    chain = ["parsed_documents", "chunks", "enriched_chunks"]
     for parent, child in itertools.pairwise(chain):
         assert graph.get(dg.AssetKey(child)).parent_keys == {dg.AssetKey(parent)}
+    # The merge reads the inventory and all three partitioned stages; the feature tables
+    # read the merge.
+    assert graph.get(dg.AssetKey("merged_partitions")).parent_keys == {
+        dg.AssetKey(name) for name in ["raw_documents", *chain]
+    }
+    assert graph.get(dg.AssetKey("document_features")).parent_keys == {
+        dg.AssetKey("merged_partitions")
+    }
 
 
-def test_embeddings_read_the_enriched_chunks_and_the_document_list() -> None:
+def test_embeddings_read_the_merged_partitions_and_the_document_list() -> None:
     graph = defs.resolve_asset_graph()
     assert graph.get(dg.AssetKey("chunk_embeddings")).parent_keys == {
-        dg.AssetKey("enriched_chunks"),
+        dg.AssetKey("merged_partitions"),
         dg.AssetKey("document_features"),
     }
 
@@ -123,6 +131,7 @@ def test_every_table_asset_names_its_table_and_columns() -> None:
         "parsed_documents",
         "chunks",
         "enriched_chunks",
+        "merged_partitions",
         "document_features",
         "chunk_embeddings",
         "retrieval_eval",

@@ -7,6 +7,7 @@ from pathlib import Path
 import dagster as dg
 
 from assets import chunks, documents, features
+from assets.partitioning import all_partitions_tags
 from lorehouse.settings import BUNDLED_SAMPLE_CORPUS, Settings
 from lorehouse.stores.duckdb_store import DuckDBStore
 from pipelines.resources import build_resources
@@ -24,6 +25,7 @@ def _materialize_everything(data_dir: Path) -> dg.ExecuteInProcessResult:
         ],
         resources=build_resources(settings),
         instance=dg.DagsterInstance.ephemeral(),
+        tags=all_partitions_tags(settings.index_partitions),
     )
 
 

@@ -63,7 +63,7 @@ def test_lorehouse_materialize_then_docs(tmp_path: Path) -> None:
     assert cli_run.job_name == "index_job"
     assert cli_run.tags["lorehouse/trigger"] == "cli"
     assert cli_run.tags["lorehouse/writes"] == "index"
-    assert "check parsed_documents.parsed_documents_contract: passed" in run.stderr
+    assert "check merged_partitions.parsed_documents_contract: passed" in run.stderr
     assert "│ pdf " in run.stdout and "│ all " in run.stdout
     docs = _run([str(BIN / "lorehouse"), "docs"], data_dir, LOREHOUSE_SOURCE_URI=str(corpus))
     assert docs.returncode == 0, docs.stderr

@@ -1,0 +1,67 @@
+"""The index partitions as Dagster sees them: static hash buckets of the documents.
+
+The per-document stages (parse, chunk, enrich) are partitioned by bucket
+(`lorehouse.stores.partitions` says why buckets). A backfill launched in the UI runs one
+bucket per run, so the run queue and the executor spread buckets over processes or pods,
+and a failed bucket is retried alone. The index job, the schedule, the sensor and
+`lorehouse materialize` run every bucket in one run, through the range tags below.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import dagster as dg
+
+from lorehouse.settings import Settings
+from lorehouse.stores.partitions import partition_keys
+
+#: The bucket count the asset modules are declared with; the code location replaces it with
+#: the deployment's (`with_index_partitions`), read when the Definitions are built.
+DEFAULT_PARTITIONS: int = Settings.model_fields["index_partitions"].default
+#: A backfill from the UI runs each bucket as its own run.
+PARTITION_BACKFILL = dg.BackfillPolicy.multi_run(1)
+
+
+def index_partitions_def(partitions: int) -> dg.StaticPartitionsDefinition:
+    return dg.StaticPartitionsDefinition(partition_keys(partitions))
+
+
+INDEX_PARTITIONS = index_partitions_def(DEFAULT_PARTITIONS)
+
+
+def all_partitions_tags(partitions: int) -> dict[str, str]:
+    """Run tags that make one run cover every bucket, in order."""
+    keys = partition_keys(partitions)
+    return {
+        "dagster/asset_partition_range_start": keys[0],
+        "dagster/asset_partition_range_end": keys[-1],
+    }
+
+
+def with_index_partitions(
+    definitions: Iterable[dg.AssetsDefinition], partitions: int
+) -> Sequence[dg.AssetsDefinition]:
+    """The assets with the deployment's bucket count on every partitioned one."""
+    partitions_def = index_partitions_def(partitions)
+    return dg.map_asset_specs(
+        lambda spec: (
+            spec.replace_attributes(partitions_def=partitions_def)
+            if spec.partitions_def is not None
+            else spec
+        ),
+        list(definitions),
+    )
+
+
+def checked_keys(context: dg.AssetExecutionContext, layout_keys: Sequence[str]) -> list[str]:
+    """The buckets this run covers, each one the deployment has: a key from another bucket
+    count would read and write another layout's files."""
+    keys = list(context.partition_keys)
+    unknown = [key for key in keys if key not in layout_keys]
+    if unknown:
+        raise dg.Failure(
+            f"partitions {', '.join(unknown)} are not among the {len(layout_keys)} that "
+            "LOREHOUSE_INDEX_PARTITIONS sets; materialize the current partitions"
+        )
+    return keys

@@ -1,0 +1,22 @@
+"""The merge stage: the index partitions' stage tables into the shared store.
+
+The per-document stages run per partition, each in a store file it owns
+(`lorehouse.stores.partitions`); the feature tables, the search index and the API read one
+shared store. This stage brings the partitions that changed into it, so a nightly run over a
+corpus that barely changed copies one partition's rows or none.
+"""
+
+from __future__ import annotations
+
+import time
+
+from lorehouse.stores.duckdb_store import DuckDBStore
+from lorehouse.stores.partitions import MergeReport, PartitionLayout, merge_partitions
+
+
+def run_merge(shared: DuckDBStore, layout: PartitionLayout) -> MergeReport:
+    """Merges every partition whose stage tables changed since its last merge."""
+    started = time.perf_counter()
+    report = merge_partitions(shared, layout)
+    report.seconds = time.perf_counter() - started
+    return report

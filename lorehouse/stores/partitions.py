@@ -1,0 +1,260 @@
+"""The corpus in hash buckets: each bucket's parse, chunk and enrich tables in a file it owns.
+
+Why buckets of the document id, not a partition per source or per document: a partition
+per document costs Dagster a run's overhead per file (hundreds of ms), which at a million
+documents is more than parsing; a partition per source leaves one huge source in one
+process. A fixed number of buckets (`index_partitions`) spreads any corpus evenly, the
+bucket of a path is known without listing anything, and the count sets how many processes
+or pods can share the per-document work.
+
+Each bucket owns one DuckDB file (`partitions/pNN.duckdb`) opened as an ordinary
+`DuckDBStore`, so the stage runners, their batch-by-batch commits and their resume after a
+crash work on a bucket exactly as they do on the whole corpus, and buckets never wait on one
+another's file lock. The inventory stays one global listing; it publishes each bucket's rows
+as a Parquet slice, which a bucket's run adopts without opening the shared file. The merge
+copies the stage tables of buckets whose content changed since their last merge into the
+shared file, where the feature tables, the search index and the API read them as before.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import duckdb
+
+from lorehouse.stores.duckdb_store import RAW_COLUMNS, DuckDBStore
+
+#: The tables a bucket's run writes, by document, and what of each row its digest covers.
+#: Parsed documents hash their identity, not their Markdown: a new parse has a new
+#: `parsed_at`, and hashing every document's text at each merge would cost a full read.
+STAGE_TABLE_DIGESTS = {
+    "documents_parsed": "(doc_id, content_sha256, parser_version, parsed_at)",
+    "documents_failed": '(doc_id, stage, content_sha256, version, reason, "at")',
+    "chunks": "(chunk_id, doc_id, acl, source_fingerprint, chunked_at)",
+    "chunkless_documents": "(doc_id, source_fingerprint)",
+    "enriched_chunks": "(chunk_id, doc_id, summary, faqs, keywords, model, status)",
+    "document_enrichment": "(doc_id, summary, generated_title, model, status, input_fingerprint)",
+}
+STAGE_TABLES = tuple(STAGE_TABLE_DIGESTS)
+#: Changes whenever what a merge copies does, so the merge asset shows as changed code.
+MERGE_VERSION = hashlib.sha256(repr(sorted(STAGE_TABLE_DIGESTS.items())).encode()).hexdigest()[:12]
+
+
+def partition_keys(partitions: int) -> list[str]:
+    """The bucket keys: p00, p01, ... (three digits past 100 buckets, so keys sort)."""
+    width = max(2, len(str(partitions - 1)))
+    return [f"p{bucket:0{width}d}" for bucket in range(partitions)]
+
+
+def bucket_of(doc_id: str, partitions: int) -> int:
+    """A document's bucket: its id is a SHA-256 prefix, so buckets fill evenly."""
+    return int(doc_id[:8], 16) % partitions
+
+
+def bucket_sql(column: str, partitions: int) -> str:
+    """`bucket_of` as a DuckDB expression over `column`."""
+    return f"(('0x' || substr({column}, 1, 8))::UBIGINT % {int(partitions)})"
+
+
+def bucket_of_key(key: str) -> int:
+    return int(key.removeprefix("p"))
+
+
+#: The digest of a bucket's inventory rows: what changed there since the last slice.
+def _raw_digest_query(relation: str, partitions: int, where: str = "") -> str:
+    columns = ", ".join(f"r.{c}" for c in RAW_COLUMNS.split(", "))
+    return (
+        f"SELECT {bucket_sql('r.doc_id', partitions)} AS bucket, count(*) AS n, "
+        f"sum(hash(({columns}))::HUGEINT) AS f FROM {relation} r {where} GROUP BY 1"
+    )
+
+
+@dataclass(frozen=True)
+class PartitionLayout:
+    """Where the buckets' files live under a data folder."""
+
+    root: Path
+    partitions: int
+
+    @property
+    def keys(self) -> list[str]:
+        return partition_keys(self.partitions)
+
+    def store_path(self, key: str) -> Path:
+        return self.root / f"{key}.duckdb"
+
+    def inventory_slice(self, key: str) -> Path:
+        return self.root / "inventory" / f"{key}.parquet"
+
+    @property
+    def slice_digests_path(self) -> Path:
+        return self.root / "inventory" / "digests.json"
+
+
+def publish_inventory_slices(shared: DuckDBStore, layout: PartitionLayout) -> list[str]:
+    """Writes the inventory rows of every bucket that changed since the last publication (or
+    whose slice is missing) to its Parquet slice, and returns those buckets' keys.
+
+    Each slice is written beside its place and renamed over it, and the digests last, so a
+    crash half-way publishes again next time and a bucket's run never reads half a slice.
+    """
+    slices = layout.root / "inventory"
+    slices.mkdir(parents=True, exist_ok=True)
+    previous = _read_json(layout.slice_digests_path)
+    if previous.get("partitions") != layout.partitions:
+        previous = {}
+    with shared.connect() as connection:
+        found = connection.execute(_raw_digest_query("documents_raw", layout.partitions)).fetchall()
+        digests = {layout.keys[int(b)]: f"{n}:{f}" for b, n, f in found}
+        changed = [
+            key
+            for key in layout.keys
+            if previous.get("digests", {}).get(key) != digests.get(key, "0:")
+            or not layout.inventory_slice(key).exists()
+        ]
+        for key in changed:
+            target = layout.inventory_slice(key)
+            partial = target.with_suffix(".parquet.partial")
+            connection.execute(
+                f"COPY (SELECT {RAW_COLUMNS} FROM documents_raw "
+                f"WHERE {bucket_sql('doc_id', layout.partitions)} = {bucket_of_key(key)} "
+                f"ORDER BY doc_id) TO '{_quoted(partial)}' (FORMAT parquet)"
+            )
+            partial.replace(target)
+    _write_json(
+        layout.slice_digests_path,
+        {
+            "partitions": layout.partitions,
+            "digests": {k: digests.get(k, "0:") for k in layout.keys},
+        },
+    )
+    return changed
+
+
+@dataclass
+class MergeReport:
+    """Which buckets the merge copied into the shared store, and which it left as they were."""
+
+    merged: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    #: Buckets whose file is behind the inventory (their run has not adopted its slice yet).
+    behind: list[str] = field(default_factory=list)
+    rows_by_table: dict[str, int] = field(default_factory=dict)
+    seconds: float = 0.0
+
+
+class PartitionsBehind(RuntimeError):
+    """Buckets whose documents changed and whose run has not caught up: merging them would
+    bring back rows the inventory removed or access lists it changed."""
+
+
+def merge_partitions(shared: DuckDBStore, layout: PartitionLayout) -> MergeReport:
+    """Copies each bucket whose stage tables changed since its last merge into the shared
+    store, one transaction per bucket: its rows are replaced whole, and only for documents
+    the inventory still lists. Buckets behind the inventory are left as they were and named
+    in the `PartitionsBehind` raised at the end, after every current bucket is merged.
+    """
+    report = MergeReport()
+    n = layout.partitions
+    with shared.connect() as connection:
+        done = dict(
+            connection.execute("SELECT partition_key, digest FROM partition_merges").fetchall()
+        )
+        inventory = {
+            int(b): f"{count}:{f}"
+            for b, count, f in connection.execute(_raw_digest_query("documents_raw", n)).fetchall()
+        }
+        for key in layout.keys:
+            bucket = bucket_of_key(key)
+            path = layout.store_path(key)
+            if not path.exists():
+                if bucket in inventory:
+                    report.behind.append(key)
+                continue
+            connection.execute(f"ATTACH '{_quoted(path)}' AS part (READ_ONLY)")
+            try:
+                adopted = connection.execute(_raw_digest_query("part.documents_raw", n)).fetchall()
+                if {int(b): f"{count}:{f}" for b, count, f in adopted} != (
+                    {bucket: inventory[bucket]} if bucket in inventory else {}
+                ):
+                    report.behind.append(key)
+                    continue
+                digest = f"{n}:{_stage_digest(connection)}"
+                if done.get(key) == digest:
+                    report.unchanged.append(key)
+                    continue
+                _copy_bucket(connection, bucket, n, key, digest, report.rows_by_table)
+                report.merged.append(key)
+            finally:
+                connection.execute("DETACH part")
+    if report.behind:
+        raise PartitionsBehind(
+            f"partitions {', '.join(report.behind)} have not indexed the current inventory; "
+            "materialize them (or the whole index job), then merge again"
+        )
+    return report
+
+
+def _stage_digest(connection: duckdb.DuckDBPyConnection) -> str:
+    parts = []
+    for table, columns in STAGE_TABLE_DIGESTS.items():
+        (count, total) = connection.execute(
+            f"SELECT count(*), coalesce(sum(hash({columns})::HUGEINT), 0) FROM part.{table}"
+        ).fetchone() or (0, 0)
+        parts.append(f"{table}={count}:{total}")
+    return hashlib.sha256("|".join(parts).encode()).hexdigest()[:24]
+
+
+def _copy_bucket(
+    connection: duckdb.DuckDBPyConnection,
+    bucket: int,
+    partitions: int,
+    key: str,
+    digest: str,
+    rows_by_table: dict[str, int],
+) -> None:
+    connection.execute("BEGIN")
+    try:
+        for table in STAGE_TABLES:
+            connection.execute(
+                f"DELETE FROM {table} WHERE {bucket_sql('doc_id', partitions)} = {bucket}"
+            )
+            (inserted,) = connection.execute(
+                f"INSERT INTO {table} BY NAME SELECT * FROM part.{table} "
+                "WHERE doc_id IN (SELECT doc_id FROM documents_raw)"
+            ).fetchone() or (0,)
+            rows_by_table[table] = rows_by_table.get(table, 0) + int(inserted)
+        # Cached enrichments are keyed by text, not document: a later rebuild of any bucket
+        # (or of the shared store) finds them.
+        connection.execute(
+            "INSERT INTO enrichment_cache BY NAME SELECT * FROM part.enrichment_cache "
+            "ON CONFLICT DO NOTHING"
+        )
+        connection.execute(
+            "INSERT OR REPLACE INTO partition_merges VALUES (?, ?, current_timestamp)",
+            [key, digest],
+        )
+        connection.execute("COMMIT")
+    except duckdb.Error:
+        connection.execute("ROLLBACK")
+        raise
+
+
+def _quoted(path: Path) -> str:
+    return str(path.resolve()).replace("'", "''")
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return {}
+
+
+def _write_json(path: Path, value: dict) -> None:
+    partial = path.with_suffix(".partial")
+    partial.write_text(json.dumps(value, sort_keys=True))
+    partial.replace(path)

@@ -1,0 +1,184 @@
+"""The index in partitions: runs side by side, a build equal to one partition's, and a
+changed or deleted document that reruns its own partition only."""
+
+from __future__ import annotations
+
+import multiprocessing
+import shutil
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+import duckdb
+import lancedb
+import pytest
+
+from assets import chunks, documents, embeddings, features
+from assets.partitioning import with_index_partitions
+from lorehouse.inventory import document_id
+from lorehouse.settings import BUNDLED_SAMPLE_CORPUS, Settings
+from lorehouse.stores.partitions import bucket_of, partition_keys
+from pipelines.resources import build_resources
+from tests.conftest import materialize_everything
+from tests.dagster.conftest import metadata_of
+
+MODULES = [documents, chunks, features, embeddings]
+PER_DOCUMENT = [documents.parsed_documents, chunks.chunks, features.enriched_chunks]
+
+
+def _config(source: Path, data_dir: Path, partitions: int) -> Settings:
+    return Settings(
+        source_uri=str(source), data_dir=data_dir, workers=1, index_partitions=partitions
+    )
+
+
+def _run(
+    definitions: list[Any], config: Settings, first: str, last: str, **kwargs: Any
+) -> dg.ExecuteInProcessResult:
+    return dg.materialize(
+        with_index_partitions(definitions, config.index_partitions),
+        resources=build_resources(config),
+        instance=dg.DagsterInstance.ephemeral(),
+        tags={
+            "dagster/asset_partition_range_start": first,
+            "dagster/asset_partition_range_end": last,
+        },
+        **kwargs,
+    )
+
+
+def _partition_range(source: str, data_dir: str, first: str, last: str) -> None:
+    """One partition run, in its own process, as a run pod or a backfill's run would be."""
+    result = _run(PER_DOCUMENT, _config(Path(source), Path(data_dir), 4), first, last)
+    assert result.success
+
+
+def _searchable(data_dir: Path) -> dict[str, Any]:
+    """What search and the API read, by table, in a stable order."""
+    with duckdb.connect(str(data_dir / "lorehouse.duckdb"), read_only=True) as connection:
+        found: dict[str, Any] = {
+            name: connection.sql(query).fetchall()
+            for name, query in {
+                "chunks": "SELECT chunk_id, doc_id, text_embed, text_chat, acl, heading_path, "
+                "page_start, page_end FROM chunks ORDER BY chunk_id",
+                "enriched": "SELECT chunk_id, summary, faqs, keywords, status "
+                "FROM enriched_chunks ORDER BY chunk_id",
+                "documents": "SELECT doc_id, title, summary, n_chunks, acl FROM documents "
+                "ORDER BY doc_id",
+                "faqs": "SELECT * FROM chunk_faqs ORDER BY ALL",
+                "keywords": "SELECT * FROM chunk_keywords ORDER BY ALL",
+                "parsed": "SELECT doc_id, markdown, page_map FROM documents_parsed ORDER BY 1",
+            }.items()
+        }
+    index = lancedb.connect(str(data_dir / "lancedb"))
+    for name in index.list_tables().tables:
+        table = index.open_table(name).to_arrow()
+        key = table.column_names[0]
+        found[f"lancedb.{name}"] = sorted(map(str, table.column(key).to_pylist()))
+    return found
+
+
+@pytest.mark.slow
+def test_two_partition_runs_at_once_build_what_one_partition_builds(tmp_path: Path) -> None:
+    whole = tmp_path / "one-partition"
+    assert materialize_everything(
+        BUNDLED_SAMPLE_CORPUS, whole, with_evals=False, index_partitions=1
+    ).success
+
+    data_dir = tmp_path / "four-partitions"
+    config = _config(BUNDLED_SAMPLE_CORPUS, data_dir, 4)
+    assert _run([documents.raw_documents], config, "p00", "p03").success
+    context = multiprocessing.get_context("spawn")
+    runs = [
+        context.Process(
+            target=_partition_range, args=(str(BUNDLED_SAMPLE_CORPUS), str(data_dir), a, b)
+        )
+        for a, b in (("p00", "p01"), ("p02", "p03"))
+    ]
+    for run in runs:
+        run.start()
+    for run in runs:
+        run.join(timeout=300)
+        assert run.exitcode == 0
+    # Each partition wrote its own file and nothing else.
+    assert sorted(p.name for p in (data_dir / "partitions").glob("*.duckdb")) == [
+        f"{key}.duckdb" for key in partition_keys(4)
+    ]
+    rest = [features.merged_partitions, features.document_features, embeddings.chunk_embeddings]
+    merged = _run(rest, config, "p00", "p03")
+    assert merged.success
+    assert metadata_of(merged, "merged_partitions")["partitions_merged"] == 4
+
+    built, reference = _searchable(data_dir), _searchable(whole)
+    assert built.keys() == reference.keys()
+    for table in reference:
+        assert built[table] == reference[table], table
+    for table in ("chunks", "lancedb.chunks", "lancedb.token_vectors"):
+        keys = [row[0] if isinstance(row, tuple) else row for row in built[table]]
+        assert len(set(keys)) == len(keys) > 0  # no chunk twice
+
+
+def _bucket_key(rel_path: str, partitions: int) -> str:
+    return partition_keys(partitions)[bucket_of(document_id(rel_path), partitions)]
+
+
+@pytest.mark.slow
+def test_an_edit_and_a_deletion_rerun_only_their_partitions(tmp_path: Path) -> None:
+    source = Path(shutil.copytree(BUNDLED_SAMPLE_CORPUS, tmp_path / "corpus"))
+    data_dir = tmp_path / "data"
+    assert materialize_everything(source, data_dir, with_evals=False, index_partitions=4).success
+
+    edited, deleted = "engineering/oncall-runbook.md", "hr/parental-leave-faq.md"
+    (source / edited).write_text((source / edited).read_text() + "\n\nPage the backup on call.\n")
+    (source / deleted).unlink()
+    touched = sorted({_bucket_key(edited, 4), _bucket_key(deleted, 4)})
+    again = materialize_everything(source, data_dir, with_evals=False, index_partitions=4)
+    assert again.success
+
+    assert metadata_of(again, "raw_documents")["changed_partitions"] == touched
+    assert metadata_of(again, "parsed_documents")["parsed_this_run"] == 1
+    assert metadata_of(again, "merged_partitions")["merged"] == touched
+
+    gone = document_id(deleted)
+    searchable = _searchable(data_dir)
+    assert not [row for row in searchable["chunks"] if row[1] == gone]
+    assert not [row for row in searchable["documents"] if row[0] == gone]
+    assert not [row for row in searchable["parsed"] if row[0] == gone]
+    partition = data_dir / "partitions" / f"{_bucket_key(deleted, 4)}.duckdb"
+    with duckdb.connect(str(partition), read_only=True) as connection:
+        for table in ("documents_raw", "documents_parsed", "chunks", "enriched_chunks"):
+            (count,) = connection.execute(
+                f"SELECT count(*) FROM {table} WHERE doc_id = ?", [gone]
+            ).fetchone()
+            assert count == 0, table
+    index = lancedb.connect(str(data_dir / "lancedb"))
+    for name in index.list_tables().tables:
+        table = index.open_table(name)
+        if "doc_id" in table.schema.names:
+            assert table.count_rows(f"doc_id = '{gone}'") == 0, name
+
+
+@pytest.mark.slow
+def test_the_merge_waits_for_a_partition_behind_the_inventory(tmp_path: Path) -> None:
+    source = Path(shutil.copytree(BUNDLED_SAMPLE_CORPUS, tmp_path / "corpus"))
+    data_dir = tmp_path / "data"
+    assert materialize_everything(source, data_dir, with_evals=False, index_partitions=4).success
+    before = _searchable(data_dir)
+
+    added = "engineering/new-service.md"
+    (source / added).write_text("# New service\n\nThe new service pages the platform team.\n")
+    config = _config(source, data_dir, 4)
+    result = _run(
+        [documents.raw_documents, features.merged_partitions],
+        config,
+        "p00",
+        "p03",
+        raise_on_error=False,
+    )
+    assert not result.success
+    (failure,) = [event for event in result.all_events if event.event_type_value == "STEP_FAILURE"]
+    assert _bucket_key(added, 4) in str(failure.event_specific_data.error)
+    assert _searchable(data_dir)["chunks"] == before["chunks"]
+
+    assert materialize_everything(source, data_dir, with_evals=False, index_partitions=4).success
+    assert document_id(added) in {row[1] for row in _searchable(data_dir)["chunks"]}
