@@ -4,7 +4,7 @@ import statistics
 
 import dagster as dg
 
-from assets._metadata import markdown_table, progress_logger
+from assets._metadata import PartitionProgress, markdown_table
 from assets.documents import MERGED_PARTITIONS, parsed_documents, schema_check
 from assets.partitioning import INDEX_PARTITIONS, PARTITION_BACKFILL, checked_keys
 from lorehouse.schemas import chunks_schema
@@ -27,14 +27,15 @@ def chunks(
     """Section -> block -> sentence -> word chunks with heading paths, pages and two texts."""
     report = ChunkReport()
     rows = 0
-    for key in checked_keys(context, feature_store.layout().keys):
+    layout = feature_store.layout()
+    keys = layout.with_documents(checked_keys(context, layout.keys))
+    progress = PartitionProgress(context, "chunked", layout.document_counts(keys))
+    chunker = chunking.chunker()
+    for key in keys:
         store = feature_store.open_partition(key)
-        report.absorb(
-            run_chunking(
-                store, chunking.chunker(), on_progress=progress_logger(context, f"chunked ({key})")
-            )
-        )
+        report.absorb(run_chunking(store, chunker, on_progress=progress.partition(key)))
         rows += store.row_count("chunks")
+    progress.finish()
     tokens = report.token_counts
     histogram = _token_histogram(tokens, chunking.chunk_max_tokens)
     return dg.MaterializeResult(

@@ -5,7 +5,7 @@ import pandas as pd
 import pandera.errors
 import pandera.pandas as pa
 
-from assets._metadata import markdown_table, progress_logger
+from assets._metadata import PartitionProgress, markdown_table, progress_logger
 from assets.partitioning import INDEX_PARTITIONS, PARTITION_BACKFILL, checked_keys
 from lorehouse.display import printable
 from lorehouse.schemas import (
@@ -74,7 +74,10 @@ def parsed_documents(
     source = document_source.open()
     report = ParseReport()
     rows = removed = 0
-    for key in checked_keys(context, layout.keys):
+    keys = layout.with_documents(checked_keys(context, layout.keys))
+    progress = PartitionProgress(context, "parsed", layout.document_counts(keys))
+    limits, options = parsing.limits(), parsing.options()
+    for key in keys:
         store = feature_store.open_partition(key)
         inventory_slice = layout.inventory_slice(key)
         if not inventory_slice.exists():
@@ -84,12 +87,13 @@ def parsed_documents(
             run_parse(
                 source,
                 store,
-                parsing.limits(),
-                on_progress=progress_logger(context, f"parsed ({key})"),
-                options=parsing.options(),
+                limits,
+                on_progress=progress.partition(key),
+                options=options,
             )
         )
         rows += store.row_count("documents_parsed")
+    progress.finish()
     for failure in report.failed:
         # A path is whatever its owner named the file: escape sequences in it are shown,
         # not obeyed, by the terminal that runs the materialization.

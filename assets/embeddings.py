@@ -1,47 +1,73 @@
-"""The chunk_embeddings asset: chunks, their enrichment and vectors in LanceDB, indexed."""
+"""Vectors per partition (chunk_embeddings), and the merged LanceDB tables search reads
+(search_index)."""
 
 import dagster as dg
 
-from assets._metadata import markdown_table, progress_logger
-from assets.features import document_features, merged_partitions
-from lorehouse.stages.embed import run_embedding
+from assets._metadata import PartitionProgress, markdown_table, progress_logger
+from assets.features import document_features, enriched_chunks
+from assets.partitioning import INDEX_PARTITIONS, PARTITION_BACKFILL, checked_keys
+from lorehouse.stages.embed import EmbedReport, run_embedding
+from lorehouse.stages.features import run_document_features
+from lorehouse.stages.index_merge import run_index_merge
+from lorehouse.stores.partitions import record_indexed
 from pipelines.resources import FeatureStoreResource, VectorIndexResource
 
 
 @dg.asset(
     group_name="index",
     kinds={"lancedb"},
-    deps=[merged_partitions, document_features],
+    deps=[enriched_chunks],
+    partitions_def=INDEX_PARTITIONS,
+    backfill_policy=PARTITION_BACKFILL,
 )
 def chunk_embeddings(
     context: dg.AssetExecutionContext,
     feature_store: FeatureStoreResource,
     vector_index: VectorIndexResource,
 ) -> dg.MaterializeResult:
-    """Vectors of new or changed chunks (others keep theirs), BM25 and ANN indexes refreshed;
-    a vector per sentence window of each chunk, so a question matching one sentence finds its
-    chunk; each chunk's token vectors, which the late-interaction reranker reads; plus one
-    profile vector per document (title, summary, FAQs) for choosing sources."""
-    index = vector_index.open()
-    report = run_embedding(
-        feature_store.open(),
-        index,
-        vector_index.embedder(),
-        batch_size=vector_index.embed_batch_size,
-        on_progress=progress_logger(context, "embedded"),
-        token_encoder=vector_index.token_encoder(),
-        batch_documents=vector_index.index_batch_documents,
-    )
-    if report.provider_failure:
-        # Recorded, not raised: what was embedded is committed, the rest keep their old rows,
-        # and the blocking check below holds back the evaluations until a rerun completes.
-        context.log.error(
-            f"embedding provider failed; {len(report.documents_not_embedded)} documents keep "
-            f"their previous vectors until the next run: {report.provider_failure}"
+    """Each partition's vectors, in its own LanceDB folder: new or changed chunks (others keep
+    theirs); a vector per sentence window of each chunk, so a question matching one sentence
+    finds its chunk; each chunk's token vectors, which the late-interaction reranker reads;
+    and one profile vector per document (title, summary, FAQs) for choosing sources. The
+    model calls, most of a build, run here, partition by partition; `search_index` merges
+    the partitions' rows into the tables search reads."""
+    embedder, encoder = vector_index.embedder(), vector_index.token_encoder()
+    report = EmbedReport(model=embedder.name, dimension=None)
+    rows = 0
+    layout = feature_store.layout()
+    keys = layout.with_documents(checked_keys(context, layout.keys))
+    progress = PartitionProgress(context, "embedded", layout.document_counts(keys))
+    for key in keys:
+        store = feature_store.open_partition(key)
+        run_document_features(store)  # the partition's document list: titles, summaries, ACLs
+        index = feature_store.open_partition_index(key)
+        done = run_embedding(
+            store,
+            index,
+            embedder,
+            batch_size=vector_index.embed_batch_size,
+            on_progress=progress.partition(key),
+            token_encoder=encoder,
+            batch_documents=vector_index.index_batch_documents,
         )
+        report.absorb(done)
+        rows += index.count()
+        if done.provider_failure:
+            # Recorded, not raised: what was embedded is committed, the rest keep their old
+            # rows, and search_index's blocking check holds back the evaluations until a
+            # rerun completes them.
+            context.log.error(
+                f"embedding provider failed in {key}; {len(done.documents_not_embedded)} "
+                f"documents keep their previous vectors until the next run: "
+                f"{done.provider_failure}"
+            )
+        # This partition's rows now follow its stage tables (or keep their old vectors
+        # where the provider failed): search_index may take them.
+        record_indexed(store)
+    progress.finish()
     return dg.MaterializeResult(
         metadata={
-            "dagster/row_count": index.count(),
+            "dagster/row_count": rows,
             "embedding_model": report.model,
             "dimension": report.dimension or 0,
             "chunks": report.chunks,
@@ -61,6 +87,42 @@ def chunk_embeddings(
             "chunks_per_second": round(report.chunks_per_second, 1),
             "embed_seconds": round(report.embed_seconds, 2),
             "seconds": round(report.seconds, 2),
+        }
+    )
+
+
+@dg.asset(
+    group_name="index",
+    kinds={"lancedb"},
+    deps=[chunk_embeddings, document_features],
+)
+def search_index(
+    context: dg.AssetExecutionContext,
+    feature_store: FeatureStoreResource,
+    vector_index: VectorIndexResource,
+) -> dg.MaterializeResult:
+    """The LanceDB tables search reads: every partition's rows, merged where they changed,
+    with the rows of documents that left removed and the BM25, scalar and ANN indexes
+    refreshed once over all of them. No model is called here."""
+    layout = feature_store.layout()
+    index = vector_index.open()
+    report = run_index_merge(
+        feature_store.open(),
+        index,
+        {key: feature_store.open_partition_index(key) for key in layout.keys},
+        layout,
+        on_progress=progress_logger(context, "merged"),
+    )
+    return dg.MaterializeResult(
+        metadata={
+            "dagster/row_count": report.rows,
+            "embedding_model": report.model,
+            "rows_copied": dg.MetadataValue.md(
+                markdown_table(["table", "rows"], sorted(report.copied.items()))
+            ),
+            "rows_deleted": sum(report.deleted.values()),
+            "tables_rebuilt": dg.MetadataValue.json(report.rebuilt),
+            "seconds": round(report.seconds, 2),
             "vector_index_steps_between_batches": report.index_steps,
             "lancedb_uri": dg.MetadataValue.path(index.uri),
             "indexes": dg.MetadataValue.md(
@@ -79,7 +141,7 @@ def chunk_embeddings(
     )
 
 
-@dg.asset_check(asset=chunk_embeddings, blocking=True)
+@dg.asset_check(asset=search_index, blocking=True)
 def chunk_embeddings_match_chunks(
     feature_store: FeatureStoreResource, vector_index: VectorIndexResource
 ) -> dg.AssetCheckResult:

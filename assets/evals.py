@@ -6,7 +6,7 @@ from pathlib import Path
 import dagster as dg
 
 from assets._metadata import markdown_table, progress_logger
-from assets.embeddings import chunk_embeddings
+from assets.embeddings import search_index
 from assets.policies import LLM_RETRY_POLICY
 from evals.answer_eval import AnswerEvalReport
 from evals.explain import miss_counts
@@ -24,7 +24,7 @@ GATE_K = 8
 GATE_MAX_DROP = 0.03
 
 
-@dg.asset(group_name="evals", kinds={"duckdb"}, deps=[chunk_embeddings])
+@dg.asset(group_name="evals", kinds={"duckdb"}, deps=[search_index])
 def retrieval_eval(
     context: dg.AssetExecutionContext,
     feature_store: FeatureStoreResource,
@@ -141,7 +141,7 @@ def recall_gate(
 @dg.asset(
     group_name="evals",
     kinds={"duckdb"},
-    deps=[chunk_embeddings],
+    deps=[search_index],
     # Without a judge nothing is materialized: a skipped eval must not look like a fresh one.
     output_required=False,
     retry_policy=LLM_RETRY_POLICY,

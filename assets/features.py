@@ -2,7 +2,7 @@
 
 import dagster as dg
 
-from assets._metadata import markdown_table, progress_logger
+from assets._metadata import PartitionProgress, markdown_table
 from assets.chunks import chunks
 from assets.documents import MERGED_PARTITIONS, parsed_documents, raw_documents, schema_check
 from assets.partitioning import INDEX_PARTITIONS, PARTITION_BACKFILL, checked_keys
@@ -36,18 +36,23 @@ def enriched_chunks(
     """FAQs, keywords and table summaries per chunk and a summary per document (cached)."""
     reports = []
     rows = 0
-    for key in checked_keys(context, feature_store.layout().keys):
+    layout = feature_store.layout()
+    keys = layout.with_documents(checked_keys(context, layout.keys))
+    progress = PartitionProgress(context, "enriched", layout.document_counts(keys))
+    enricher = enrichment.enricher()
+    for key in keys:
         store = feature_store.open_partition(key)
         reports.append(
             run_enrichment(
                 store,
-                enrichment.enricher(),
-                on_progress=progress_logger(context, f"enriched ({key})"),
+                enricher,
+                on_progress=progress.partition(key),
                 batch_documents=enrichment.index_batch_documents,
             )
         )
         rows += store.row_count("enriched_chunks")
-    report = combined_reports(reports)
+    progress.finish()
+    report = combined_reports(enricher, reports)
     for item_id, error in report.failures[:20]:
         context.log.warning(f"enrichment failed for {item_id}: {error}")
     return dg.MaterializeResult(

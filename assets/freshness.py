@@ -15,12 +15,12 @@ import pyarrow.compute as pc
 
 from assets._metadata import markdown_table
 from assets.documents import MERGED_PARTITIONS
-from assets.embeddings import chunk_embeddings
+from assets.embeddings import search_index
 from lorehouse.inventory import LISTING_SCHEMA, Listing, listing_batches
 from pipelines.resources import DocumentSourceResource, FeatureStoreResource
 
 
-@dg.asset_check(asset=chunk_embeddings)
+@dg.asset_check(asset=search_index)
 def index_matches_source(
     document_source: DocumentSourceResource, feature_store: FeatureStoreResource
 ) -> dg.AssetCheckResult:

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import json
 import os
 import random
 import statistics
@@ -390,7 +391,19 @@ def main() -> None:
         action="store_true",
         help="finish builds cut short in --workdir, adding the cut runs' time and memory",
     )
+    parser.add_argument(
+        "--concurrency",
+        type=int,
+        nargs="+",
+        default=None,
+        help="instead: partition runs side by side at each of these concurrencies "
+        "(bench/partition_runs.py); one row per concurrency plus the unpartitioned reference",
+    )
+    parser.add_argument("--partitions", type=int, default=16, help="with --concurrency")
     args = parser.parse_args()
+    if args.concurrency:
+        _concurrency(args)
+        return
     if args.resume and args.workdir is None:
         parser.error("--resume needs the --workdir of the build to finish")
 
@@ -409,6 +422,28 @@ def main() -> None:
                 write_raw_numbers(args.json, {"machine": info, "results": results})
     print(_table(results))
     print(f"\n{info['cpu_count']} cores, Python {info['python']}, {info['platform']}")
+
+
+def _concurrency(args: argparse.Namespace) -> None:
+    """`--concurrency`: partition runs side by side, written as a list of rows."""
+    import partition_runs  # bench/partition_runs.py, beside this script
+
+    from lorehouse.settings import apply_offline_environment
+
+    apply_offline_environment()
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory() as scratch:
+        workdir = args.workdir or Path(scratch)
+        for size in args.sizes:
+            source = workdir / f"corpus-{size}"
+            generate_corpus(source, size)
+            rows += partition_runs.measure(
+                source, workdir / f"runs-{size}", size, args.concurrency, args.partitions
+            )
+            print(partition_runs.table(rows), file=sys.stderr)
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=2) + "\n")
+    print(partition_runs.table(rows))
 
 
 if __name__ == "__main__":

@@ -61,10 +61,19 @@ def materialize(
     select: Annotated[
         str, typer.Option("--select", help="Dagster asset selection, e.g. 'parsed_documents'")
     ] = "*",
+    partitions: Annotated[
+        str | None,
+        typer.Option(
+            "--partitions",
+            help="Only the per-partition stages of these index partitions: p07, or p00...p07 "
+            "(a run of its own, as a backfill runs a partition; run without it to merge)",
+        ),
+    ] = None,
 ) -> None:
     """Run the asset graph in this process, with progress, then print what it holds."""
     import dagster as dg
 
+    from lorehouse.stores.partitions import partition_keys
     from pipelines.definitions import defs
     from pipelines.jobs import INDEX_JOB, TRIGGER_TAG
 
@@ -82,6 +91,21 @@ def materialize(
         except Exception as error:
             console.print(f"[red]Invalid selection {shown(repr(select))}: {shown(error)}[/red]")
             raise typer.Exit(2) from error
+    tags = {TRIGGER_TAG: "cli"}
+    if partitions is not None:
+        first, _, last = partitions.partition("...")
+        known = partition_keys(settings.index_partitions)
+        if first not in known or (last or first) not in known:
+            console.print(
+                f"[red]{shown(repr(partitions))} names no partition range of the "
+                f"{len(known)} index partitions ({known[0]} to {known[-1]}).[/red]"
+            )
+            raise typer.Exit(2)
+        keys = {key for key in keys if graph.get(key).partitions_def is not None}
+        tags |= {
+            "dagster/asset_partition_range_start": first,
+            "dagster/asset_partition_range_end": last or first,
+        }
     if not keys:
         console.print(f"[red]Selection {shown(repr(select))} matches no asset.[/red]")
         raise typer.Exit(2)
@@ -97,7 +121,7 @@ def materialize(
         asset_selection=sorted(keys),
         raise_on_error=False,
         run_config={"loggers": {"console": {"config": {"log_level": "INFO"}}}},
-        tags={TRIGGER_TAG: "cli"},
+        tags=tags,
     )
     for evaluation in result.get_asset_check_evaluations():
         mark = "[green]passed[/green]" if evaluation.passed else "[red]FAILED[/red]"
@@ -107,6 +131,12 @@ def materialize(
     if not result.success:
         console.print("[red]The run failed; see the log above.[/red]")
         raise typer.Exit(1)
+    if partitions is not None:
+        console.print(
+            f"Partitions {shown(partitions)} are built; `lorehouse materialize` merges them "
+            "into what search reads."
+        )
+        return
     _print_summary(Lorehouse(settings).feature_store())
 
 

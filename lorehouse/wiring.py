@@ -88,6 +88,15 @@ class Lorehouse:
 
         return DuckDBStore(self.partition_layout().store_path(key))
 
+    def partition_index(self, key: str) -> ChunkIndex:
+        """The LanceDB folder a partition's run writes its search rows to, beside its store.
+
+        Never searched, only merged into the shared index: so it gets no search indexes (the
+        shared tables build theirs once, over every partition's rows)."""
+        from lorehouse.stores.lance_index import ChunkIndex
+
+        return ChunkIndex(str(self.partition_layout().index_path(key)), search_indexes=False)
+
     @cached_property
     def _chunk_index(self) -> ChunkIndex:
         from lorehouse.stores.lance_index import ChunkIndex

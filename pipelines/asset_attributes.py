@@ -17,6 +17,7 @@ from lorehouse.models import FileType
 from lorehouse.parsing.runner import parser_version_of
 from lorehouse.settings import SENTENCE_WINDOW, SENTENCE_WINDOW_STRIDE
 from lorehouse.stages.features import FEATURES_VERSION
+from lorehouse.stages.index_merge import INDEX_MERGE_VERSION
 from lorehouse.stores.duckdb_store import declared_columns
 from lorehouse.stores.lance_index import TABLE_LAYOUT, chunk_schema
 from lorehouse.stores.partitions import MERGE_VERSION
@@ -33,6 +34,7 @@ TABLES = {
     "merged_partitions": "partition_merges",
     "document_features": "documents",
     "chunk_embeddings": "lancedb.chunks",
+    "search_index": "lancedb.chunks",
     "retrieval_eval": "eval_retrieval",
     "answer_eval": "eval_answers",
 }
@@ -58,6 +60,7 @@ def code_versions(lorehouse: Lorehouse) -> dict[str, str]:
         "merged_partitions": _short(f"{MERGE_VERSION}|{settings.index_partitions}"),
         "document_features": FEATURES_VERSION,
         "chunk_embeddings": _short(embedding),
+        "search_index": _short(f"{INDEX_MERGE_VERSION}|{embedding}"),
     }
 
 

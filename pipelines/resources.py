@@ -100,6 +100,10 @@ class FeatureStoreResource(SettingsResource):
         """The store file that partition `key` owns (its inventory slice and stage tables)."""
         return self.wiring().partition_store(key)
 
+    def open_partition_index(self, key: str) -> ChunkIndex:
+        """The LanceDB folder partition `key` writes its search rows to."""
+        return self.wiring().partition_index(key)
+
 
 class ParsingResource(SettingsResource):
     """How the parse stage works: pool size, per-file timeout, size limit and OCR of scans."""

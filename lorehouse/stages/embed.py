@@ -87,6 +87,20 @@ class EmbedReport:
     #: Vector-index steps taken between batches (see LanceTable.index_new_vectors).
     index_steps: int = 0
 
+    def absorb(self, other: EmbedReport) -> None:
+        """Adds another run's counts (another partition's), as one report of both."""
+        for name in (
+            *("chunks", "embedded", "reused_vectors", "rows_written", "rows_deleted"),
+            *("documents", "documents_embedded", "sentences", "sentences_embedded"),
+            *("token_vectors", "token_vectors_embedded", "index_steps"),
+            *("embed_seconds", "chunk_embed_seconds", "seconds"),
+        ):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.rebuilt = self.rebuilt or other.rebuilt
+        self.dimension = self.dimension or other.dimension
+        self.documents_not_embedded.extend(other.documents_not_embedded)
+        self.provider_failure = self.provider_failure or other.provider_failure
+
     @property
     def chunks_per_second(self) -> float:
         """Chunk texts per second of model calls (0 when nothing needed embedding)."""

@@ -95,9 +95,9 @@ def _documents(store: DuckDBStore, doc_ids: list[str]) -> list[DocumentInput]:
     ]
 
 
-def combined_reports(reports: list[EnrichmentReport]) -> EnrichmentReport:
-    """Several runs' reports (one per partition) as one."""
-    total = EnrichmentReport(mode=reports[0].mode, model=reports[0].model)
+def combined_reports(enricher: Enricher, reports: list[EnrichmentReport]) -> EnrichmentReport:
+    """Several runs' reports (one per partition, maybe none) as one."""
+    total = EnrichmentReport(mode=enricher.mode, model=enricher.model)
     for report in reports:
         _add(total, report)
         total.documents_up_to_date += report.documents_up_to_date

@@ -154,7 +154,8 @@ def run_parse(
             in_flight[document.doc_id] = document
             yield ParseJob(document=document, load=lambda d=document: source.read_bytes(d.rel_path))
 
-    parse_many(jobs(), limits, on_outcome=record, options=options)
+    if total:  # a pool of parser processes is started only for work
+        parse_many(jobs(), limits, on_outcome=record, options=options)
     flush()
     report.seconds = time.perf_counter() - started
     return report

@@ -538,8 +538,12 @@ class LanceTable:
         storage_options: dict[str, str] | None = None,
         db: lancedb.DBConnection | None = None,
         sieve_min_rows: int = DEFAULT_SIEVE_MIN_ROWS,
+        search_indexes: bool = True,
     ) -> None:
         self.uri = uri
+        #: Whether the table gets its scalar and vector indexes: not for a partition's own
+        #: tables, which are only read whole, by the merge into the shared ones.
+        self.search_indexes = search_indexes
         self.ann_min_rows = ann_min_rows
         #: Rows from which exact vector search goes through a ProjectedSieve (0: never).
         self.sieve_min_rows = sieve_min_rows
@@ -671,6 +675,21 @@ class LanceTable:
                 found[key] = vector
         return found
 
+    def rows_with_keys(self, keys: Sequence[str]) -> pa.Table:
+        """Whole stored rows (vectors too) by key, in the table's schema: what a merge of
+        partition tables copies into the shared one."""
+        table = self.table()
+        parts = [
+            table.search().where(sql_in(self.key_column, part)).limit(len(part)).to_arrow()
+            for part in _slices(list(keys))
+        ]
+        schema = table.schema
+        return (
+            pa.concat_tables([p.select(schema.names).cast(schema) for p in parts])
+            if parts
+            else schema.empty_table()
+        )
+
     def upsert(self, rows: pa.Table, stale_keys: Sequence[str]) -> None:
         """Writes new and changed rows, then deletes rows whose chunks are gone.
 
@@ -715,6 +734,9 @@ class LanceTable:
         postings are built by the reader, per table version (see `TableSnapshot`).
         """
         table = self.table()
+        if not self.search_indexes:
+            _optimize(table)
+            return []
         present = {tuple(index.columns) for index in table.list_indices()}
         for column, kind in self.scalar_indexes:
             if (column,) not in present:
@@ -739,7 +761,7 @@ class LanceTable:
         Returns whether it indexed anything. Rows outside the index are still searched (by
         scan), so this is about a build's memory, not about what searches find.
         """
-        if not self.nearest_neighbour_search or not self.exists():
+        if not (self.nearest_neighbour_search and self.search_indexes) or not self.exists():
             return False
         vector_index = next((s for s in self.index_state() if s.columns == ["vector"]), None)
         outside = self.table().count_rows() if vector_index is None else vector_index.unindexed_rows
@@ -1271,6 +1293,7 @@ class ChunkIndex(LanceTable):
             self._storage_options,
             db=self._db,
             sieve_min_rows=self.sieve_min_rows,
+            search_indexes=self.search_indexes,
         )
 
 

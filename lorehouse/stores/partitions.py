@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -86,8 +87,22 @@ class PartitionLayout:
     def store_path(self, key: str) -> Path:
         return self.root / f"{key}.duckdb"
 
+    def index_path(self, key: str) -> Path:
+        return self.root / f"{key}.lancedb"
+
     def inventory_slice(self, key: str) -> Path:
         return self.root / "inventory" / f"{key}.parquet"
+
+    def document_counts(self, keys: Sequence[str]) -> dict[str, int]:
+        """Documents in each partition's slice, as the inventory last published them."""
+        digests = _read_json(self.slice_digests_path).get("digests", {})
+        return {key: int(str(digests.get(key, "0:")).split(":", 1)[0]) for key in keys}
+
+    def with_documents(self, keys: Sequence[str]) -> list[str]:
+        """The partitions of `keys` with work: documents in their slice, or a store that may
+        hold documents to remove. An empty bucket that never had one costs nothing."""
+        counts = self.document_counts(keys)
+        return [key for key in keys if counts[key] or self.store_path(key).exists()]
 
     @property
     def slice_digests_path(self) -> Path:
@@ -182,7 +197,7 @@ def merge_partitions(shared: DuckDBStore, layout: PartitionLayout) -> MergeRepor
                 ):
                     report.behind.append(key)
                     continue
-                digest = f"{n}:{_stage_digest(connection)}"
+                digest = f"{n}:{_stage_digest(connection, 'part')}"
                 if done.get(key) == digest:
                     report.unchanged.append(key)
                     continue
@@ -198,14 +213,62 @@ def merge_partitions(shared: DuckDBStore, layout: PartitionLayout) -> MergeRepor
     return report
 
 
-def _stage_digest(connection: duckdb.DuckDBPyConnection) -> str:
+def _stage_digest(connection: duckdb.DuckDBPyConnection, schema: str = "part") -> str:
     parts = []
     for table, columns in STAGE_TABLE_DIGESTS.items():
         (count, total) = connection.execute(
-            f"SELECT count(*), coalesce(sum(hash({columns})::HUGEINT), 0) FROM part.{table}"
+            f"SELECT count(*), coalesce(sum(hash({columns})::HUGEINT), 0) FROM {schema}.{table}"
         ).fetchone() or (0, 0)
         parts.append(f"{table}={count}:{total}")
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:24]
+
+
+def record_indexed(partition: DuckDBStore) -> None:
+    """Notes, in a partition's own file, that its embedding run has gone over its stage
+    tables as they are now: the shared index takes a partition's rows only while this holds,
+    so the rows of a partition whose chunks changed after its last embedding run (their text
+    or access list) never reach search."""
+    with partition.connect() as connection:
+        connection.execute(_STATE_TABLE)
+        digest = _stage_digest(connection, "main")
+        connection.execute("INSERT OR REPLACE INTO partition_state VALUES ('indexed', ?)", [digest])
+
+
+def partitions_not_indexed(shared: DuckDBStore, layout: PartitionLayout) -> list[str]:
+    """Partitions whose search rows were not built from the stage tables last merged (their
+    vector run failed, or has not run since the merge)."""
+    with shared.connect() as connection:
+        merged = dict(
+            connection.execute("SELECT partition_key, digest FROM partition_merges").fetchall()
+        )
+    behind = []
+    for key in layout.keys:
+        if key not in merged:
+            continue
+        with duckdb.connect(str(layout.store_path(key)), read_only=True) as connection:
+            connection.execute("SELECT 1")  # the file exists: merged partitions have one
+            found = (
+                connection.execute(
+                    "SELECT digest FROM partition_state WHERE name = 'indexed'"
+                ).fetchall()
+                if _has_state(connection)
+                else []
+            )
+        if not found or merged[key] != f"{layout.partitions}:{found[0][0]}":
+            behind.append(key)
+    return behind
+
+
+_STATE_TABLE = (
+    "CREATE TABLE IF NOT EXISTS partition_state (name VARCHAR PRIMARY KEY, digest VARCHAR)"
+)
+
+
+def _has_state(connection: duckdb.DuckDBPyConnection) -> bool:
+    (count,) = connection.execute(
+        "SELECT count(*) FROM information_schema.tables WHERE table_name = 'partition_state'"
+    ).fetchone() or (0,)
+    return bool(count)
 
 
 def _copy_bucket(

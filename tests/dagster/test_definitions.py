@@ -35,10 +35,13 @@ def test_feature_stages_follow_parsing_in_order() -> None:
     }
 
 
-def test_embeddings_read_the_merged_partitions_and_the_document_list() -> None:
+def test_vectors_follow_enrichment_and_search_reads_their_merge() -> None:
     graph = defs.resolve_asset_graph()
     assert graph.get(dg.AssetKey("chunk_embeddings")).parent_keys == {
-        dg.AssetKey("merged_partitions"),
+        dg.AssetKey("enriched_chunks")
+    }
+    assert graph.get(dg.AssetKey("search_index")).parent_keys == {
+        dg.AssetKey("chunk_embeddings"),
         dg.AssetKey("document_features"),
     }
 
@@ -102,7 +105,7 @@ def test_a_stage_version_change_shows_as_new_code_from_that_stage_on(tmp_path: P
 
     embed_model = "openai/text-embedding-3-small"
     other_model = _code_versions(Settings(data_dir=tmp_path, embed_model=embed_model))
-    assert {k for k in base if base[k] != other_model[k]} == {"chunk_embeddings"}
+    assert {k for k in base if base[k] != other_model[k]} == {"chunk_embeddings", "search_index"}
 
     ocr = _code_versions(Settings(data_dir=tmp_path, pdf_ocr_languages="eng"))
     assert {k for k in base if base[k] != ocr[k]} == {"parsed_documents"}
@@ -134,6 +137,7 @@ def test_every_table_asset_names_its_table_and_columns() -> None:
         "merged_partitions",
         "document_features",
         "chunk_embeddings",
+        "search_index",
         "retrieval_eval",
         "answer_eval",
     }

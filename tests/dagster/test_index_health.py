@@ -21,8 +21,10 @@ INDEXING_ASSETS = [
     "parsed_documents",
     "chunks",
     "enriched_chunks",
+    "merged_partitions",
     "document_features",
     "chunk_embeddings",
+    "search_index",
 ]
 
 

@@ -23,7 +23,12 @@ from tests.conftest import materialize_everything
 from tests.dagster.conftest import metadata_of
 
 MODULES = [documents, chunks, features, embeddings]
-PER_DOCUMENT = [documents.parsed_documents, chunks.chunks, features.enriched_chunks]
+PER_DOCUMENT = [
+    documents.parsed_documents,
+    chunks.chunks,
+    features.enriched_chunks,
+    embeddings.chunk_embeddings,
+]
 
 
 def _config(source: Path, data_dir: Path, partitions: int) -> Settings:
@@ -100,11 +105,15 @@ def test_two_partition_runs_at_once_build_what_one_partition_builds(tmp_path: Pa
     for run in runs:
         run.join(timeout=300)
         assert run.exitcode == 0
-    # Each partition wrote its own file and nothing else.
-    assert sorted(p.name for p in (data_dir / "partitions").glob("*.duckdb")) == [
-        f"{key}.duckdb" for key in partition_keys(4)
-    ]
-    rest = [features.merged_partitions, features.document_features, embeddings.chunk_embeddings]
+    # Each partition with documents wrote its own files, and nothing shared: search sees no
+    # row yet.
+    with_documents = {_bucket_key(path, 4) for path in _sample_paths()}
+    assert len(with_documents) > 1
+    assert sorted(p.name for p in (data_dir / "partitions").glob("p*")) == sorted(
+        f"{key}.{kind}" for key in with_documents for kind in ("duckdb", "lancedb")
+    )
+    assert not (data_dir / "lancedb").exists()
+    rest = [features.merged_partitions, features.document_features, embeddings.search_index]
     merged = _run(rest, config, "p00", "p03")
     assert merged.success
     assert metadata_of(merged, "merged_partitions")["partitions_merged"] == 4
@@ -116,6 +125,15 @@ def test_two_partition_runs_at_once_build_what_one_partition_builds(tmp_path: Pa
     for table in ("chunks", "lancedb.chunks", "lancedb.token_vectors"):
         keys = [row[0] if isinstance(row, tuple) else row for row in built[table]]
         assert len(set(keys)) == len(keys) > 0  # no chunk twice
+
+
+def _sample_paths() -> list[str]:
+    """The sample corpus's documents, as the inventory names them (sidecars are not)."""
+    return [
+        path.relative_to(BUNDLED_SAMPLE_CORPUS).as_posix()
+        for path in BUNDLED_SAMPLE_CORPUS.rglob("*")
+        if path.is_file() and not path.name.endswith(".meta.json") and path.name != "_access.json"
+    ]
 
 
 def _bucket_key(rel_path: str, partitions: int) -> str:

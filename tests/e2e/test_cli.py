@@ -80,6 +80,29 @@ def test_lorehouse_materialize_rejects_an_unknown_selection(tmp_path: Path) -> N
     assert "matches no asset" in run.stderr or "Invalid selection" in run.stderr
 
 
+def test_lorehouse_materialize_runs_the_named_partitions_only(tmp_path: Path) -> None:
+    lorehouse = str(BIN / "lorehouse")
+    env = {"LOREHOUSE_INDEX_PARTITIONS": "4"}
+    assert (
+        _run([lorehouse, "materialize", "--select", "raw_documents"], tmp_path, **env).returncode
+        == 0
+    )
+    run = _run([lorehouse, "materialize", "--partitions", "p01...p02"], tmp_path, **env)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "p01...p02 are built" in run.stderr
+    assert sorted(p.name for p in (tmp_path / "partitions").glob("p*")) == [
+        "p01.duckdb",
+        "p01.lancedb",
+        "p02.duckdb",
+        "p02.lancedb",
+    ]
+    # Nothing is merged yet: what search reads is untouched until a plain materialize.
+    assert not (tmp_path / "lancedb").exists()
+    unknown = _run([lorehouse, "materialize", "--partitions", "p07"], tmp_path, **env)
+    assert unknown.returncode == 2
+    assert "names no partition range of the 4 index partitions" in unknown.stderr
+
+
 def test_docs_before_any_run_says_what_to_do(tmp_path: Path) -> None:
     run = _run([str(BIN / "lorehouse"), "docs"], tmp_path)
     assert run.returncode == 1

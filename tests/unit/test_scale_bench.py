@@ -22,3 +22,11 @@ def test_slow_samples_are_not_mistaken_for_a_pause() -> None:
     # Reading a large tree's memory maps can take seconds, below the gap that means a stop.
     times = [0.0, 3.0, 7.0, 7.5, 12.0]
     assert scale.paused_seconds(times, 0.0, 12.0) == 0.0
+
+
+def test_partitions_split_into_contiguous_ranges_of_near_equal_size() -> None:
+    runs = bench_script("partition_runs")
+    keys = [f"p{n:02d}" for n in range(16)]
+    assert runs.ranges(keys, 1) == ["p00...p15"]
+    assert runs.ranges(keys, 2) == ["p00...p07", "p08...p15"]
+    assert runs.ranges(keys, 3) == ["p00...p05", "p06...p10", "p11...p15"]

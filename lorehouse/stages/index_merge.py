@@ -1,0 +1,139 @@
+"""The index merge: the partitions' search rows into the shared LanceDB tables, indexed.
+
+Vectors are computed per partition (`run_embedding` on a partition's store and its own
+LanceDB folder), so the model calls, most of a build, spread over partition runs. The shared
+tables search reads are then the union of the partitions' rows: this stage copies, table by
+table and partition by partition, only the rows whose content differs from what the shared
+table holds (the row hash covers the text, the access list and every other column), deletes
+the rows of documents that left, and refreshes the search indexes once at the end. No model
+is called here.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+from lorehouse.stages.progress import ProgressCallback
+from lorehouse.stores.duckdb_store import DuckDBStore
+from lorehouse.stores.lance_index import ChunkIndex, IndexState, LanceTable
+from lorehouse.stores.partitions import PartitionLayout, PartitionsBehind, bucket_of
+from lorehouse.stores.partitions import partitions_not_indexed as _not_indexed
+
+#: The tables of an index, by name: each partition's and the shared one's.
+TABLES: dict[str, Callable[[ChunkIndex], LanceTable]] = {
+    "chunks": lambda index: index,
+    "sentences": ChunkIndex.sentences,
+    "documents": ChunkIndex.documents,
+    "token_vectors": ChunkIndex.token_vectors,
+}
+#: Changes with what the merge compares and copies, so the asset shows as changed code.
+INDEX_MERGE_VERSION = "rows-by-hash-1"
+#: Rows copied per commit: a commit's memory follows this, not the partition's size.
+ROWS_PER_COMMIT = 5_000
+
+
+@dataclass
+class IndexMergeReport:
+    """What the merge copied and removed, per table, for asset metadata."""
+
+    model: str = ""
+    copied: dict[str, int] = field(default_factory=dict)
+    deleted: dict[str, int] = field(default_factory=dict)
+    rebuilt: list[str] = field(default_factory=list)
+    rows: int = 0
+    seconds: float = 0.0
+    index_steps: int = 0
+    indexes: list[IndexState] = field(default_factory=list)
+
+
+def run_index_merge(
+    store: DuckDBStore,
+    index: ChunkIndex,
+    partitions: Mapping[str, ChunkIndex],
+    layout: PartitionLayout,
+    on_progress: ProgressCallback | None = None,
+) -> IndexMergeReport:
+    """Makes each shared table hold the union of the partitions' rows for the documents the
+    feature store lists. Raises `PartitionsBehind`, changing nothing, while a partition's rows
+    were not built from the stage tables last merged."""
+    started = time.perf_counter()
+    behind = _not_indexed(store, layout)
+    if behind:
+        raise PartitionsBehind(
+            f"partitions {', '.join(behind)} have no search rows for their current chunks; "
+            "materialize their chunk_embeddings, then search_index again"
+        )
+    report = IndexMergeReport()
+    doc_ids = store.document_ids_for_index()
+    by_bucket: dict[int, set[str]] = {}
+    for doc_id in doc_ids:
+        by_bucket.setdefault(bucket_of(doc_id, layout.partitions), set()).add(doc_id)
+    steps = len(TABLES) * max(1, len(partitions))
+    done = 0
+    for name, table_of in TABLES.items():
+        shared = table_of(index)
+        sources = {key: table_of(p) for key, p in partitions.items() if table_of(p).exists()}
+        if not sources:
+            done += max(1, len(partitions))
+            continue
+        models = {source.embedding_model()[0] for source in sources.values()}
+        if len(models) > 1:
+            raise PartitionsBehind(
+                f"the partitions' {name} tables hold vectors of {len(models)} models "
+                f"({', '.join(sorted(models))}); materialize every partition's vectors again"
+            )
+        (model,) = models
+        if name == "chunks":
+            report.model = model
+        if shared.exists() and not shared.is_current(model):
+            # A new model or layout: replaced in one commit, so search never mixes two.
+            shared.replace_all(
+                pa.concat_tables([source.table().to_arrow() for source in sources.values()])
+            )
+            report.rebuilt.append(name)
+        else:
+            for key, source in sources.items():
+                wanted = by_bucket.get(layout.keys.index(key), set())
+                copied, deleted = _merge_table(shared, source, wanted)
+                report.copied[name] = report.copied.get(name, 0) + copied
+                report.deleted[name] = report.deleted.get(name, 0) + deleted
+                report.index_steps += shared.index_new_vectors()
+                done += 1
+                if on_progress is not None:
+                    on_progress(done, steps)
+        report.deleted[name] = report.deleted.get(name, 0) + shared.delete_documents_except(doc_ids)
+        if shared.exists():
+            shared.refresh_indexes()
+    report.rows = index.count()
+    if index.exists():
+        report.indexes = index.index_state()
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def _merge_table(shared: LanceTable, source: LanceTable, wanted: set[str]) -> tuple[int, int]:
+    """Copies the rows of `source` (one partition's table) for the documents in `wanted`
+    whose content the shared table does not hold, and deletes shared rows of those documents
+    that the partition no longer has. Returns (copied, deleted)."""
+    offered = {k: row for k, row in source.stored_keys().items() if row.doc_id in wanted}
+    held = shared.stored_keys(sorted(wanted)) if wanted else {}
+    changed = [
+        key
+        for key, row in offered.items()
+        if key not in held
+        or held[key].row_hash != row.row_hash
+        or held[key].embed_key != row.embed_key
+    ]
+    stale = [key for key in held if key not in offered]
+    if not changed:
+        shared.delete_keys(stale)
+        return 0, len(stale)
+    for start in range(0, len(changed), ROWS_PER_COMMIT):
+        rows = source.rows_with_keys(changed[start : start + ROWS_PER_COMMIT])
+        last = start + ROWS_PER_COMMIT >= len(changed)
+        shared.upsert(rows, stale if last else [])
+    return len(changed), len(stale)
