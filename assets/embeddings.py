@@ -109,7 +109,11 @@ def search_index(
     report = run_index_merge(
         feature_store.open(),
         index,
-        {key: feature_store.open_partition_index(key) for key in layout.keys},
+        {
+            key: feature_store.open_partition_index(key)
+            for key in layout.keys
+            if layout.index_path(key).exists()
+        },
         layout,
         on_progress=progress_logger(context, "merged"),
     )

@@ -163,6 +163,9 @@ class Enricher:
         """
         started = time.perf_counter()
         report = EnrichmentReport(mode=self.mode, model=self.model)
+        # The client's usage adds up over its life (batches, partitions): this call's share
+        # is the difference.
+        used_before = _usage_totals(self.client)
         jobs: list[tuple[str, str, str, Callable[[], BaseModel]]] = []  # key, kind, id, work
         for document in documents:
             for chunk in document.chunks:
@@ -219,10 +222,16 @@ class Enricher:
             row["doc_id"] = doc_of[row["chunk_id"]]
         report.chunks = len(chunk_rows)
         report.documents = len(document_rows)
-        if self.client:
-            usage = self.client.usage
-            report.llm_calls, report.tokens_in = usage.calls, usage.tokens_in
-            report.tokens_out, report.cost_usd = usage.tokens_out, usage.cost_usd
+        calls, tokens_in, tokens_out, cost = (
+            now - before
+            for now, before in zip(_usage_totals(self.client), used_before, strict=True)
+        )
+        report.llm_calls, report.tokens_in, report.tokens_out = (
+            int(calls),
+            int(tokens_in),
+            int(tokens_out),
+        )
+        report.cost_usd = cost
         report.seconds = time.perf_counter() - started
         return EnrichmentResult(chunk_rows, document_rows, report)
 
@@ -396,3 +405,11 @@ def _pagerank(weights: np.ndarray, damping: float = 0.85, iterations: int = 50) 
     for _ in range(iterations):
         ranks = (1 - damping) / size + damping * transition.T @ ranks
     return ranks
+
+
+def _usage_totals(client: LLMClient | None) -> tuple[float, float, float, float]:
+    """(calls, tokens in, tokens out, cost) a client has used so far; zeros without one."""
+    if client is None:
+        return (0, 0, 0, 0.0)
+    usage = client.usage
+    return (usage.calls, usage.tokens_in, usage.tokens_out, usage.cost_usd)
