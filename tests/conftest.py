@@ -21,6 +21,12 @@ DOCS_CORPUS = SHARED_CORPUS / "docs"
 #: A folder that outlives one pytest run, for the sample corpus's build: set by `make test`
 #: to a fresh folder per invocation, so nothing built by older code is ever read.
 SAMPLE_STORE_DIR_VARIABLE = "TEST_SAMPLE_STORE_DIR"
+#: Index partitions in every test build (and the CLI processes tests start): four spread the
+#: ten-document sample over several partitions, as sixteen spread a real corpus, while
+#: sixteen would leave most of them one document each and pay each run's per-partition
+#: overhead (a store to open, a parser pool) many times over. The tests that are about
+#: partitions set their own count.
+os.environ.setdefault("LOREHOUSE_INDEX_PARTITIONS", "4")
 
 
 def pytest_configure(config: pytest.Config) -> None:

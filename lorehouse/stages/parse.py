@@ -6,11 +6,13 @@ finished and the next one resumes from there.
 
 from __future__ import annotations
 
+import functools
 import heapq
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 import pyarrow as pa
 
@@ -88,9 +90,15 @@ SLOWEST_KEPT = 10
 PAGE_DOCUMENTS = 5000
 
 
-def parser_versions(options: ParseOptions) -> dict[str, str]:
-    """file type -> the parser version a document of that type would be parsed with now."""
-    return {file_type.value: parser_version_of(file_type, options) for file_type in FileType}
+@functools.cache
+def parser_versions(options: ParseOptions) -> Mapping[str, str]:
+    """file type -> the parser version a document of that type would be parsed with now.
+
+    Cached: a version hashes its parser's code, which does not change within a process, and
+    a run over many partitions asks once per partition."""
+    return MappingProxyType(
+        {file_type.value: parser_version_of(file_type, options) for file_type in FileType}
+    )
 
 
 def documents_to_parse(
