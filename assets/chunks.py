@@ -4,9 +4,9 @@ import statistics
 
 import dagster as dg
 
-from assets._metadata import PartitionProgress, markdown_table
+from assets._metadata import markdown_table
 from assets.documents import MERGED_PARTITIONS, parsed_documents, schema_check
-from assets.partitioning import INDEX_PARTITIONS, PARTITION_BACKFILL, checked_keys
+from assets.partitioning import INDEX_PARTITIONS, PARTITION_BACKFILL, partition_stores
 from lorehouse.schemas import chunks_schema
 from lorehouse.stages.chunk import ChunkReport, run_chunking
 from pipelines.resources import ChunkingResource, FeatureStoreResource
@@ -27,15 +27,10 @@ def chunks(
     """Section -> block -> sentence -> word chunks with heading paths, pages and two texts."""
     report = ChunkReport()
     rows = 0
-    layout = feature_store.layout()
-    keys = layout.with_documents(checked_keys(context, layout.keys))
-    progress = PartitionProgress(context, "chunked", layout.document_counts(keys))
     chunker = chunking.chunker()
-    for key in keys:
-        store = feature_store.open_partition(key)
-        report.absorb(run_chunking(store, chunker, on_progress=progress.partition(key)))
+    for _, store, progress in partition_stores(context, feature_store, "chunked"):
+        report.absorb(run_chunking(store, chunker, on_progress=progress))
         rows += store.row_count("chunks")
-    progress.finish()
     tokens = report.token_counts
     histogram = _token_histogram(tokens, chunking.chunk_max_tokens)
     return dg.MaterializeResult(

@@ -5,8 +5,8 @@ import pandas as pd
 import pandera.errors
 import pandera.pandas as pa
 
-from assets._metadata import PartitionProgress, markdown_table, progress_logger
-from assets.partitioning import INDEX_PARTITIONS, PARTITION_BACKFILL, checked_keys
+from assets._metadata import markdown_table, progress_logger
+from assets.partitioning import INDEX_PARTITIONS, PARTITION_BACKFILL, partition_stores
 from lorehouse.display import printable
 from lorehouse.schemas import (
     TABLE_CONTRACTS,
@@ -74,11 +74,8 @@ def parsed_documents(
     source = document_source.open()
     report = ParseReport()
     rows = removed = 0
-    keys = layout.with_documents(checked_keys(context, layout.keys))
-    progress = PartitionProgress(context, "parsed", layout.document_counts(keys))
     limits, options = parsing.limits(), parsing.options()
-    for key in keys:
-        store = feature_store.open_partition(key)
+    for key, store, progress in partition_stores(context, feature_store, "parsed"):
         inventory_slice = layout.inventory_slice(key)
         if not inventory_slice.exists():
             raise dg.Failure(f"partition {key} has no inventory slice; materialize raw_documents")
@@ -88,12 +85,11 @@ def parsed_documents(
                 source,
                 store,
                 limits,
-                on_progress=progress.partition(key),
+                on_progress=progress,
                 options=options,
             )
         )
         rows += store.row_count("documents_parsed")
-    progress.finish()
     for failure in report.failed:
         # A path is whatever its owner named the file: escape sequences in it are shown,
         # not obeyed, by the terminal that runs the materialization.

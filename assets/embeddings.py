@@ -3,9 +3,9 @@
 
 import dagster as dg
 
-from assets._metadata import PartitionProgress, markdown_table, progress_logger
+from assets._metadata import markdown_table, progress_logger
 from assets.features import document_features, enriched_chunks
-from assets.partitioning import INDEX_PARTITIONS, PARTITION_BACKFILL, checked_keys
+from assets.partitioning import INDEX_PARTITIONS, PARTITION_BACKFILL, partition_stores
 from lorehouse.stages.embed import EmbedReport, run_embedding
 from lorehouse.stages.features import run_document_features
 from lorehouse.stages.index_merge import run_index_merge
@@ -34,11 +34,7 @@ def chunk_embeddings(
     embedder, encoder = vector_index.embedder(), vector_index.token_encoder()
     report = EmbedReport(model=embedder.name, dimension=None)
     rows = 0
-    layout = feature_store.layout()
-    keys = layout.with_documents(checked_keys(context, layout.keys))
-    progress = PartitionProgress(context, "embedded", layout.document_counts(keys))
-    for key in keys:
-        store = feature_store.open_partition(key)
+    for key, store, progress in partition_stores(context, feature_store, "embedded"):
         run_document_features(store)  # the partition's document list: titles, summaries, ACLs
         index = feature_store.open_partition_index(key)
         done = run_embedding(
@@ -46,7 +42,7 @@ def chunk_embeddings(
             index,
             embedder,
             batch_size=vector_index.embed_batch_size,
-            on_progress=progress.partition(key),
+            on_progress=progress,
             token_encoder=encoder,
             batch_documents=vector_index.index_batch_documents,
         )
@@ -64,7 +60,6 @@ def chunk_embeddings(
         # This partition's rows now follow its stage tables (or keep their old vectors
         # where the provider failed): search_index may take them.
         record_indexed(store)
-    progress.finish()
     return dg.MaterializeResult(
         metadata={
             "dagster/row_count": rows,

@@ -2,10 +2,10 @@
 
 import dagster as dg
 
-from assets._metadata import PartitionProgress, markdown_table
+from assets._metadata import markdown_table
 from assets.chunks import chunks
 from assets.documents import MERGED_PARTITIONS, parsed_documents, raw_documents, schema_check
-from assets.partitioning import INDEX_PARTITIONS, PARTITION_BACKFILL, checked_keys
+from assets.partitioning import INDEX_PARTITIONS, PARTITION_BACKFILL, partition_stores
 from assets.policies import LLM_RETRY_POLICY
 from lorehouse.schemas import (
     CHUNK_FAQS_SCHEMA,
@@ -36,22 +36,17 @@ def enriched_chunks(
     """FAQs, keywords and table summaries per chunk and a summary per document (cached)."""
     reports = []
     rows = 0
-    layout = feature_store.layout()
-    keys = layout.with_documents(checked_keys(context, layout.keys))
-    progress = PartitionProgress(context, "enriched", layout.document_counts(keys))
     enricher = enrichment.enricher()
-    for key in keys:
-        store = feature_store.open_partition(key)
+    for _, store, progress in partition_stores(context, feature_store, "enriched"):
         reports.append(
             run_enrichment(
                 store,
                 enricher,
-                on_progress=progress.partition(key),
+                on_progress=progress,
                 batch_documents=enrichment.index_batch_documents,
             )
         )
         rows += store.row_count("enriched_chunks")
-    progress.finish()
     report = combined_reports(enricher, reports)
     for item_id, error in report.failures[:20]:
         context.log.warning(f"enrichment failed for {item_id}: {error}")

@@ -9,12 +9,16 @@ and a failed bucket is retried alone. The index job, the schedule, the sensor an
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 import dagster as dg
 
+from assets._metadata import PartitionProgress
 from lorehouse.settings import Settings
+from lorehouse.stages.progress import ProgressCallback
+from lorehouse.stores.duckdb_store import DuckDBStore
 from lorehouse.stores.partitions import partition_keys
+from pipelines.resources import FeatureStoreResource
 
 #: The bucket count the asset modules are declared with; the code location replaces it with
 #: the deployment's (`with_index_partitions`), read when the Definitions are built.
@@ -65,3 +69,16 @@ def checked_keys(context: dg.AssetExecutionContext, layout_keys: Sequence[str]) 
             "LOREHOUSE_INDEX_PARTITIONS sets; materialize the current partitions"
         )
     return keys
+
+
+def partition_stores(
+    context: dg.AssetExecutionContext, feature_store: FeatureStoreResource, what: str
+) -> Iterator[tuple[str, DuckDBStore, ProgressCallback]]:
+    """(key, its store, its progress callback) for each partition of the run that has work,
+    one at a time, under one progress display that ends when the last is done."""
+    layout = feature_store.layout()
+    keys = layout.with_documents(checked_keys(context, layout.keys))
+    progress = PartitionProgress(context, what, layout.document_counts(keys))
+    for key in keys:
+        yield key, feature_store.open_partition(key), progress.partition(key)
+    progress.finish()
