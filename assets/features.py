@@ -79,9 +79,10 @@ def enriched_chunks(
     name=MERGED_PARTITIONS,
     group_name="features",
     kinds={"duckdb"},
-    # It copies the three stages' tables for the documents the inventory lists, so it
-    # follows whichever of them a run selects.
-    deps=[raw_documents, parsed_documents, chunks, enriched_chunks],
+    # It copies the stages' tables for the documents the inventory lists, so it follows
+    # whichever of them a run selects; after chunk_embeddings too, which writes each
+    # partition's file (its document list) while a merge would read it.
+    deps=[raw_documents, parsed_documents, chunks, enriched_chunks, "chunk_embeddings"],
 )
 def merged_partitions(
     context: dg.AssetExecutionContext, feature_store: FeatureStoreResource

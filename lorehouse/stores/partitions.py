@@ -20,9 +20,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 import duckdb
 
@@ -40,6 +42,7 @@ STAGE_TABLE_DIGESTS = {
     "document_enrichment": "(doc_id, summary, generated_title, model, status, input_fingerprint)",
 }
 STAGE_TABLES = tuple(STAGE_TABLE_DIGESTS)
+T = TypeVar("T")
 #: Changes whenever what a merge copies does, so the merge asset shows as changed code.
 MERGE_VERSION = hashlib.sha256(repr(sorted(STAGE_TABLE_DIGESTS.items())).encode()).hexdigest()[:12]
 
@@ -189,7 +192,7 @@ def merge_partitions(shared: DuckDBStore, layout: PartitionLayout) -> MergeRepor
                 if bucket in inventory:
                     report.behind.append(key)
                 continue
-            connection.execute(f"ATTACH '{_quoted(path)}' AS part (READ_ONLY)")
+            _attach(connection, path, shared.lock_timeout_seconds)
             try:
                 adopted = connection.execute(_raw_digest_query("part.documents_raw", n)).fetchall()
                 if {int(b): f"{count}:{f}" for b, count, f in adopted} != (
@@ -245,8 +248,10 @@ def partitions_not_indexed(shared: DuckDBStore, layout: PartitionLayout) -> list
     for key in layout.keys:
         if key not in merged:
             continue
-        with duckdb.connect(str(layout.store_path(key)), read_only=True) as connection:
-            connection.execute("SELECT 1")  # the file exists: merged partitions have one
+        path = str(layout.store_path(key))
+        with _waiting_for_lock(
+            lambda path=path: duckdb.connect(path, read_only=True), shared.lock_timeout_seconds
+        ) as connection:
             found = (
                 connection.execute(
                     "SELECT digest FROM partition_state WHERE name = 'indexed'"
@@ -304,6 +309,29 @@ def _copy_bucket(
     except duckdb.Error:
         connection.execute("ROLLBACK")
         raise
+
+
+def _attach(connection: duckdb.DuckDBPyConnection, path: Path, timeout_seconds: float) -> None:
+    """Attaches a partition's file read-only as `part`."""
+    _waiting_for_lock(
+        lambda: connection.execute(f"ATTACH '{_quoted(path)}' AS part (READ_ONLY)"),
+        timeout_seconds,
+    )
+
+
+def _waiting_for_lock(action: Callable[[], T], timeout_seconds: float) -> T:
+    """`action()`, tried again while another process (a run of that partition) holds the
+    file's write lock, as `DuckDBStore` waits for its own file."""
+    deadline = time.monotonic() + timeout_seconds
+    delay = 0.05
+    while True:
+        try:
+            return action()
+        except duckdb.IOException as error:
+            if "lock" not in str(error).lower() or time.monotonic() >= deadline:
+                raise
+            time.sleep(delay)
+            delay = min(delay * 2, 1.0)
 
 
 def _quoted(path: Path) -> str:

@@ -25,10 +25,10 @@ def test_feature_stages_follow_parsing_in_order() -> None:
     chain = ["parsed_documents", "chunks", "enriched_chunks"]
     for parent, child in itertools.pairwise(chain):
         assert graph.get(dg.AssetKey(child)).parent_keys == {dg.AssetKey(parent)}
-    # The merge reads the inventory and all three partitioned stages; the feature tables
-    # read the merge.
+    # The merge reads the inventory and the partitioned stages' files, after the last of
+    # them is done with those files; the feature tables read the merge.
     assert graph.get(dg.AssetKey("merged_partitions")).parent_keys == {
-        dg.AssetKey(name) for name in ["raw_documents", *chain]
+        dg.AssetKey(name) for name in ["raw_documents", *chain, "chunk_embeddings"]
     }
     assert graph.get(dg.AssetKey("document_features")).parent_keys == {
         dg.AssetKey("merged_partitions")

@@ -45,6 +45,9 @@ def _settings(server: ProviderServer) -> dict[str, object]:
         "embed_api_base": server.base_url,
         # 16 rows per LanceDB commit, so the corpus change below takes several commits
         "embed_batch_size": 2,
+        # Sixteen partitions, as deployed: the changed documents fall in several of them, so
+        # the first commits land before the held embedding call.
+        "index_partitions": 16,
     }
 
 
