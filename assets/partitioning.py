@@ -77,8 +77,10 @@ def partition_stores(
     """(key, its store, its progress callback) for each partition of the run that has work,
     one at a time, under one progress display that ends when the last is done."""
     layout = feature_store.layout()
-    keys = layout.with_documents(checked_keys(context, layout.keys))
-    progress = PartitionProgress(context, what, layout.document_counts(keys))
+    counts = layout.document_counts(checked_keys(context, layout.keys))
+    # A partition with no documents that never had a store has nothing to do or to remove.
+    keys = [key for key, n in counts.items() if n or layout.store_path(key).exists()]
+    progress = PartitionProgress(context, what, {key: counts[key] for key in keys})
     for key in keys:
         yield key, feature_store.open_partition(key), progress.partition(key)
     progress.finish()

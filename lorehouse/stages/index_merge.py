@@ -20,8 +20,13 @@ import pyarrow as pa
 from lorehouse.stages.progress import ProgressCallback
 from lorehouse.stores.duckdb_store import DuckDBStore
 from lorehouse.stores.lance_index import ChunkIndex, IndexState, LanceTable
-from lorehouse.stores.partitions import PartitionLayout, PartitionsBehind, bucket_of
-from lorehouse.stores.partitions import partitions_not_indexed as _not_indexed
+from lorehouse.stores.partitions import (
+    PartitionLayout,
+    PartitionsBehind,
+    bucket_of,
+    bucket_of_key,
+    partitions_not_indexed,
+)
 
 #: The tables of an index, by name: each partition's and the shared one's.
 TABLES: dict[str, Callable[[ChunkIndex], LanceTable]] = {
@@ -61,7 +66,7 @@ def run_index_merge(
     feature store lists. Raises `PartitionsBehind`, changing nothing, while a partition's rows
     were not built from the stage tables last merged."""
     started = time.perf_counter()
-    behind = _not_indexed(store, layout)
+    behind = partitions_not_indexed(store, layout)
     if behind:
         raise PartitionsBehind(
             f"partitions {', '.join(behind)} have no search rows for their current chunks; "
@@ -97,7 +102,7 @@ def run_index_merge(
             report.rebuilt.append(name)
         else:
             for key, source in sources.items():
-                wanted = by_bucket.get(layout.keys.index(key), set())
+                wanted = by_bucket.get(bucket_of_key(key), set())
                 copied, deleted = _merge_table(shared, source, wanted)
                 report.copied[name] = report.copied.get(name, 0) + copied
                 report.deleted[name] = report.deleted.get(name, 0) + deleted

@@ -67,12 +67,13 @@ def bucket_of_key(key: str) -> int:
     return int(key.removeprefix("p"))
 
 
-#: The digest of a bucket's inventory rows: what changed there since the last slice.
-def _raw_digest_query(relation: str, partitions: int, where: str = "") -> str:
+def _raw_digest_query(relation: str, partitions: int) -> str:
+    """Per bucket, the count and summed row hashes of `relation`'s inventory rows: what
+    changed in a bucket since its last slice, or whether a partition adopted the current one."""
     columns = ", ".join(f"r.{c}" for c in RAW_COLUMNS.split(", "))
     return (
         f"SELECT {bucket_sql('r.doc_id', partitions)} AS bucket, count(*) AS n, "
-        f"sum(hash(({columns}))::HUGEINT) AS f FROM {relation} r {where} GROUP BY 1"
+        f"sum(hash(({columns}))::HUGEINT) AS f FROM {relation} r GROUP BY 1"
     )
 
 
@@ -100,12 +101,6 @@ class PartitionLayout:
         """Documents in each partition's slice, as the inventory last published them."""
         digests = _read_json(self.slice_digests_path).get("digests", {})
         return {key: int(str(digests.get(key, "0:")).split(":", 1)[0]) for key in keys}
-
-    def with_documents(self, keys: Sequence[str]) -> list[str]:
-        """The partitions of `keys` with work: documents in their slice, or a store that may
-        hold documents to remove. An empty bucket that never had one costs nothing."""
-        counts = self.document_counts(keys)
-        return [key for key in keys if counts[key] or self.store_path(key).exists()]
 
     @property
     def slice_digests_path(self) -> Path:
