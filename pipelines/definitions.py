@@ -13,9 +13,15 @@ from assets.policies import index_freshness
 from lorehouse.settings import Settings, get_settings
 from lorehouse.wiring import Lorehouse
 from pipelines.asset_attributes import code_versions, column_schemas, with_attributes
-from pipelines.jobs import index_job, nightly_reindex_schedule
+from pipelines.jobs import (
+    index_job,
+    inventory_job,
+    merge_job,
+    nightly_reindex_schedule,
+    partitions_job,
+)
 from pipelines.resources import build_resources
-from pipelines.sensors import source_change_sensor
+from pipelines.sensors import changed_partitions_sensor, source_change_sensor
 
 ASSET_MODULES = [documents, chunks, features, embeddings, evals]
 #: The evals are not held to the nightly freshness window; every indexing stage is.
@@ -46,10 +52,11 @@ def _ingest_definitions(settings: Settings) -> dg.Definitions:
 
 
 def _automation_definitions(settings: Settings) -> dg.Definitions:
+    partitions, merge = partitions_job(), merge_job()
     return dg.Definitions(
-        jobs=[index_job(settings.index_partitions)],
+        jobs=[index_job(settings.index_partitions), inventory_job(), partitions, merge],
         schedules=[nightly_reindex_schedule(settings)],
-        sensors=[source_change_sensor(settings)],
+        sensors=[source_change_sensor(settings), changed_partitions_sensor(partitions, merge)],
     )
 
 

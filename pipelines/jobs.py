@@ -1,4 +1,13 @@
-"""Jobs and schedules: the full index build, and its nightly run."""
+"""Jobs and schedules: the full index build, its steps as separate runs, and the nightly run.
+
+Two ways to build the index, over the same assets:
+- `index_job` runs every stage of every partition in one run: what `lorehouse materialize`
+  and `make demo` launch, simplest on one machine.
+- `inventory_job`, then one `partitions_job` run per changed partition, then `merge_job`:
+  what the nightly schedule and the change sensor launch (`changed_partitions_sensor` chains
+  them). Only the partitions whose documents changed run, each as its own run, so the run
+  queue spreads them over processes or pods and a failed one is retried alone.
+"""
 
 from __future__ import annotations
 
@@ -7,20 +16,31 @@ import dagster as dg
 from assets.partitioning import all_partitions_tags
 from lorehouse.settings import Settings
 
-#: Runs carrying this tag write the stores; pipelines/dagster.yaml lets one run at a time.
+#: What a run writes: "index" (the shared stores; pipelines/dagster.yaml lets one such run
+#: at a time) or "partition" (one partition's own files; several run side by side).
 INDEX_WRITER_TAG = "lorehouse/writes"
-#: What started a run: "cli" or "source_change" (the sensor); the schedule adds Dagster's own.
+#: What started a run: "cli", "schedule", "source_change" or "changed_partitions".
 TRIGGER_TAG = "lorehouse/trigger"
 INDEX_JOB = "index_job"
+INVENTORY_JOB = "inventory_job"
+PARTITIONS_JOB = "partitions_job"
+MERGE_JOB = "merge_job"
+#: The inventory, unpartitioned: it lists the source and hands each partition its slice.
+INVENTORY_ASSET = dg.AssetKey("raw_documents")
+#: The per-document stages, partitioned by bucket, in the order they run.
+PARTITIONED_ASSETS = tuple(
+    dg.AssetKey(name)
+    for name in ("parsed_documents", "chunks", "enriched_chunks", "chunk_embeddings")
+)
+#: The last partitioned stage: a partition is done when this asset's partition is.
+LAST_PARTITIONED_ASSET = PARTITIONED_ASSETS[-1]
 
 
 def index_job(partitions: int) -> dg.UnresolvedAssetJobDefinition:
     """Every stage over every partition, in one run.
 
-    The partitions run one after another within it, each in its own store file; spreading
-    them over processes or pods is a backfill of the partitioned assets from the UI (one run
-    per partition, `PARTITION_BACKFILL`), followed by this job, which then finds every
-    partition current and merges.
+    The partitions run one after another within it, each in its own store file. A partition
+    whose documents did not change costs a hash comparison.
     """
     return dg.define_asset_job(
         name=INDEX_JOB,
@@ -32,11 +52,48 @@ def index_job(partitions: int) -> dg.UnresolvedAssetJobDefinition:
     )
 
 
+def inventory_job() -> dg.UnresolvedAssetJobDefinition:
+    """The inventory alone: its materialization names the partitions that changed."""
+    return dg.define_asset_job(
+        name=INVENTORY_JOB,
+        selection=dg.AssetSelection.assets(INVENTORY_ASSET),
+        description="Lists the source and publishes each changed partition's inventory "
+        "slice; changed_partitions_sensor then runs those partitions and the merge.",
+        tags={INDEX_WRITER_TAG: "index"},
+    )
+
+
+def partitions_job() -> dg.UnresolvedAssetJobDefinition:
+    """The per-document stages of one partition (a run per partition key)."""
+    return dg.define_asset_job(
+        name=PARTITIONS_JOB,
+        selection=dg.AssetSelection.assets(*PARTITIONED_ASSETS),
+        description="Parses, chunks, enriches and embeds one partition's new and changed "
+        "documents, in that partition's own files.",
+        tags={INDEX_WRITER_TAG: "partition"},
+    )
+
+
+def merge_job() -> dg.UnresolvedAssetJobDefinition:
+    """Everything downstream of the partitions: the shared stores search reads, the feature
+    tables and the evals."""
+    return dg.define_asset_job(
+        name=MERGE_JOB,
+        selection=dg.AssetSelection.all()
+        - dg.AssetSelection.assets(INVENTORY_ASSET, *PARTITIONED_ASSETS),
+        description="Merges the partitions that changed into the shared DuckDB and LanceDB "
+        "stores, then rebuilds what reads them.",
+        tags={INDEX_WRITER_TAG: "index"},
+    )
+
+
 def nightly_reindex_schedule(settings: Settings) -> dg.ScheduleDefinition:
-    """index_job on the deployment's cron (LOREHOUSE_REINDEX_CRON), running by default."""
+    """inventory_job on the deployment's cron (LOREHOUSE_REINDEX_CRON), running by default;
+    changed_partitions_sensor carries on from it."""
     return dg.ScheduleDefinition(
         name="nightly_reindex_schedule",
-        job_name=INDEX_JOB,
+        job_name=INVENTORY_JOB,
         cron_schedule=settings.reindex_cron,
         default_status=dg.DefaultScheduleStatus.RUNNING,
+        tags={TRIGGER_TAG: "schedule"},
     )

@@ -1,12 +1,25 @@
-"""The source change sensor: a reindex run whenever files are added, changed or removed."""
+"""The sensors: the source change sensor starts an inventory run whenever files are added,
+changed or removed; the changed-partitions sensor carries each inventory run on to its
+partitions' runs and the merge."""
 
 from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
 
 import dagster as dg
 
 from lorehouse.settings import Settings
 from lorehouse.sources.manifest import Manifest, take_manifest
-from pipelines.jobs import INDEX_JOB, TRIGGER_TAG
+from pipelines.jobs import (
+    INVENTORY_ASSET,
+    INVENTORY_JOB,
+    LAST_PARTITIONED_ASSET,
+    MERGE_JOB,
+    PARTITIONED_ASSETS,
+    PARTITIONS_JOB,
+    TRIGGER_TAG,
+)
 from pipelines.resources import DocumentSourceResource
 
 
@@ -15,11 +28,11 @@ def source_change_sensor(settings: Settings) -> dg.SensorDefinition:
     turned on in the UI (listing a large bucket has a cost)."""
     return dg.sensor(
         name="source_change_sensor",
-        job_name=INDEX_JOB,
+        job_name=INVENTORY_JOB,
         minimum_interval_seconds=settings.source_poll_seconds,
         default_status=dg.DefaultSensorStatus.STOPPED,
-        description="Lists the source; requests index_job when a file is added, changed or "
-        "removed.",
+        description="Lists the source; requests inventory_job when a file is added, changed "
+        "or removed.",
     )(evaluate_source_change)
 
 
@@ -56,3 +69,134 @@ def evaluate_source_change(
         ],
         cursor=cursor,
     )
+
+
+#: The tag under which Dagster records the code version a materialization was built with.
+CODE_VERSION_TAG = "dagster/code_version"
+#: How often the chain of inventory, partition runs and merge is looked at.
+CHAIN_INTERVAL_SECONDS = 30
+#: Inventory materializations read per tick; older ones wait for the next tick.
+_INVENTORIES_PER_TICK = 20
+
+
+@dataclass
+class ChainCursor:
+    """Where changed_partitions_sensor stands: the last inventory materialization it handled,
+    and the partitions it launched runs for that the merge still waits on."""
+
+    seen: int | None = None
+    #: The inventory materialization the pending partitions were launched after.
+    since: int | None = None
+    pending: list[str] = field(default_factory=list)
+
+    @classmethod
+    def decode(cls, cursor: str | None) -> ChainCursor:
+        return cls(**json.loads(cursor)) if cursor else cls()
+
+    def encode(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+
+def changed_partitions_sensor(
+    partitions: dg.UnresolvedAssetJobDefinition, merge: dg.UnresolvedAssetJobDefinition
+) -> dg.SensorDefinition:
+    """After each inventory_job run, one partitions_job run per partition that changed, then
+    merge_job once every one of them is materialized; running by default, since it only
+    reads Dagster's own event log."""
+    return dg.sensor(
+        name="changed_partitions_sensor",
+        jobs=[partitions, merge],
+        minimum_interval_seconds=CHAIN_INTERVAL_SECONDS,
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        description="After inventory_job, runs each changed partition as its own "
+        "partitions_job run, then merge_job when all of them are done.",
+    )(evaluate_changed_partitions)
+
+
+def evaluate_changed_partitions(
+    context: dg.SensorEvaluationContext,
+) -> dg.SensorResult | dg.SkipReason:
+    """The partitions to run are those the inventory named (their documents changed) and
+    those whose last materialization was built by other code (a new parser or model). The
+    merge waits until each has materialized its last stage after that inventory, whether by
+    the runs launched here, a retry from the UI or a full index_job run."""
+    instance = context.instance
+    cursor = ChainCursor.decode(context.cursor)
+    requests: list[dg.RunRequest] = []
+    found = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=INVENTORY_ASSET, after_storage_id=cursor.seen),
+        limit=_INVENTORIES_PER_TICK,
+        ascending=True,
+    ).records
+    for record in found:
+        cursor.seen = record.storage_id
+        run = instance.get_run_by_id(record.run_id)
+        if run is None or run.job_name != INVENTORY_JOB:
+            continue  # a full index run covers every partition and merges itself
+        materialization = record.asset_materialization
+        named = materialization.metadata.get("changed_partitions") if materialization else None
+        keys = sorted({*(named.value if named else []), *_built_by_other_code(context)})
+        # Launched again even when pending: a run already done read the older slice.
+        requests += [
+            dg.RunRequest(
+                run_key=f"inventory-{record.storage_id}-{key}",
+                job_name=PARTITIONS_JOB,
+                partition_key=key,
+                tags={TRIGGER_TAG: "changed_partitions"},
+            )
+            for key in keys
+        ]
+        if keys:
+            cursor.pending = sorted({*cursor.pending, *keys})
+            cursor.since = record.storage_id
+    if requests:
+        context.log.info(f"running partitions {', '.join(r.partition_key or '' for r in requests)}")
+        return dg.SensorResult(run_requests=requests, cursor=cursor.encode())
+    if not cursor.pending:
+        context.update_cursor(cursor.encode())
+        return dg.SkipReason(
+            "the last inventory run changed no partition"
+            if found
+            else "no inventory run since the last merge"
+        )
+    done = instance.get_materialized_partitions(LAST_PARTITIONED_ASSET, after_cursor=cursor.since)
+    waiting = [key for key in cursor.pending if key not in done]
+    if waiting:
+        context.update_cursor(cursor.encode())
+        return dg.SkipReason(
+            f"merge waits for partitions {', '.join(waiting)}: queued, running or failed "
+            "(retry a failed one from its partition page)"
+        )
+    merge = dg.RunRequest(
+        run_key=f"merge-{cursor.since}",
+        job_name=MERGE_JOB,
+        tags={TRIGGER_TAG: "changed_partitions"},
+    )
+    context.log.info(f"merging partitions {', '.join(cursor.pending)}")
+    cursor.pending, cursor.since = [], None
+    return dg.SensorResult(run_requests=[merge], cursor=cursor.encode())
+
+
+def _built_by_other_code(context: dg.SensorEvaluationContext) -> set[str]:
+    """Partitions never materialized, or last materialized by a stage whose code version is
+    not the deployment's: they rebuild even though no document changed."""
+    repository = context.repository_def
+    if repository is None:
+        return set()
+    stale: set[str] = set()
+    for key in PARTITIONED_ASSETS:
+        definition = repository.assets_defs_by_key[key]
+        current = definition.code_versions_by_key.get(key)
+        partitions = definition.partitions_def
+        if partitions is None:
+            continue
+        for partition in partitions.get_partition_keys():
+            (latest, *_) = context.instance.fetch_materializations(
+                dg.AssetRecordsFilter(asset_key=key, asset_partitions=[partition]), limit=1
+            ).records or [None]
+            built = latest.asset_materialization if latest else None
+            if built is None or (
+                current is not None and built.tags.get(CODE_VERSION_TAG) != current
+            ):
+                stale.add(partition)
+    return stale

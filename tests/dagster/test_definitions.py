@@ -63,17 +63,20 @@ def test_each_stage_has_its_data_contract_check() -> None:
     } <= check_names
 
 
-def test_nightly_schedule_runs_the_index_job() -> None:
+def test_nightly_schedule_starts_the_inventory_and_the_chain_carries_it_on() -> None:
     schedule = defs.resolve_schedule_def("nightly_reindex_schedule")
     assert schedule.cron_schedule == "0 2 * * *"
-    assert schedule.job_name == "index_job"
-    job = defs.resolve_job_def("index_job")
-    assert job is not None
+    assert schedule.job_name == "inventory_job"
+    chain = defs.resolve_sensor_def("changed_partitions_sensor")
+    assert chain.default_status == dg.DefaultSensorStatus.RUNNING
+    assert {target.job_name for target in chain.targets} == {"partitions_job", "merge_job"}
+    assert defs.resolve_job_def("merge_job") is not None
 
 
 def test_index_runs_are_limited_to_one_at_a_time(tmp_path: Path) -> None:
-    """The schedule, the sensor and manual runs share index_job's tag, which the shipped
-    instance settings limit to one run in progress; the rest wait in the run queue."""
+    """Runs that write the shared stores (index_job, the inventory and the merge) share a
+    tag, which the shipped instance settings limit to one run in progress; the rest wait in
+    the run queue. Partition runs write their own files and run side by side."""
     shutil.copy(REPO_ROOT / "pipelines" / "dagster.yaml", tmp_path / "dagster.yaml")
     instance = dg.DagsterInstance.from_config(str(tmp_path))
     try:
@@ -82,10 +85,13 @@ def test_index_runs_are_limited_to_one_at_a_time(tmp_path: Path) -> None:
     finally:
         instance.dispose()
     assert {"key": INDEX_WRITER_TAG, "value": "index", "limit": 1} in limits
-    assert defs.resolve_job_def("index_job").tags[INDEX_WRITER_TAG] == "index"
+    for writer in ("index_job", "inventory_job", "merge_job"):
+        assert defs.resolve_job_def(writer).tags[INDEX_WRITER_TAG] == "index"
+    assert defs.resolve_job_def("partitions_job").tags[INDEX_WRITER_TAG] == "partition"
+    assert {"key": INDEX_WRITER_TAG, "value": "partition", "limit": 2} in limits
     sensor = defs.resolve_sensor_def("source_change_sensor")
     schedule = defs.resolve_schedule_def("nightly_reindex_schedule")
-    assert sensor.job_name == schedule.job_name == "index_job"
+    assert sensor.job_name == schedule.job_name == "inventory_job"
 
 
 def _code_versions(settings: Settings) -> dict[str, str | None]:

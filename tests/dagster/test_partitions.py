@@ -18,6 +18,7 @@ from assets.partitioning import with_index_partitions
 from lorehouse.inventory import document_id
 from lorehouse.settings import BUNDLED_SAMPLE_CORPUS, Settings
 from lorehouse.stores.partitions import bucket_of, partition_keys
+from pipelines.definitions import build_definitions
 from pipelines.resources import build_resources
 from tests.conftest import materialize_everything
 from tests.dagster.conftest import metadata_of
@@ -194,3 +195,78 @@ def test_an_edit_and_a_deletion_rerun_only_their_partitions_and_the_merge_waits_
     assert _searchable(data_dir)["chunks"] == searchable["chunks"]
     assert materialize_everything(source, data_dir, with_evals=False, index_partitions=4).success
     assert document_id(added) in {row[1] for row in _searchable(data_dir)["chunks"]}
+
+
+def _chain_tick(defs: dg.Definitions, instance: dg.DagsterInstance, cursor: str | None) -> Any:
+    """One evaluation of changed_partitions_sensor as the daemon runs it, which also checks
+    that every requested job is one of the sensor's targets."""
+    with dg.build_sensor_context(
+        instance=instance, cursor=cursor, repository_def=defs.get_repository_def()
+    ) as context:
+        tick = defs.resolve_sensor_def("changed_partitions_sensor").evaluate_tick(context)
+        return tick, tick.cursor or cursor
+
+
+def _requests(tick: Any) -> list[tuple[str | None, str | None]]:
+    assert tick.run_requests, tick.skip_message
+    return [(request.job_name, request.partition_key) for request in tick.run_requests]
+
+
+def _skipped(tick: Any) -> str:
+    assert not tick.run_requests, tick.run_requests
+    return tick.skip_message or ""
+
+
+@pytest.mark.slow
+def test_the_sensor_chain_runs_only_the_changed_partition_then_merges(tmp_path: Path) -> None:
+    source = Path(shutil.copytree(BUNDLED_SAMPLE_CORPUS, tmp_path / "corpus"))
+    data_dir = tmp_path / "data"
+    defs = build_definitions(_config(source, data_dir, 4))
+    without_evals = [
+        key for key in defs.resolve_asset_graph().get_all_asset_keys() if "eval" not in key.path[0]
+    ]
+    with dg.instance_for_test() as instance:
+
+        def run(name: str, **kwargs: Any) -> None:
+            job = defs.resolve_job_def(name)
+            selected = [key for key in without_evals if key in job.asset_layer.selected_asset_keys]
+            assert job.execute_in_process(
+                instance=instance, asset_selection=selected, **kwargs
+            ).success
+
+        run("index_job")
+        # A full run merged itself: the inventory that follows finds nothing to run.
+        run("inventory_job")
+        nothing, cursor = _chain_tick(defs, instance, None)
+        assert "changed no partition" in _skipped(nothing)
+
+        edited = "engineering/oncall-runbook.md"
+        (source / edited).write_text((source / edited).read_text() + "\n\nPage the backup.\n")
+        run("inventory_job")
+        launched, cursor = _chain_tick(defs, instance, cursor)
+        key = _bucket_key(edited, 4)
+        assert _requests(launched) == [("partitions_job", key)]
+
+        waiting, cursor = _chain_tick(defs, instance, cursor)
+        assert f"merge waits for partitions {key}" in _skipped(waiting)
+        before = _searchable(data_dir)["chunks"]
+        run("partitions_job", partition_key=key)
+        # The partition's run wrote only its own files: search still reads the old text.
+        assert _searchable(data_dir)["chunks"] == before
+
+        merge, cursor = _chain_tick(defs, instance, cursor)
+        assert _requests(merge) == [("merge_job", None)]
+        run("merge_job")
+        texts = [row[2] for row in _searchable(data_dir)["chunks"] if row[1] == document_id(edited)]
+        assert any("Page the backup." in text for text in texts)
+        done, cursor = _chain_tick(defs, instance, cursor)
+        assert "no inventory run since the last merge" in _skipped(done)
+
+        # A deployment whose chunker changed: no document changed, yet every partition was
+        # built by other code, so every one reruns.
+        rechunked = build_definitions(
+            _config(source, data_dir, 4).model_copy(update={"chunk_max_tokens": 128})
+        )
+        run("inventory_job")
+        every, _ = _chain_tick(rechunked, instance, cursor)
+        assert _requests(every) == [("partitions_job", key) for key in partition_keys(4)]

@@ -32,7 +32,7 @@ def _tick(
 def _requested(result: object) -> dict[str, str]:
     assert isinstance(result, dg.SensorResult), result
     (request,) = result.run_requests
-    assert request.job_name in (None, "index_job")
+    assert request.job_name in (None, "inventory_job")
     return {k.removeprefix("lorehouse/"): v for k, v in request.tags.items()}
 
 
@@ -130,6 +130,6 @@ def test_the_sensor_follows_an_s3_prefix(s3_endpoint: str) -> None:
 
 def test_the_code_location_has_the_sensor_and_the_nightly_schedule() -> None:
     sensor = defs.resolve_sensor_def("source_change_sensor")
-    assert sensor.job_name == "index_job"
+    assert sensor.job_name == "inventory_job"
     schedule = defs.resolve_schedule_def("nightly_reindex_schedule")
     assert schedule.cron_schedule == Settings().reindex_cron
