@@ -17,7 +17,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from lorehouse.agents.query_optimizer import Turn
-from lorehouse.retrieval import ChunkView, SearchFilters, SearchMode
+from lorehouse.retrieval import ChunkSince, ChunkView, SearchFilters, SearchMode
 
 FileTypeName = Literal["pdf", "docx", "pptx", "xlsx", "html", "md", "txt"]
 
@@ -151,6 +151,17 @@ class ChunkPreview(BaseModel):
     chunk: ChunkView
     before: list[ChunkView]
     after: list[ChunkView]
+    index_version: int | None = Field(
+        default=None,
+        description="The chunks table version read, when the request pinned one "
+        "(a citation's `?version=`).",
+    )
+    changed_since: ChunkSince | None = Field(
+        default=None,
+        description="For a pinned version: whether the chunk is `unchanged` in today's "
+        "index, `changed` (its document was reindexed with other text here) or `removed` "
+        "(its document left the index).",
+    )
 
 
 class DocumentView(BaseModel):

@@ -221,7 +221,9 @@ def _source_link(citation: Citation, chat_url: str) -> str:
         else ""
     )
     where = _escape(f"{citation.rel_path}{' › ' + section if section else ''}{page}")
-    return f"<{chat_url}#chunk={citation.chunk_id}|{title}> {where}"
+    # Pinned to the index version the answer was read from; Slack takes & in a link escaped.
+    pinned = f"&amp;version={citation.index_version}" if citation.index_version else ""
+    return f"<{chat_url}#chunk={citation.chunk_id}{pinned}|{title}> {where}"
 
 
 def _escape(text: str) -> str:

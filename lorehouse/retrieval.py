@@ -13,6 +13,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Literal
 
 import numpy as np
 from pydantic import BaseModel, Field
@@ -44,6 +45,9 @@ from lorehouse.stores.lance_index import (
     TableSnapshot,
     sql_in,
     sql_string,
+)
+from lorehouse.stores.lance_index import (
+    VersionGone as VersionGone,  # raised by chunk_preview: the API catches it from here
 )
 
 log = logging.getLogger(__name__)
@@ -144,7 +148,13 @@ class SearchHit(ChunkView):
     file_type: str
     score: float = Field(description="The score of the stage that decided the order.")
     scores: dict[str, float] = Field(description="vector (cosine), bm25, rrf, maxsim, rerank.")
-    citation: str = Field(description="Path of the chunk's preview in the API.")
+    citation: str = Field(
+        description="Path of the chunk's preview in the API, pinned to the index version the "
+        "hit was read from, so it opens the same passage after a reindex."
+    )
+    index_version: int | None = Field(
+        default=None, description="The version of the chunks table the hit was read from."
+    )
     passage_chunk_ids: list[str] = Field(
         default_factory=list,
         description=(
@@ -161,6 +171,10 @@ class SearchHit(ChunkView):
             "sentence took the ranked chunk's heading: BENCHMARKS.md, 'Passages')."
         ),
     )
+
+
+#: What became of a cited chunk since the version it was cited from.
+ChunkSince = Literal["unchanged", "changed", "removed"]
 
 
 class SearchResult(BaseModel):
@@ -333,7 +347,9 @@ class Retriever:
                         "page_start": min(pages, default=None),
                         "page_end": max(ends, default=None),
                         "passage_chunk_ids": [row["chunk_id"] for row in shown],
-                        "passage_parts": [hit_from_row(row) for row in shown],
+                        "passage_parts": [
+                            hit_from_row(row, version=chunks.version) for row in shown
+                        ],
                     }
                 )
             )
@@ -444,7 +460,7 @@ class Retriever:
             timings["rerank"] = 1000 * (time.perf_counter() - started)
         decisive = _decisive_stage(mode, rerank, warnings)
         hits = [
-            _hit(rank, candidate, decisive)
+            _hit(rank, candidate, decisive, chunks.version)
             for rank, candidate in enumerate(ordered[:top_k], start=1)
         ]
         return SearchResult(
@@ -552,26 +568,55 @@ class Retriever:
         return [Candidate(row={"chunk_id": key}, scores=scores[key]) for key in order]
 
     def chunk_preview(
-        self, chunk_id: str, caller_groups: Sequence[str], window: int = 1
+        self,
+        chunk_id: str,
+        caller_groups: Sequence[str],
+        window: int = 1,
+        version: int | None = None,
     ) -> tuple[dict, list[dict]] | None:
-        """A chunk and its neighbours in document order; None when absent or not visible.
+        """A chunk and its neighbours in document order, as the chunks table was at
+        `version` (default: now); None when absent or not visible.
 
         Absent and restricted look the same on purpose: the answer must not reveal that a
-        chunk the caller may not see exists.
+        chunk the caller may not see exists. Raises VersionGone for a version not kept.
         """
         access = access_clause(caller_groups)
-        found = self.index.rows(f"chunk_id = {sql_string(chunk_id)} AND {access}", HIT_COLUMNS, 1)
+
+        def rows(where: str, limit: int) -> list[dict]:
+            if version is None:
+                return self.index.rows(where, HIT_COLUMNS, limit)
+            return self.index.rows_at(version, where, HIT_COLUMNS, limit)
+
+        found = rows(f"chunk_id = {sql_string(chunk_id)} AND {access}", 1)
         if not found:
             return None
         chunk = found[0]
         low, high = chunk["position"] - window, chunk["position"] + window
-        around = self.index.rows(
+        around = rows(
             f"doc_id = {sql_string(chunk['doc_id'])} AND position BETWEEN {low} AND {high} "
             f"AND {access}",
-            HIT_COLUMNS,
             2 * window + 1,
         )
         return chunk, sorted(around, key=lambda row: row["position"])
+
+    def changed_since(self, chunk: dict, caller_groups: Sequence[str]) -> ChunkSince | None:
+        """What became of a chunk read from an older version, for this caller: None when the
+        caller may no longer read its document, which then serves nothing of the old one.
+
+        A chunk's id is a digest of its document, position and text, so the same id now
+        holds the same text.
+        """
+        access = access_clause(caller_groups)
+        if self.index.rows(
+            f"chunk_id = {sql_string(chunk['chunk_id'])} AND {access}", ["chunk_id"], 1
+        ):
+            return "unchanged"
+        document = f"doc_id = {sql_string(chunk['doc_id'])}"
+        if self.index.rows(f"{document} AND {access}", ["chunk_id"], 1):
+            return "changed"
+        if self.index.rows(document, ["chunk_id"], 1):
+            return None
+        return "removed"
 
 
 @dataclass(frozen=True)
@@ -601,15 +646,21 @@ def _decisive_stage(mode: SearchMode, rerank: str, warnings: list[str]) -> str:
     return {SearchMode.VECTOR: "vector", SearchMode.BM25: "bm25"}.get(mode, "rrf")
 
 
-def _hit(rank: int, candidate: Candidate, decisive: str) -> SearchHit:
-    return hit_from_row(candidate.row, rank, candidate.scores, decisive)
+def _hit(rank: int, candidate: Candidate, decisive: str, version: int) -> SearchHit:
+    return hit_from_row(candidate.row, rank, candidate.scores, decisive, version)
 
 
 def hit_from_row(
-    row: dict, rank: int = 0, scores: dict[str, float] | None = None, decisive: str = ""
+    row: dict,
+    rank: int = 0,
+    scores: dict[str, float] | None = None,
+    decisive: str = "",
+    version: int | None = None,
 ) -> SearchHit:
-    """A stored chunk row as a hit (scores empty for rows not ranked, e.g. neighbours)."""
+    """A stored chunk row as a hit (scores empty for rows not ranked, e.g. neighbours),
+    read from `version` of the chunks table."""
     scores = scores or {}
+    citation = f"/v1/chunks/{row['chunk_id']}"
     return SearchHit(
         rank=rank,
         chunk_id=row["chunk_id"],
@@ -628,5 +679,6 @@ def hit_from_row(
         text_chat=row["text_chat"],
         score=round(scores.get(decisive, 0.0), 6),
         scores={k: round(v, 6) for k, v in scores.items()},
-        citation=f"/v1/chunks/{row['chunk_id']}",
+        citation=citation if version is None else f"{citation}?version={version}",
+        index_version=version,
     )

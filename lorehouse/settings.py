@@ -340,6 +340,15 @@ class Settings(BaseSettings):
             "over the vectors held in memory, and faster than the index."
         ),
     )
+    citation_retention_hours: float = Field(
+        default=168,
+        ge=1,
+        description=(
+            "How long a version of the chunks table outlives the next, so a citation made "
+            "from it still opens the passage it cited (marked when the chunk changed since). "
+            "Each kept version holds the data files later writes replaced."
+        ),
+    )
     search_sieve_min_rows: int = Field(
         default=DEFAULT_SIEVE_MIN_ROWS,
         ge=0,

@@ -11,6 +11,7 @@ loads the embedding model, and one that serves requests builds the retriever onc
 
 from __future__ import annotations
 
+from datetime import timedelta
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -107,6 +108,7 @@ class Lorehouse:
             self.settings.ann_index_min_rows,
             lance_storage_options(uri, self.settings.s3_endpoint_url, self.settings.s3_region),
             sieve_min_rows=self.settings.search_sieve_min_rows,
+            keep_versions=timedelta(hours=self.settings.citation_retention_hours),
         )
 
     def chunk_index(self) -> ChunkIndex:

@@ -19,7 +19,7 @@ from api.models import ChunkPreview, ErrorResponse
 from api.openapi import NOT_READY, UNAUTHORIZED
 from lorehouse.errors import SourceError
 from lorehouse.page_images import RenderFailed, render_page
-from lorehouse.retrieval import ChunkView
+from lorehouse.retrieval import ChunkSince, ChunkView, VersionGone
 
 log = logging.getLogger("lorehouse.api")
 router = APIRouter(prefix="/v1")
@@ -42,6 +42,28 @@ def _visible_chunk(
     if found is None:
         raise HTTPException(status_code=404, detail=f"no chunk {chunk_id!r}")
     return found
+
+
+def _pinned_chunk(
+    service: ServiceDep, caller: CallerDep, chunk_id: str, window: int, version: int
+) -> tuple[dict, list[dict], ChunkSince]:
+    """The chunk and its neighbours as they were at `version`, and what became of it.
+
+    The caller must be able to read it both then and now: a document whose access list
+    narrowed since serves its old text to nobody who lost access (404, as for any chunk the
+    caller may not see). A version no longer kept is 410, one never written 404.
+    """
+    try:
+        found = service.retriever.chunk_preview(chunk_id, caller.groups, window, version)
+    except VersionGone as error:
+        raise HTTPException(
+            status_code=410 if version < error.latest else 404,
+            detail=f"{error}; /v1/chunks/{chunk_id} shows the chunk if it is still indexed",
+        ) from error
+    since = None if found is None else service.retriever.changed_since(found[0], caller.groups)
+    if found is None or since is None:
+        raise HTTPException(status_code=404, detail=f"no chunk {chunk_id!r}")
+    return found[0], found[1], since
 
 
 def _original(service: ServiceDep, row: dict) -> bytes:
@@ -84,14 +106,29 @@ def chunk(
     caller: CallerDep,
     chunk_id: ChunkId,
     window: Annotated[int, Query(ge=0, le=5, description="Neighbours on each side")] = 1,
+    version: Annotated[
+        int | None,
+        Query(
+            ge=1,
+            description="The index version a citation was made from: the chunk as it was "
+            "then, and whether it changed since. Kept LOREHOUSE_CITATION_RETENTION_HOURS.",
+        ),
+    ] = None,
 ) -> ChunkPreview:
-    """A cited chunk with its neighbours; 404 when it does not exist or is not visible."""
-    chunk_row, around = _visible_chunk(service, caller, chunk_id, window)
+    """A cited chunk with its neighbours; 404 when it does not exist or is not visible,
+    410 when the pinned version is no longer kept."""
+    since: ChunkSince | None = None
+    if version is None:
+        chunk_row, around = _visible_chunk(service, caller, chunk_id, window)
+    else:
+        chunk_row, around, since = _pinned_chunk(service, caller, chunk_id, window, version)
     views = [ChunkView.model_validate(row) for row in around]
     return ChunkPreview(
         chunk=ChunkView.model_validate(chunk_row),
         before=[v for v in views if v.position < chunk_row["position"]],
         after=[v for v in views if v.position > chunk_row["position"]],
+        index_version=version,
+        changed_since=since,
     )
 
 

@@ -278,6 +278,11 @@ function pages(citation) {
 
 // -- the source panel ---------------------------------------------------------------------
 
+const SINCE_NOTES = {
+  changed: "This passage has changed since the answer was given; shown as it was cited.",
+  removed: "This document has since left the index; the passage is shown as it was cited.",
+};
+
 async function openSource(citation) {
   // Everything shown comes from the preview: a link from Slack carries only the chunk id.
   document.body.classList.add("with-source");
@@ -288,16 +293,29 @@ async function openSource(citation) {
   $("source-page").hidden = true;
   $("source-file").hidden = true;
   const chunkPath = `/v1/chunks/${encodeURIComponent(citation.chunk_id)}`;
+  // The index version the answer was read from: the passage as it was cited, even after a
+  // reindex changed it.
+  const pinned = citation.index_version ? `&version=${citation.index_version}` : "";
   let chunk;
+  let since;
   try {
-    const preview = await (await api(`${chunkPath}?window=1`)).json();
+    const preview = await (await api(`${chunkPath}?window=1${pinned}`)).json();
     chunk = preview.chunk;
+    since = preview.changed_since;
     $("source-text").replaceChildren(
+      ...(SINCE_NOTES[since] ? [element("p", { class: "notice", "data-testid": "changed-since",
+        text: SINCE_NOTES[since] })] : []),
       ...preview.before.map((c) => element("p", { class: "neighbour", text: c.text_chat })),
       element("mark", { "data-testid": "cited-chunk", text: chunk.text_chat }),
       ...preview.after.map((c) => element("p", { class: "neighbour", text: c.text_chat })));
   } catch (error) {
     $("source-text").replaceChildren(element("p", { class: "error", text: error.message }));
+    return;
+  }
+  if (since === "changed" || since === "removed") {
+    // The page and the file are today's, which no longer hold this passage.
+    $("source-title").textContent = chunk.title || chunk.rel_path;
+    $("source-where").textContent = `${chunk.rel_path}${pages(chunk)} ${section(chunk)}`;
     return;
   }
   $("source-title").textContent = chunk.title || chunk.rel_path;
@@ -345,9 +363,9 @@ async function openOriginal(path, relPath) {
 }
 
 function openLinkedSource() {
-  // A link to a citation (from a Slack answer): /chat#chunk=<id>.
-  const linked = /^#chunk=([\w:.-]+)$/.exec(window.location.hash);
-  if (linked) openSource({ chunk_id: linked[1] });
+  // A link to a citation (from a Slack answer): /chat#chunk=<id>, or #chunk=<id>&version=<n>.
+  const linked = /^#chunk=([\w:.-]+)(?:&version=(\d+))?$/.exec(window.location.hash);
+  if (linked) openSource({ chunk_id: linked[1], index_version: Number(linked[2]) || null });
 }
 
 function closeSource() {

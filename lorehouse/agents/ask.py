@@ -79,7 +79,13 @@ class Citation(BaseModel):
     page_end: int | None
     source_uri: str
     rel_path: str
-    citation: str = Field(description="Path of the chunk's preview in the API.")
+    citation: str = Field(
+        description="Path of the chunk's preview in the API, pinned to the index version the "
+        "answer was read from."
+    )
+    index_version: int | None = Field(
+        default=None, description="The version of the chunks table the answer was read from."
+    )
 
 
 class ExcerptSentence(BaseModel):
@@ -98,7 +104,9 @@ class Excerpt(BaseModel):
     page_start: int | None
     page_end: int | None
     sentences: list[ExcerptSentence]
-    citation: str = Field(description="Path of the chunk's preview in the API.")
+    citation: str = Field(
+        description="Path of the chunk's preview in the API, pinned to its index version."
+    )
 
 
 class AskResponse(BaseModel):
@@ -417,12 +425,12 @@ class AskPipeline:
         extended = list(context)
         for hit in context:
             found = self.retriever.chunk_preview(
-                hit.chunk_id, caller_groups, self.options.neighbours
+                hit.chunk_id, caller_groups, self.options.neighbours, hit.index_version
             )
             for row in found[1] if found else []:
                 if row["chunk_id"] not in seen:
                     seen.add(row["chunk_id"])
-                    extended.append(hit_from_row(row))
+                    extended.append(hit_from_row(row, version=hit.index_version))
         return post_process(extended, len(extended))
 
     # -- step 5 ---------------------------------------------------------------------------------

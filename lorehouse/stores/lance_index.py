@@ -49,7 +49,8 @@ TABLE_LAYOUT = "3"
 
 # Long `IN (...)` lists are split so a large deletion stays a handful of modest statements.
 _IDS_PER_STATEMENT = 2000
-# Old table versions are kept this long so a reader that opened one mid-write can finish.
+# Old table versions are kept this long so a reader that opened one mid-write can finish;
+# the chunks table keeps its versions longer, for citations (`LanceTable.keep_versions`).
 _KEEP_VERSIONS = timedelta(hours=1)
 # Data a compaction fills a fragment with, and Lance's own target in rows. Filled to rows
 # alone, a table of wide rows never completes a fragment (the token vectors' 60 KB rows would
@@ -539,8 +540,11 @@ class LanceTable:
         db: lancedb.DBConnection | None = None,
         sieve_min_rows: int = DEFAULT_SIEVE_MIN_ROWS,
         search_indexes: bool = True,
+        keep_versions: timedelta = _KEEP_VERSIONS,
     ) -> None:
         self.uri = uri
+        #: How long a version outlives the next one: what `rows_at` can still read.
+        self.keep_versions = keep_versions
         #: Whether the table gets its scalar and vector indexes: not for a partition's own
         #: tables, which are only read whole, by the merge into the shared ones.
         self.search_indexes = search_indexes
@@ -735,7 +739,7 @@ class LanceTable:
         """
         table = self.table()
         if not self.search_indexes:
-            _optimize(table)
+            _optimize(table, self.keep_versions)
             return []
         present = {tuple(index.columns) for index in table.list_indices()}
         for column, kind in self.scalar_indexes:
@@ -747,7 +751,7 @@ class LanceTable:
             table.create_index(
                 metric="cosine", vector_column_name="vector", index_type="IVF_HNSW_SQ"
             )
-        _optimize(table)
+        _optimize(table, self.keep_versions)
         return self.index_state()
 
     def index_new_vectors(self) -> bool:
@@ -828,11 +832,26 @@ class LanceTable:
         """Rows matching a predicate (a chunk by id, a document's neighbours)."""
         return self.table().search().where(where).select(list(columns)).limit(limit).to_list()
 
+    def rows_at(self, version: int, where: str, columns: Sequence[str], limit: int) -> list[dict]:
+        """`rows` as the table was at `version`: what a citation made then points at.
 
-def _optimize(table: lancedb.table.Table) -> None:
+        Raises VersionGone when the version was cleaned up (older than `keep_versions` once
+        a newer one exists) or was never written.
+        """
+        if version == self.latest_version():
+            return self.rows(where, columns, limit)
+        pinned = self._db.open_table(self.name)
+        try:
+            pinned.checkout(version)
+        except ValueError as error:
+            raise VersionGone(version, self.latest_version()) from error
+        return pinned.search().where(where).select(list(columns)).limit(limit).to_list()
+
+
+def _optimize(table: lancedb.table.Table, keep_versions: timedelta) -> None:
     """What LanceDB's `optimize` does, in bounded steps: new rows folded into the indexes,
     small fragments compacted into fragments of about _COMPACTED_FRAGMENT_BYTES, and versions
-    older than _KEEP_VERSIONS removed.
+    older than `keep_versions` removed.
 
     Through Lance itself, because LanceDB's `optimize` takes no compaction target: it fills
     fragments to a million rows, so a table of wide rows was rewritten whole by every later
@@ -850,7 +869,7 @@ def _optimize(table: lancedb.table.Table) -> None:
     dataset.optimize.compact_files(
         target_rows_per_fragment=_fragment_rows(dataset), compaction_mode="try_binary_copy"
     )
-    dataset.cleanup_old_versions(older_than=_KEEP_VERSIONS)
+    dataset.cleanup_old_versions(older_than=keep_versions)
     table.checkout_latest()
 
 
@@ -867,6 +886,19 @@ def _fragment_rows(dataset: lance.LanceDataset) -> int:
     if widest <= 0:
         return _LANCE_FRAGMENT_ROWS
     return max(1, min(_LANCE_FRAGMENT_ROWS, int(_COMPACTED_FRAGMENT_BYTES / widest)))
+
+
+class VersionGone(LookupError):
+    """A table version that is no longer kept, or was never written."""
+
+    def __init__(self, version: int, latest: int) -> None:
+        super().__init__(
+            f"index version {version} is "
+            + ("not written yet" if version > latest else "no longer kept")
+            + f"; the index is at version {latest}"
+        )
+        self.version = version
+        self.latest = latest
 
 
 class TableSnapshot:

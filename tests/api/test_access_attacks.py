@@ -605,18 +605,23 @@ def test_restricted_chunk_ids_are_indistinguishable_from_absent_ones(
     public, insider = _as(keys, "public"), _as(keys, "security")
     every = material.public_chunks | set(material.restricted_chunks)
     insider_neighbours: set[str] = set()
+    # Citations carry the index version they were read from; every version kept is tried.
+    latest = _search(client, public, query="parental leave", top_k=1)[0]["index_version"]
+    pinned = [f"version={version}" for version in range(1, latest + 1)]
 
     for chunk_id in sorted(material.restricted_chunks):
         absent = _absent_like(chunk_id, every)
-        for window in range(6):
-            hidden = client.get(f"/v1/chunks/{chunk_id}?window={window}", headers=public)
-            missing = client.get(f"/v1/chunks/{absent}?window={window}", headers=public)
-            assert hidden.status_code == missing.status_code == 404, (chunk_id, window)
+        for query in [f"window={window}" for window in range(6)] + pinned:
+            hidden = client.get(f"/v1/chunks/{chunk_id}?{query}", headers=public)
+            missing = client.get(f"/v1/chunks/{absent}?{query}", headers=public)
+            assert hidden.status_code == missing.status_code == 404, (chunk_id, query)
             assert hidden.text.replace(chunk_id, "ID") == missing.text.replace(absent, "ID")
             assert dict(hidden.headers) == dict(missing.headers)
         # Control: the chunk is there, with restricted neighbours, for a member of the group.
         shown = client.get(f"/v1/chunks/{chunk_id}?window=5", headers=insider)
         assert shown.status_code == 200 and shown.json()["chunk"]["chunk_id"] == chunk_id
+        cited = client.get(f"/v1/chunks/{chunk_id}?version={latest}", headers=insider)
+        assert cited.status_code == 200 and cited.json()["changed_since"] == "unchanged"
         insider_neighbours |= {
             c["chunk_id"] for c in shown.json()["before"] + shown.json()["after"]
         }

@@ -152,6 +152,7 @@ def test_a_mention_is_answered_in_its_thread_with_linked_citations(
     assert post["channel"] == "CGENERAL" and post["thread_ts"] == body["event"]["ts"]
     assert "20 weeks" in post["text"] and "[1]" in post["text"]
     assert f"<{CHAT_URL}/chat#chunk=" in post["text"]
+    assert "&amp;version=" in post["text"]  # the link opens the passage as it was cited
     assert "hr/parental-leave-faq.md" in post["text"]
 
 

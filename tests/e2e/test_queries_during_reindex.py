@@ -32,6 +32,7 @@ QUESTION = "How many weeks of parental leave do primary caregivers get?"
 FAQ = "hr/parental-leave-faq.md"
 REMOVED = "engineering/oncall-runbook.md"
 ADDED = "it/remote-work.md"
+KEPT = "it/acceptable-use-policy.html"
 
 
 @dataclass
@@ -94,7 +95,7 @@ def test_queries_succeed_and_stay_consistent_while_a_reindex_changes_documents(
     tmp_path: Path,
 ) -> None:
     source, data_dir = tmp_path / "source", tmp_path / "data"
-    for rel_path in (FAQ, REMOVED, "it/acceptable-use-policy.html"):
+    for rel_path in (FAQ, REMOVED, KEPT):
         (source / rel_path).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(BUNDLED_SAMPLE_CORPUS / rel_path, source / rel_path)
     data_dir.mkdir()
@@ -115,6 +116,7 @@ def test_queries_succeed_and_stay_consistent_while_a_reindex_changes_documents(
     stop = threading.Event()
     try:
         load.wait_until_healthy(server, timeout_seconds=120)
+        cited = _citations_before(server.base_url)
         clients = [
             threading.Thread(target=_query_until, args=(server.base_url, stop, seen))
             for _ in range(2)
@@ -133,6 +135,8 @@ def test_queries_succeed_and_stay_consistent_while_a_reindex_changes_documents(
             after_search = client.post("/v1/search", json={"query": QUESTION, "top_k": 20}).json()
             after_ask = client.post("/v1/ask", json={"question": QUESTION}).json()
             listed = client.get("/v1/documents").json()["documents"]
+            pinned = {rel_path: client.get(path) for rel_path, path in cited.items()}
+            unpinned = client.get(cited[FAQ].split("?")[0])
     finally:
         stop.set()
         load.stop_process_group(server.process)
@@ -147,4 +151,30 @@ def test_queries_succeed_and_stay_consistent_while_a_reindex_changes_documents(
     # Served the whole time, and the answer moved from the old text to the new.
     assert "20 weeks" in seen.answers[0] and "26 weeks" in after_ask["answer"]
     assert {h["chunk_id"] for h in after_search["hits"]} <= new_ids
-    assert {d["rel_path"] for d in listed} == {FAQ, ADDED, "it/acceptable-use-policy.html"}
+    assert {d["rel_path"] for d in listed} == {FAQ, ADDED, KEPT}
+
+    # Citations made before the reindex still open the passage they cited, and say what
+    # became of it; without their version, the edited chunk is gone.
+    assert all(response.status_code == 200 for response in pinned.values()), pinned
+    previews = {rel_path: response.json() for rel_path, response in pinned.items()}
+    assert previews[FAQ]["changed_since"] == "changed"
+    assert "20 weeks" in previews[FAQ]["chunk"]["text_chat"]
+    assert previews[REMOVED]["changed_since"] == "removed"
+    assert previews[KEPT]["changed_since"] == "unchanged"
+    assert unpinned.status_code == 404
+
+
+def _citations_before(base_url: str) -> dict[str, str]:
+    """A pinned citation path per document: the answer's for the edited FAQ, a search hit's
+    for the others."""
+    with httpx.Client(base_url=base_url, timeout=60) as client:
+        answer = client.post("/v1/ask", json={"question": QUESTION}).json()
+        found = client.post(
+            "/v1/search", json={"query": "on-call runbook acceptable use", "top_k": 20}
+        ).json()["hits"]
+    (faq,) = [c for c in answer["citations"] if c["rel_path"] == FAQ][:1]
+    cited = {FAQ: faq["citation"]}
+    for rel_path in (REMOVED, KEPT):
+        cited[rel_path] = next(hit["citation"] for hit in found if hit["rel_path"] == rel_path)
+    assert all("?version=" in path for path in cited.values()), cited
+    return cited

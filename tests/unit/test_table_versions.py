@@ -5,22 +5,41 @@ from __future__ import annotations
 
 import os
 import time
+from datetime import timedelta
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pytest
 
-from lorehouse.retrieval import access_clause
-from lorehouse.stores.lance_index import ChunkIndex, VersionsFolderWatch, chunk_schema
+from lorehouse.embedding.minilm import default_embedder
+from lorehouse.retrieval import Retriever, access_clause
+from lorehouse.stores.lance_index import (
+    ChunkIndex,
+    VersionGone,
+    VersionsFolderWatch,
+    chunk_schema,
+)
 
 DIMENSION = 8
 AN_HOUR = 3600
 
 
-def _rows(ids: list[str], seed: int) -> pa.Table:
+def _rows(
+    ids: list[str],
+    seed: int,
+    doc_ids: list[str] | None = None,
+    acls: list[list[str]] | None = None,
+) -> pa.Table:
     schema = chunk_schema(DIMENSION, "test-8")
     vectors = np.random.default_rng(seed).standard_normal((len(ids), DIMENSION))
-    columns = {"chunk_id": ids, "doc_id": ids, "acl": [[] for _ in ids], "text_embed": ids}
+    columns = {
+        "chunk_id": ids,
+        "doc_id": doc_ids or ids,
+        "acl": acls or [[] for _ in ids],
+        "text_embed": ids,
+        "position": list(range(len(ids))),
+    }
     columns |= {"embed_key": ids, "row_hash": ids}
     arrays = [
         pa.FixedSizeListArray.from_arrays(
@@ -86,3 +105,50 @@ def test_a_missing_table_is_missing_and_then_found_once_written(tmp_path: Path) 
 
     assert reader.exists()
     assert _visible_ids(reader) == {"a"}
+
+
+def test_an_older_version_reads_as_it_was_until_its_retention_ends(tmp_path: Path) -> None:
+    """A citation names the version it was read from: that version answers with its own
+    rows after later writes, and once the table's retention has cleaned it up, says so."""
+    lancedb = str(tmp_path / "lancedb")
+    kept = ChunkIndex(lancedb, keep_versions=timedelta(days=7))
+    kept.upsert(_rows(["a", "b"], seed=1), [])
+    cited = kept.latest_version()
+    kept.upsert(_rows(["c"], seed=2), ["a"])
+    kept.refresh_indexes()  # compacts and cleans versions older than the retention
+
+    def ids_at(index: ChunkIndex, version: int) -> set[str]:
+        return {row["chunk_id"] for row in index.rows_at(version, "true", ["chunk_id"], 10)}
+
+    assert ids_at(kept, cited) == {"a", "b"}
+    assert ids_at(kept, kept.latest_version()) == {"b", "c"}
+    with pytest.raises(VersionGone, match="not written yet"):
+        kept.rows_at(kept.latest_version() + 5, "true", ["chunk_id"], 10)
+
+    brief = ChunkIndex(lancedb, keep_versions=timedelta(0))
+    brief.upsert(_rows(["d"], seed=3), [])
+    brief.refresh_indexes()
+    with pytest.raises(VersionGone, match="no longer kept"):
+        brief.rows_at(cited, "true", ["chunk_id"], 10)
+
+
+def test_a_cited_chunk_says_what_became_of_it_and_hides_when_access_narrowed(
+    tmp_path: Path,
+) -> None:
+    index = ChunkIndex(str(tmp_path / "lancedb"))
+    index.upsert(_rows(["a", "b", "c", "d"], seed=1), [])
+    cited = index.latest_version()
+    # b's document was edited (a new chunk id), c's removed, d's narrowed to a group.
+    index.upsert(
+        _rows(["b2", "d"], seed=2, doc_ids=["b", "d"], acls=[[], ["security"]]), ["b", "c"]
+    )
+    retriever = Retriever(index, default_embedder())
+
+    def since(chunk_id: str, groups: list[str]) -> str | None:
+        found = retriever.chunk_preview(chunk_id, groups, 0, cited)
+        assert found is not None, chunk_id
+        return retriever.changed_since(found[0], groups)
+
+    assert [since(chunk_id, []) for chunk_id in "abc"] == ["unchanged", "changed", "removed"]
+    assert since("d", []) is None  # served to nobody who lost access
+    assert since("d", ["security"]) == "unchanged"
