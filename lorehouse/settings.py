@@ -649,7 +649,9 @@ class Settings(BaseSettings):
     source_poll_seconds: int = Field(
         default=60,
         ge=5,
-        description="How often the change sensor lists the source for added/changed/removed files.",
+        description="How often the sensors look for work: the change sensor lists the source "
+        "for added, changed or removed files, and the partitions sensor carries an inventory "
+        "run on to its partitions' runs and the merge.",
     )
 
     @field_validator("source_uri")

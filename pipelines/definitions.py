@@ -56,7 +56,10 @@ def _automation_definitions(settings: Settings) -> dg.Definitions:
     return dg.Definitions(
         jobs=[index_job(settings.index_partitions), inventory_job(), partitions, merge],
         schedules=[nightly_reindex_schedule(settings)],
-        sensors=[source_change_sensor(settings), changed_partitions_sensor(partitions, merge)],
+        sensors=[
+            source_change_sensor(settings),
+            changed_partitions_sensor(settings, partitions, merge),
+        ],
     )
 
 

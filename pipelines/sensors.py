@@ -73,8 +73,6 @@ def evaluate_source_change(
 
 #: The tag under which Dagster records the code version a materialization was built with.
 CODE_VERSION_TAG = "dagster/code_version"
-#: How often the chain of inventory, partition runs and merge is looked at.
-CHAIN_INTERVAL_SECONDS = 30
 #: Inventory materializations read per tick; older ones wait for the next tick.
 _INVENTORIES_PER_TICK = 20
 
@@ -98,7 +96,9 @@ class ChainCursor:
 
 
 def changed_partitions_sensor(
-    partitions: dg.UnresolvedAssetJobDefinition, merge: dg.UnresolvedAssetJobDefinition
+    settings: Settings,
+    partitions: dg.UnresolvedAssetJobDefinition,
+    merge: dg.UnresolvedAssetJobDefinition,
 ) -> dg.SensorDefinition:
     """After each inventory_job run, one partitions_job run per partition that changed, then
     merge_job once every one of them is materialized; running by default, since it only
@@ -106,7 +106,7 @@ def changed_partitions_sensor(
     return dg.sensor(
         name="changed_partitions_sensor",
         jobs=[partitions, merge],
-        minimum_interval_seconds=CHAIN_INTERVAL_SECONDS,
+        minimum_interval_seconds=settings.source_poll_seconds,
         default_status=dg.DefaultSensorStatus.RUNNING,
         description="After inventory_job, runs each changed partition as its own "
         "partitions_job run, then merge_job when all of them are done.",

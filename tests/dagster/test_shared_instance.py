@@ -1,7 +1,9 @@
 """The cluster configuration on one machine: a Dagster instance whose runs, events and
 schedules live in PostgreSQL, steps in their own processes (the multiprocess executor),
 documents and the LanceDB index on S3 (a real S3-compatible server on 127.0.0.1), and the
-DuckDB feature store on the index worker's volume."""
+DuckDB feature store on the index worker's volume. Then the Dagster daemon, with the shipped
+run queue, runs a backfill of every partition started from Dagster's CLI, and carries an
+inventory run after an edit on to that document's partition alone and the merge."""
 
 from __future__ import annotations
 
@@ -10,7 +12,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,12 +23,14 @@ import psycopg2
 import pytest
 import yaml
 
+from lorehouse.inventory import document_id
 from lorehouse.settings import REPO_ROOT
 from lorehouse.stores.lance_index import ChunkIndex
+from lorehouse.stores.partitions import bucket_of, partition_keys
 from lorehouse.wiring import lance_storage_options
 from tests.dagster.conftest import _free_port, s3_bucket
 
-# Two builds with a process per step: ~2 minutes alone, more beside the other tests.
+# A build with a process per step, then runs launched by the daemon: ~2.5 minutes alone.
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 BIN = Path(sys.executable).parent
@@ -135,7 +140,7 @@ def _latest(instance: dg.DagsterInstance, asset: str) -> dict[str, object]:
     return {k: v.value for k, v in event.asset_materialization.metadata.items()}
 
 
-def test_postgres_instance_multiprocess_steps_and_s3_stores_build_and_reindex_one_document(
+def test_postgres_instance_s3_stores_daemon_backfill_and_one_edited_partition(
     postgres: Postgres,
     s3_endpoint: str,
     sample_corpus: Path,
@@ -186,14 +191,52 @@ def test_postgres_instance_multiprocess_steps_and_s3_stores_build_and_reindex_on
     assert listed["KeyCount"] > 0
     assert not (tmp_path / "worker-volume" / "lancedb").exists()
 
-    text = (sample_corpus / EDITED).read_text()
-    edited = text + "\n\n## Adoption\n\nAdoptive parents get the same 20 weeks from placement.\n"
-    client.put_object(Bucket="docs", Key=f"corpus/{EDITED}", Body=edited.encode())
-    second = _index_run(env)
-    assert second.returncode == 0, (second.stdout + second.stderr)[-4000:]
+    # The daemon: it takes queued runs off the run queue (QueuedRunCoordinator, the shipped
+    # tag limits) and launches each in a process of its own, and it evaluates the sensors.
+    daemon_env = {**env, "LOREHOUSE_DAGSTER_EXECUTOR": "in_process"}
+    daemon_env["LOREHOUSE_SOURCE_POLL_SECONDS"] = "5"
+    daemon_log = tmp_path / "daemon.log"
+    with daemon_log.open("wb") as out:
+        daemon = subprocess.Popen(
+            [str(BIN / "dagster-daemon"), "run", "-m", "pipelines.definitions"],
+            cwd=REPO_ROOT,
+            env=daemon_env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        # A backfill of every partition through Dagster's CLI: one queued run per partition.
+        backfill = _dagster(
+            ["job", "backfill", "-j", "partitions_job", "--all", "all", "--noprompt"], daemon_env
+        )
+        assert backfill.returncode == 0, (backfill.stdout + backfill.stderr)[-4000:]
+        runs = _runs_when(home, lambda runs: _succeeded(runs, "partitions_job") == 4, daemon_log)
+        keys = sorted(
+            run.tags["dagster/partition"] for run in runs if "dagster/backfill" in run.tags
+        )
+        assert keys == ["p00", "p01", "p02", "p03"]
 
+        text = (sample_corpus / EDITED).read_text()
+        edited = (
+            text + "\n\n## Adoption\n\nAdoptive parents get the same 20 weeks from placement.\n"
+        )
+        client.put_object(Bucket="docs", Key=f"corpus/{EDITED}", Body=edited.encode())
+        # What the nightly schedule launches; changed_partitions_sensor carries it on.
+        launched = _dagster(["job", "launch", "-j", "inventory_job"], daemon_env)
+        assert launched.returncode == 0, (launched.stdout + launched.stderr)[-4000:]
+        runs = _runs_when(home, lambda runs: _succeeded(runs, "merge_job") == 1, daemon_log)
+    finally:
+        daemon.terminate()
+        daemon.wait(timeout=60)
+
+    chained = [run for run in runs if run.tags.get("lorehouse/trigger") == "changed_partitions"]
+    # Only the edited document's partition ran again, then the merge.
+    assert sorted((run.job_name, run.tags.get("dagster/partition")) for run in chained) == [
+        ("merge_job", None),
+        ("partitions_job", _partition_of(EDITED)),
+    ]
     with dg.DagsterInstance.from_config(str(home)) as instance:
-        assert len(instance.get_runs()) == 2
         rerun = _latest(instance, "chunk_embeddings")
     index = ChunkIndex(
         "s3://index/lancedb",
@@ -205,3 +248,43 @@ def test_postgres_instance_multiprocess_steps_and_s3_stores_build_and_reindex_on
     # Only chunks of the edited document are embedded and written again; no other row moves.
     assert 0 < rerun["embedded"] <= rerun["rows_written"] <= len(edited_chunks)
     assert any("Adoptive parents" in row["text_chat"] for row in edited_chunks)
+
+
+def _dagster(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """Dagster's own CLI against the instance, as an operator would run it."""
+    return subprocess.run(
+        [str(BIN / "dagster"), *args, "-m", "pipelines.definitions"],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def _succeeded(runs: list[dg.DagsterRun], job: str) -> int:
+    return sum(run.job_name == job and run.status == dg.DagsterRunStatus.SUCCESS for run in runs)
+
+
+def _runs_when(
+    home: Path, done: Callable[[list[dg.DagsterRun]], bool], daemon_log: Path
+) -> list[dg.DagsterRun]:
+    """The instance's runs once `done` holds; fails on a failed run or after 5 minutes."""
+    deadline = time.monotonic() + 300
+    while True:
+        with dg.DagsterInstance.from_config(str(home)) as instance:
+            runs = list(instance.get_runs())
+        failed = [run.job_name for run in runs if run.status == dg.DagsterRunStatus.FAILURE]
+        assert not failed, (failed, daemon_log.read_text()[-4000:])
+        if done(runs):
+            return runs
+        assert time.monotonic() < deadline, (
+            [(run.job_name, run.status.value) for run in runs],
+            daemon_log.read_text()[-4000:],
+        )
+        time.sleep(2)
+
+
+def _partition_of(rel_path: str) -> str:
+    return partition_keys(4)[bucket_of(document_id(rel_path), 4)]
