@@ -65,7 +65,9 @@ def test_each_mode_finds_the_answer_with_a_citation(client, keys, mode: str) -> 
     top = result["hits"][:3]
     assert any("20 weeks" in hit["text_chat"] for hit in top), [h["text_chat"] for h in top]
     hit = top[0]
-    assert hit["citation"] == f"/v1/chunks/{hit['chunk_id']}"
+    assert hit["citation"] == f"/v1/chunks/{hit['chunk_id']}?version={hit['index_version']}"
+    preview = client.get(hit["citation"], headers=_as(keys, "public"))
+    assert preview.status_code == 200 and preview.json()["changed_since"] == "unchanged"
     assert hit["title"] and hit["heading_path"] and hit["page_start"] >= 1
     expected_scores = {"vector": {"vector"}, "bm25": {"bm25"}, "hybrid": {"rrf"}}[mode]
     assert expected_scores <= set(hit["scores"])

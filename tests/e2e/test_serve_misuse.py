@@ -319,15 +319,27 @@ RESTRICTED_FILES = [
 ]
 
 # Fields that differ for every response, not with what it says: when it was made, how long its
-# steps took, and the id an answer gets for feedback.
-UNREPEATABLE_FIELDS = {"timings_ms", "ms", "llm_ms", "asked_at", "answered_at", "answer_id"}
+# steps took, and the id an answer gets for feedback. The index version a citation is pinned to
+# moves with every reindex, whatever the reindex changed.
+UNREPEATABLE_FIELDS = {
+    "timings_ms",
+    "ms",
+    "llm_ms",
+    "asked_at",
+    "answered_at",
+    "answer_id",
+    "index_version",
+}
+_PINNED_VERSION = re.compile(r"\?version=\d+$")
 
 
 def _without_unrepeatable(value: object) -> object:
     """A response without the fields that differ for every response."""
     if isinstance(value, dict):
         return {
-            key: _without_unrepeatable(item)
+            key: _PINNED_VERSION.sub("", item)
+            if key == "citation" and isinstance(item, str)
+            else _without_unrepeatable(item)
             for key, item in value.items()
             if key not in UNREPEATABLE_FIELDS
         }
