@@ -18,7 +18,7 @@ from lorehouse.agents.ask import AskPipeline
 from lorehouse.api_keys import ANONYMOUS, Caller, KeyRing
 from lorehouse.embedding.base import Embedder
 from lorehouse.llm import LLMClient
-from lorehouse.retrieval import Retriever
+from lorehouse.search.retriever import Retriever
 from lorehouse.settings import Settings
 from lorehouse.stores import DuckDBStore
 from lorehouse.stores.lance_index import ChunkIndex

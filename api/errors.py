@@ -15,8 +15,8 @@ from fastapi.responses import JSONResponse
 from api.deps import NOT_MATERIALIZED, StoreUnavailable
 from api.models import ErrorResponse
 from lorehouse.embedding.base import EmbeddingFailure
-from lorehouse.retrieval import IndexModelMismatch
-from lorehouse.stores.lance_index import IndexNotBuilt
+from lorehouse.search.retriever import IndexModelMismatch
+from lorehouse.search.tables import IndexNotBuilt
 
 log = logging.getLogger("lorehouse.api")
 RETRY_AFTER_SECONDS = 10

@@ -20,7 +20,7 @@ from api.guards import RequestGuard, keyed_routes
 from api.openapi import document_rerankers
 from api.routers import ask, chat, chunks, documents, feedback, health, search, slack
 from lorehouse.llm import LLMClient
-from lorehouse.rerankers import available_rerankers
+from lorehouse.search.rerankers import available_rerankers
 from lorehouse.settings import Settings, get_settings
 
 ROUTERS = [

@@ -17,7 +17,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from lorehouse.agents.query_optimizer import Turn
-from lorehouse.retrieval import ChunkSince, ChunkView, SearchFilters, SearchMode
+from lorehouse.search.retriever import ChunkSince, ChunkView, SearchFilters, SearchMode
 
 FileTypeName = Literal["pdf", "docx", "pptx", "xlsx", "html", "md", "txt"]
 

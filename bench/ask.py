@@ -74,7 +74,7 @@ def main() -> None:
     from lorehouse.agents.ask import AskPipeline
     from lorehouse.embedding.minilm import default_embedder
     from lorehouse.llm import LLMClient
-    from lorehouse.retrieval import Retriever
+    from lorehouse.search.retriever import Retriever
     from lorehouse.stores.lance_index import ChunkIndex
 
     with tempfile.TemporaryDirectory() as scratch:

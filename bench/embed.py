@@ -212,7 +212,7 @@ def stored_vector_difference(
     lance_dir: Path, model: str, texts: list[str], raw: np.ndarray
 ) -> float:
     """Largest absolute difference between a stored vector and the raw one for the same text."""
-    from lorehouse.stages.embed import embed_key
+    from lorehouse.embedding.base import embed_key
     from lorehouse.stores.lance_index import ChunkIndex
 
     keys = [embed_key(model, text) for text in texts]

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
     from evals.explain import EvidenceMiss
     from lorehouse.agents.ask import Citation
-    from lorehouse.retrieval import Retriever
+    from lorehouse.search.retriever import Retriever
     from lorehouse.stores import DuckDBStore
     from lorehouse.stores.lance_index import ChunkIndex
 
@@ -202,7 +202,7 @@ def search(
 
     Each hit shows a short chunk id: `lorehouse show ID` prints the chunk in full.
     """
-    from lorehouse.retrieval import SearchFilters
+    from lorehouse.search.retriever import SearchFilters
 
     settings = get_settings()
     retriever = _retriever(settings)
@@ -256,7 +256,7 @@ def show(
     ] = None,
 ) -> None:
     """Print one chunk in full, with where it comes from (the ids `search` shows)."""
-    from lorehouse.stores.lance_index import sql_string
+    from lorehouse.search.tables import sql_string
 
     settings = get_settings()
     index = _require_index(settings)

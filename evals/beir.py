@@ -22,7 +22,8 @@ import pandas as pd
 from ir_measures import RR, R, nDCG
 
 from lorehouse.embedding.base import Embedder
-from lorehouse.retrieval import Retriever
+from lorehouse.search.retriever import Retriever
+from lorehouse.search.token_vectors import TokenEncoder
 from lorehouse.stages.embed import (
     EmbedReport,
     ProgressCallback,
@@ -33,7 +34,6 @@ from lorehouse.stages.embed import (
     sync_token_vectors,
 )
 from lorehouse.stores.lance_index import ChunkIndex, chunk_schema
-from lorehouse.token_vectors import TokenEncoder
 
 #: The measures reported per retriever, as named in the output.
 MEASURES = {"ndcg@10": nDCG @ 10, "recall@10": R @ 10, "recall@100": R @ 100, "mrr@10": RR @ 10}

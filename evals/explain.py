@@ -29,7 +29,7 @@ from evals.metrics import (
     excerpt_found,
     same_file,
 )
-from lorehouse.retrieval import Retriever
+from lorehouse.search.retriever import Retriever
 from lorehouse.stores.duckdb_store import DuckDBStore
 
 MissReason = Literal["not_parsed", "split_across_chunks", "excluded_by_sources", "ranked_below_k"]

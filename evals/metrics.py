@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from rapidfuzz import fuzz
 
-from lorehouse.chunking import BREADCRUMB_SEPARATOR
+from lorehouse.text import BREADCRUMB_SEPARATOR
 
 #: Default partial-ratio threshold (0-100) for an excerpt to count as found.
 DEFAULT_THRESHOLD = 90.0

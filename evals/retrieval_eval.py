@@ -22,7 +22,7 @@ from evals.metrics import (
     recall_at,
 )
 from lorehouse.agents.ask import AskPipeline
-from lorehouse.retrieval import Retriever, SearchHit
+from lorehouse.search.retriever import Retriever, SearchHit
 
 Ranker = Callable[[str, int], list[RetrievedChunk]]
 DEFAULT_RETRIEVER = "hybrid"

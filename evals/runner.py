@@ -31,12 +31,13 @@ from evals.retrieval_eval import (
     search_config,
 )
 from lorehouse.agents.ask import AskPipeline, AskResponse
-from lorehouse.rerankers import evaluated_rerankers
-from lorehouse.retrieval import Retriever
+from lorehouse.search.rerankers import evaluated_rerankers
+from lorehouse.search.retriever import Retriever
+from lorehouse.search.tables import sql_in
 from lorehouse.settings import Settings
 from lorehouse.stages.progress import ProgressCallback
 from lorehouse.stores.duckdb_store import DuckDBStore
-from lorehouse.stores.lance_index import ChunkIndex, sql_in
+from lorehouse.stores.lance_index import ChunkIndex
 from lorehouse.wiring import Lorehouse
 
 

@@ -9,7 +9,7 @@ import textwrap
 
 from rich.markup import escape
 
-from lorehouse.chunking import chunk_body
+from lorehouse.text import chunk_body
 
 #: C0 and C1 control characters and DEL, except tab and newline: the bytes of terminal escape
 #: sequences, carriage returns that overwrite a line, bells.

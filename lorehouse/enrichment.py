@@ -28,9 +28,9 @@ import yake
 from pydantic import BaseModel, Field, StringConstraints
 from segtok.segmenter import split_single
 
-from lorehouse.chunking import BREADCRUMB_SEPARATOR
 from lorehouse.llm import LLMClient, LLMFailure, as_json
 from lorehouse.stages.progress import ProgressCallback
+from lorehouse.text import BREADCRUMB_SEPARATOR
 
 EXTRACTIVE_MODE = "extractive"
 EXTRACTIVE_MODEL = "extractive/textrank-minilm+yake-3"

@@ -26,12 +26,12 @@ if TYPE_CHECKING:
     from lorehouse.llm import LLMClient
     from lorehouse.parsing.registry import ParseOptions
     from lorehouse.parsing.runner import ParseLimits
-    from lorehouse.retrieval import Retriever
+    from lorehouse.search.retriever import Retriever
+    from lorehouse.search.token_vectors import TokenEncoder
     from lorehouse.sources import DocumentSource
     from lorehouse.stores.duckdb_store import DuckDBStore
     from lorehouse.stores.lance_index import ChunkIndex
     from lorehouse.stores.partitions import PartitionLayout
-    from lorehouse.token_vectors import TokenEncoder
 
 
 def lance_storage_options(
@@ -241,7 +241,7 @@ class Lorehouse:
 
     @cached_property
     def _retriever(self) -> Retriever:
-        from lorehouse.retrieval import Retriever
+        from lorehouse.search.retriever import Retriever
 
         return Retriever(
             self.chunk_index(),

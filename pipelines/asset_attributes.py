@@ -15,11 +15,12 @@ import dagster as dg
 
 from lorehouse.models import FileType
 from lorehouse.parsing.runner import parser_version_of
+from lorehouse.search.tables import TABLE_LAYOUT
 from lorehouse.settings import SENTENCE_WINDOW, SENTENCE_WINDOW_STRIDE
 from lorehouse.stages.features import FEATURES_VERSION
 from lorehouse.stages.index_merge import INDEX_MERGE_VERSION
 from lorehouse.stores.duckdb_store import declared_columns
-from lorehouse.stores.lance_index import TABLE_LAYOUT, chunk_schema
+from lorehouse.stores.lance_index import chunk_schema
 from lorehouse.stores.partitions import MERGE_VERSION
 from lorehouse.wiring import Lorehouse
 

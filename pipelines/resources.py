@@ -21,12 +21,12 @@ from lorehouse.embedding.base import Embedder
 from lorehouse.enrichment import Enricher
 from lorehouse.parsing.registry import ParseOptions
 from lorehouse.parsing.runner import ParseLimits
+from lorehouse.search.token_vectors import TokenEncoder
 from lorehouse.settings import Settings
 from lorehouse.sources import DocumentSource
 from lorehouse.stores import DuckDBStore
 from lorehouse.stores.lance_index import ChunkIndex
 from lorehouse.stores.partitions import PartitionLayout
-from lorehouse.token_vectors import TokenEncoder
 from lorehouse.wiring import Lorehouse
 
 

@@ -19,7 +19,8 @@ from api.models import ChunkPreview, ErrorResponse
 from api.openapi import NOT_READY, UNAUTHORIZED
 from lorehouse.errors import SourceError
 from lorehouse.page_images import RenderFailed, render_page
-from lorehouse.retrieval import ChunkSince, ChunkView, VersionGone
+from lorehouse.search.retriever import ChunkSince, ChunkView
+from lorehouse.search.tables import VersionGone
 
 log = logging.getLogger("lorehouse.api")
 router = APIRouter(prefix="/v1")

@@ -12,7 +12,7 @@ from fastapi.responses import JSONResponse
 from api.deps import NOT_MATERIALIZED, CallerDep, Service, ServiceDep, StoreUnavailable
 from api.models import Health, Liveness, StoreHealth
 from api.openapi import UNAUTHORIZED
-from lorehouse.retrieval import IndexModelMismatch, access_clause
+from lorehouse.search.retriever import IndexModelMismatch, access_clause
 
 log = logging.getLogger("lorehouse.api")
 router = APIRouter()

@@ -18,13 +18,12 @@ from functools import cached_property
 import numpy as np
 
 from lorehouse.agents.lead import NAME, asked_kind, asked_unit, range_fit, states_kind
-from lorehouse.asks import QuestionAsks, question_asks
-from lorehouse.chunking import chunk_body, plain_text, sentences, unwrap_soft_breaks
 from lorehouse.embedding.base import Embedder, VectorCache
 from lorehouse.llm import LLMClient
-from lorehouse.parsing.tables import is_data_row
-from lorehouse.retrieval import ChunkView, SearchHit
-from lorehouse.stores.bm25 import Analyzer
+from lorehouse.search.asks import QuestionAsks, question_asks
+from lorehouse.search.bm25 import Analyzer
+from lorehouse.search.retriever import ChunkView, SearchHit
+from lorehouse.text import chunk_body, is_data_row, plain_text, sentences, unwrap_soft_breaks
 
 PROMPT_VERSION = "answerer.v1"
 NOT_FOUND_MARKER = "NOT_IN_DOCUMENTS"

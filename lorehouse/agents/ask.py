@@ -40,10 +40,10 @@ from lorehouse.agents.source_identifier import (
 from lorehouse.agents.trace import AskTrace, StepTrace, timed_step
 from lorehouse.embedding.base import Embedder, VectorCache
 from lorehouse.llm import LLMClient, LLMFailure
-from lorehouse.rerankers import reciprocal_rank_fusion
-from lorehouse.retrieval import Retriever, SearchFilters, SearchHit, SearchMode, hit_from_row
+from lorehouse.search.rerankers import reciprocal_rank_fusion
+from lorehouse.search.retriever import Retriever, SearchFilters, SearchHit, SearchMode, hit_from_row
+from lorehouse.search.tables import DocumentTable
 from lorehouse.settings import DEFAULT_ANSWER_MAX_WORDS, DEFAULT_ANSWER_MIN_SIMILARITY
-from lorehouse.stores.lance_index import DocumentIndex
 
 AnswerMode = Literal["llm", "extractive"]
 #: Documents shown to the LLM source identifier, pre-ranked offline, so its prompt stays small
@@ -161,7 +161,7 @@ class AskPipeline:
     def __init__(
         self,
         retriever: Retriever,
-        documents: DocumentIndex,
+        documents: DocumentTable,
         embedder: Embedder,
         client: LLMClient | None,
         options: AskOptions | None = None,

@@ -12,8 +12,8 @@ from collections.abc import Sequence
 
 from rapidfuzz import fuzz
 
-from lorehouse.chunking import chunk_body
-from lorehouse.retrieval import SearchHit
+from lorehouse.search.retriever import SearchHit
+from lorehouse.text import chunk_body
 
 #: Normalized texts at least this similar (rapidfuzz ratio, 0-100) count as the same passage.
 NEAR_DUPLICATE_RATIO = 95.0

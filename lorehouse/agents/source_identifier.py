@@ -15,9 +15,9 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from lorehouse.llm import LLMClient
-from lorehouse.rerankers import reciprocal_rank_fusion
-from lorehouse.retrieval import access_clause
-from lorehouse.stores.lance_index import DocumentIndex
+from lorehouse.search.rerankers import reciprocal_rank_fusion
+from lorehouse.search.retriever import access_clause
+from lorehouse.search.tables import DocumentTable
 
 PROMPT_VERSION = "source_identifier.v1"
 PROFILE_COLUMNS = ["doc_id", "title", "summary", "faqs"]
@@ -44,7 +44,7 @@ Sources = list[str] | Literal["all"]
 
 
 def rank_documents(
-    index: DocumentIndex,
+    index: DocumentTable,
     query_vector: np.ndarray,
     question: str,
     caller_groups: Sequence[str],

@@ -6,12 +6,19 @@ choice is one setting resolved here, and the model's name travels with the vecto
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Protocol
 
 import numpy as np
+
+
+def embed_key(model: str, text: str) -> str:
+    """Identifies a vector: the same text under the same model always has the same vector."""
+    return hashlib.sha256(f"{model}\x00{text}".encode()).hexdigest()[:32]
+
 
 LOCAL_EMBED_MODEL = "local"
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import re
 
+from lorehouse.text import is_data_row
+
 _WHITESPACE = re.compile(r"\s+")
 
 
@@ -76,25 +78,6 @@ def collapse_repeated_columns(grid: list[list[str]]) -> list[list[str]]:
         else:
             merged.append(column)
     return [list(row) for row in zip(*merged, strict=True)]
-
-
-#: A cell holding an amount as a statement prints it: a sign, separator, decimal point,
-#: parenthesis or percent beside its digits ("$86,392", "(3,321)", "6.45", "12%"); a year or
-#: a plain count ("2022", "3") may name a column.
-_AMOUNT = re.compile(
-    r"^[$€£¥]?\(?[$€£¥]?\d{1,3}(?:,\d{3})+(?:\.\d+)?\)?%?$|^[$€£¥(]?\d*\.\d+\)?%?$"
-    r"|^(?:[$€£¥]\d+|\(\d+\)|\d+%)$"
-)
-
-
-def is_data_row(cells: list[str]) -> bool:
-    """Whether a table's first row is data (a label and amounts), not column names.
-
-    A financial statement's years often sit above its grid, printed as a line of their own,
-    so the grid's first row is already "Net Revenue | $86,392 | $79,474".
-    """
-    values = [cell for cell in cells[1:] if cell.strip("—–-")]  # a dash stands for nil
-    return bool(values) and all(_AMOUNT.match(cell) for cell in values)
 
 
 #: One column label of a statement's header line: a year, a date ("June 30, 2023"), a range

@@ -18,8 +18,8 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from lorehouse.chunking import BREADCRUMB_SEPARATOR, sentences
-from lorehouse.embedding.base import Embedder, EmbeddingFailure
+from lorehouse.embedding.base import Embedder, EmbeddingFailure, embed_key
+from lorehouse.search.token_vectors import CapturingEmbedder, PackedTokenEncoder, TokenEncoder
 from lorehouse.settings import SENTENCE_WINDOW, SENTENCE_WINDOW_STRIDE
 from lorehouse.stages.progress import ProgressCallback
 from lorehouse.stores.duckdb_store import DuckDBStore
@@ -34,7 +34,7 @@ from lorehouse.stores.lance_index import (
     sentence_schema,
     token_vector_schema,
 )
-from lorehouse.token_vectors import CapturingEmbedder, PackedTokenEncoder, TokenEncoder
+from lorehouse.text import BREADCRUMB_SEPARATOR, sentences
 
 # The stored columns come from the table schemas; the stage adds the two hashes and the vector.
 _ADDED_BY_STAGE = {"embed_key", "row_hash", "vector"}
@@ -116,11 +116,6 @@ def enriched_text(title: str | None, summary: str | None, faqs: list, keywords: 
     """
     parts = [title or "", summary or "", "\n".join(faqs), ", ".join(keywords)]
     return "\n".join(part for part in parts if part.strip())
-
-
-def embed_key(model: str, text: str) -> str:
-    """Identifies a vector: the same text under the same model always has the same vector."""
-    return hashlib.sha256(f"{model}\x00{text}".encode()).hexdigest()[:32]
 
 
 def index_rows(chunks: pd.DataFrame, model: str) -> pd.DataFrame:

@@ -11,10 +11,10 @@ from __future__ import annotations
 import hashlib
 import time
 
-from lorehouse.chunking import BREADCRUMB_SEPARATOR
 from lorehouse.enrichment import ChunkInput, DocumentInput, Enricher, EnrichmentReport
 from lorehouse.stages.progress import ProgressCallback
 from lorehouse.stores.duckdb_store import DuckDBStore
+from lorehouse.text import BREADCRUMB_SEPARATOR
 
 #: Report fields that add up across batches.
 _COUNTS = ("chunks", "documents", "cache_hits", "computed", "llm_calls", "tokens_in", "tokens_out")

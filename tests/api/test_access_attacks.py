@@ -28,9 +28,9 @@ from segtok.segmenter import split_multi
 
 from api.main import create_app
 from lorehouse.api_keys import add_key
-from lorehouse.chunking import chunk_body
 from lorehouse.settings import BUNDLED_SAMPLE_CORPUS, Settings
 from lorehouse.stores.duckdb_store import DuckDBStore
+from lorehouse.text import chunk_body
 from tests.conftest import materialize_everything
 from tests.provider_server import ProviderServer, provider_server
 

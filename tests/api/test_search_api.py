@@ -16,9 +16,9 @@ from fastapi.testclient import TestClient
 
 from api.main import create_app
 from lorehouse.api_keys import add_key
-from lorehouse.chunking import chunk_body
 from lorehouse.settings import Settings
 from lorehouse.stores.duckdb_store import DuckDBStore
+from lorehouse.text import chunk_body
 from lorehouse.wiring import Lorehouse
 from tests.provider_server import provider_server
 

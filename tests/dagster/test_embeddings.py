@@ -13,7 +13,7 @@ import pytest
 from lorehouse.embedding.litellm import LiteLLMEmbedder
 from lorehouse.embedding.minilm import default_embedder
 from lorehouse.models import PUBLIC_GROUP
-from lorehouse.retrieval import Retriever
+from lorehouse.search.retriever import Retriever
 from lorehouse.settings import BUNDLED_SAMPLE_CORPUS
 from lorehouse.stores.duckdb_store import DuckDBStore
 from lorehouse.stores.lance_index import ChunkIndex

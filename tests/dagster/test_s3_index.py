@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from lorehouse.embedding.minilm import default_embedder
-from lorehouse.rerankers import LateInteractionReranker
+from lorehouse.search.rerankers import LateInteractionReranker
 from lorehouse.stages.embed import EmbedReport, sync_table, sync_token_vectors
 from lorehouse.stores.lance_index import ChunkIndex, chunk_schema
 from lorehouse.wiring import lance_storage_options

@@ -15,7 +15,7 @@ import pytest
 from lorehouse.agents.ask import AskOptions, AskPipeline
 from lorehouse.embedding.minilm import default_embedder
 from lorehouse.llm import LLMClient
-from lorehouse.retrieval import Retriever
+from lorehouse.search.retriever import Retriever
 from lorehouse.stores.lance_index import ChunkIndex
 
 

@@ -16,7 +16,7 @@ from lorehouse.agents.source_identifier import DocumentProfile, choose_with_llm
 from lorehouse.agents.trace import StepTrace
 from lorehouse.embedding.minilm import default_embedder
 from lorehouse.llm import LLMClient, LLMFailure
-from lorehouse.retrieval import Retriever
+from lorehouse.search.retriever import Retriever
 from lorehouse.stores.lance_index import ChunkIndex
 
 

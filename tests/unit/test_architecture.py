@@ -107,3 +107,32 @@ def _defs_line(path: Path) -> int:
         for number, line in enumerate(path.read_text().splitlines(), start=1)
         if line.startswith("defs = ")
     )
+
+
+#: The index side: stage runners and the store writers.
+INDEX_SIDE = ("lorehouse.stages", "lorehouse.stores")
+
+
+def _importing(package: str, forbidden: tuple[str, ...]) -> list[str]:
+    return [
+        f"{path.relative_to(REPO_ROOT)}: {name}"
+        for path, tree in _modules(package)
+        for name in _imported(tree)
+        if name.startswith(forbidden)
+    ]
+
+
+def test_search_reads_the_tables_without_the_index_side() -> None:
+    """Search and the index side meet at the table readers (`lorehouse.search.tables`): the
+    writers subclass them, and search never reaches a writer or a stage."""
+    assert not _importing("lorehouse/search", INDEX_SIDE)
+
+
+def test_answering_never_touches_the_index_side() -> None:
+    assert not _importing("lorehouse/agents", INDEX_SIDE)
+
+
+def test_answering_reads_hits_not_chunker_or_parser_internals() -> None:
+    """Text is read one way everywhere (`lorehouse.text`); answering needs no chunker or
+    parser to read a hit."""
+    assert not _importing("lorehouse/agents", ("lorehouse.chunking", "lorehouse.parsing"))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lorehouse.stores.bm25 import Analyzer, BM25Index
+from lorehouse.search.bm25 import Analyzer, BM25Index
 
 PUBLIC = {
     "p1": "Primary caregivers get 20 weeks of parental leave.",

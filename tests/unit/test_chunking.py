@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from lorehouse.chunking import BREADCRUMB_SEPARATOR, Chunk, Chunker, plain_text
+from lorehouse.chunking import Chunk, Chunker
 from lorehouse.embedding.minilm import TokenCounter, default_token_counter
 from lorehouse.models import ParsedDocument
+from lorehouse.text import BREADCRUMB_SEPARATOR, plain_text
 from tests.conftest import DOCS_CORPUS, parsed_markdown
 
 LIMIT = 256

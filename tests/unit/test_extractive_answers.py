@@ -13,11 +13,11 @@ from lorehouse.agents.answerer import (
     citations_in,
     context_block,
 )
-from lorehouse.chunking import BREADCRUMB_SEPARATOR
 from lorehouse.embedding.base import VectorCache
 from lorehouse.embedding.minilm import default_embedder
-from lorehouse.retrieval import SearchHit
+from lorehouse.search.retriever import SearchHit
 from lorehouse.settings import DEFAULT_ANSWER_MAX_WORDS, DEFAULT_ANSWER_MIN_SIMILARITY
+from lorehouse.text import BREADCRUMB_SEPARATOR
 
 
 def _hit(

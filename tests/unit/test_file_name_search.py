@@ -9,8 +9,9 @@ import pyarrow as pa
 import pytest
 
 from lorehouse.embedding.minilm import default_embedder
-from lorehouse.retrieval import Retriever, SearchMode
-from lorehouse.stores.lance_index import ChunkIndex, chunk_schema, file_name_words
+from lorehouse.search.retriever import Retriever, SearchMode
+from lorehouse.search.tables import file_name_words
+from lorehouse.stores.lance_index import ChunkIndex, chunk_schema
 
 # Two quarters' filings whose passages read alike: only the file name tells them apart.
 FILINGS = {

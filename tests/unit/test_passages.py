@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from lorehouse.passages import passage_runs, passage_text
+from lorehouse.search.passages import passage_runs, passage_text
 
 
 def test_runs_join_consecutive_chunks_of_one_document_up_to_the_budget() -> None:

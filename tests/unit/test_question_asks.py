@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from evals.metrics import Evidence, RetrievedChunk, first_hit_rank
-from lorehouse.asks import MAX_ASKS, QuestionAsks, interleave, question_asks
 from lorehouse.embedding.minilm import default_embedder
-from lorehouse.retrieval import Retriever, SearchResult
+from lorehouse.search.asks import MAX_ASKS, QuestionAsks, interleave, question_asks
+from lorehouse.search.retriever import Retriever, SearchResult
 from lorehouse.stores.lance_index import ChunkIndex
 
 PARENTAL_LEAVE = Evidence(

@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from lorehouse.rerankers import reciprocal_rank_fusion
-from lorehouse.retrieval import SearchFilters, access_clause, where_clause
+from lorehouse.search.rerankers import reciprocal_rank_fusion
+from lorehouse.search.retriever import SearchFilters, access_clause, where_clause
 from lorehouse.stores.lance_index import ChunkIndex, chunk_schema
 
 
@@ -111,7 +111,7 @@ def test_the_fusion_constant_decides_between_a_first_hit_and_a_middling_agreemen
     prefers single-retriever evidence sets LOREHOUSE_SEARCH_RRF_K lower, and at 10 the first
     hit stays ahead."""
     from lorehouse.models import SearchMode
-    from lorehouse.retrieval import Retriever
+    from lorehouse.search.retriever import Retriever
     from lorehouse.settings import Settings
     from lorehouse.wiring import Lorehouse
 

@@ -12,7 +12,7 @@ import pytest
 
 from lorehouse.embedding.base import EmbeddingFailure
 from lorehouse.embedding.minilm import default_embedder
-from lorehouse.rerankers import (
+from lorehouse.search.rerankers import (
     MAXSIM,
     NONE,
     Candidate,
@@ -20,10 +20,17 @@ from lorehouse.rerankers import (
     by_score,
     reciprocal_rank_fusion,
 )
-from lorehouse.retrieval import HIT_COLUMNS, Retriever, SearchMode, access_clause, where_clause
+from lorehouse.search.retriever import (
+    HIT_COLUMNS,
+    Retriever,
+    SearchMode,
+    access_clause,
+    where_clause,
+)
+from lorehouse.search.tables import TableSnapshot, sql_in
 from lorehouse.settings import REPO_ROOT, SENTENCES_PER_CANDIDATE
 from lorehouse.stores import DuckDBStore
-from lorehouse.stores.lance_index import ChunkIndex, LanceTable, TableSnapshot, sql_in
+from lorehouse.stores.lance_index import ChunkIndex, LanceTable
 
 COLUMNS = [*HIT_COLUMNS, "text_embed"]
 TOP_K = 8
@@ -212,7 +219,7 @@ def test_late_interaction_scores_do_not_depend_on_what_the_token_cache_held(
     matrix product's last bits can depend on where a passage sits in it: scored in the store's
     order, 2 docs dev questions of 78 ordered two near-tied passages differently when asked a
     second time. Passages go into the product in the candidates' order, whatever was cached."""
-    import lorehouse.rerankers as rerankers
+    import lorehouse.search.rerankers as rerankers
 
     products: list[list[bytes]] = []
     original = rerankers.maxsim_of_packed

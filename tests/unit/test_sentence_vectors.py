@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from lorehouse.embedding.minilm import OnnxMiniLMEmbedder, default_embedder
-from lorehouse.retrieval import Retriever
+from lorehouse.search.retriever import Retriever
 from lorehouse.stages import embed as embed_stage
 from lorehouse.stages.embed import (
     EmbedReport,

@@ -13,13 +13,9 @@ import pyarrow as pa
 import pytest
 
 from lorehouse.embedding.minilm import default_embedder
-from lorehouse.retrieval import Retriever, access_clause
-from lorehouse.stores.lance_index import (
-    ChunkIndex,
-    VersionGone,
-    VersionsFolderWatch,
-    chunk_schema,
-)
+from lorehouse.search.retriever import Retriever, access_clause
+from lorehouse.search.tables import VersionGone, VersionsFolderWatch
+from lorehouse.stores.lance_index import ChunkIndex, chunk_schema
 
 DIMENSION = 8
 AN_HOUR = 3600

@@ -10,10 +10,8 @@ import pyarrow as pa
 import pytest
 
 from lorehouse.embedding.minilm import OnnxMiniLMEmbedder, default_embedder
-from lorehouse.rerankers import Candidate, LateInteractionReranker
-from lorehouse.stages.embed import EmbedReport, keyed_rows, sync_table, sync_token_vectors
-from lorehouse.stores.lance_index import ChunkIndex, chunk_schema
-from lorehouse.token_vectors import (
+from lorehouse.search.rerankers import Candidate, LateInteractionReranker
+from lorehouse.search.token_vectors import (
     CapturingEmbedder,
     PackedTokenEncoder,
     maxsim_of_packed,
@@ -21,6 +19,8 @@ from lorehouse.token_vectors import (
     split_packed,
     unpack,
 )
+from lorehouse.stages.embed import EmbedReport, keyed_rows, sync_table, sync_token_vectors
+from lorehouse.stores.lance_index import ChunkIndex, chunk_schema
 from tests.unit.test_sentence_vectors import _rows
 
 QUESTION = "What is the hotel limit per night?"

@@ -13,16 +13,15 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from lorehouse.retrieval import access_clause
-from lorehouse.stores.lance_index import (
-    ChunkIndex,
+from lorehouse.search.retriever import access_clause
+from lorehouse.search.tables import (
     ProjectedSieve,
     SharedProducts,
     at_least_best,
     best_by_position,
-    chunk_schema,
     sql_string,
 )
+from lorehouse.stores.lance_index import ChunkIndex, chunk_schema
 
 DIMENSION = 32
 ROWS = 3000

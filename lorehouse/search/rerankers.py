@@ -18,9 +18,9 @@ from typing import Protocol
 
 import numpy as np
 
-from lorehouse.stages.embed import embed_key
-from lorehouse.stores.lance_index import IndexNotBuilt
-from lorehouse.token_vectors import TokenEncoder, maxsim_of_packed, packed_model_name
+from lorehouse.embedding.base import embed_key
+from lorehouse.search.tables import IndexNotBuilt
+from lorehouse.search.token_vectors import TokenEncoder, maxsim_of_packed, packed_model_name
 
 log = logging.getLogger(__name__)
 

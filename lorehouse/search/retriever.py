@@ -18,17 +18,25 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, Field
 
-from lorehouse.asks import interleave, question_asks
 from lorehouse.embedding.base import Embedder, EmbeddingFailure
 from lorehouse.models import PUBLIC_GROUP, SearchMode
-from lorehouse.passages import passage_text
-from lorehouse.rerankers import (
+from lorehouse.search.asks import interleave, question_asks
+from lorehouse.search.passages import passage_text
+from lorehouse.search.rerankers import (
     MAXSIM,
     NONE,
     Candidate,
     RerankFailure,
     build_reranker,
     reciprocal_rank_fusion,
+)
+from lorehouse.search.tables import (
+    FILE_NAME_FIELD,
+    ChunkTable,
+    IndexNotBuilt,
+    TableSnapshot,
+    sql_in,
+    sql_string,
 )
 from lorehouse.settings import (
     DEFAULT_BM25_WEIGHT,
@@ -37,17 +45,6 @@ from lorehouse.settings import (
     DEFAULT_FUSION_RRF_K,
     DEFAULT_QUESTION_WORD_WEIGHT,
     SENTENCES_PER_CANDIDATE,
-)
-from lorehouse.stores.lance_index import (
-    FILE_NAME_FIELD,
-    ChunkIndex,
-    IndexNotBuilt,
-    TableSnapshot,
-    sql_in,
-    sql_string,
-)
-from lorehouse.stores.lance_index import (
-    VersionGone as VersionGone,  # raised by chunk_preview: the API catches it from here
 )
 
 log = logging.getLogger(__name__)
@@ -200,7 +197,7 @@ class Retriever:
 
     def __init__(
         self,
-        index: ChunkIndex,
+        index: ChunkTable,
         embedder: Embedder,
         candidates: int = 50,
         query_cache_size: int = 1024,
@@ -289,9 +286,9 @@ class Retriever:
         """The top_k chunks for `query` the caller may see, best first.
 
         A question with several asks is also searched once per ask, and the rankings take
-        turns (lorehouse/asks.py), so the second ask's answer is not crowded out by the
+        turns (lorehouse/search/asks.py), so the second ask's answer is not crowded out by the
         first's. With `passage_words` (default: the retriever's), each hit is the passage of
-        consecutive chunks holding the chunk that ranked (lorehouse/passages.py).
+        consecutive chunks holding the chunk that ranked (lorehouse/search/passages.py).
         """
         if not query.strip():
             raise ValueError("the query is empty")

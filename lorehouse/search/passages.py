@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from itertools import pairwise
 
-from lorehouse.chunking import chunk_body
+from lorehouse.text import chunk_body
 
 
 def passage_runs(
