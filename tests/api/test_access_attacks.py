@@ -605,9 +605,9 @@ def test_restricted_chunk_ids_are_indistinguishable_from_absent_ones(
     public, insider = _as(keys, "public"), _as(keys, "security")
     every = material.public_chunks | set(material.restricted_chunks)
     insider_neighbours: set[str] = set()
-    # Citations carry the index version they were read from; every version kept is tried.
+    # Citations carry the index version they were read from: the first and the latest kept.
     latest = _search(client, public, query="parental leave", top_k=1)[0]["index_version"]
-    pinned = [f"version={version}" for version in range(1, latest + 1)]
+    pinned = [f"version={version}" for version in sorted({1, latest})]
 
     for chunk_id in sorted(material.restricted_chunks):
         absent = _absent_like(chunk_id, every)

@@ -141,62 +141,6 @@ def _bucket_key(rel_path: str, partitions: int) -> str:
     return partition_keys(partitions)[bucket_of(document_id(rel_path), partitions)]
 
 
-@pytest.mark.slow
-def test_an_edit_and_a_deletion_rerun_only_their_partitions_and_the_merge_waits_for_them(
-    tmp_path: Path,
-) -> None:
-    source = Path(shutil.copytree(BUNDLED_SAMPLE_CORPUS, tmp_path / "corpus"))
-    data_dir = tmp_path / "data"
-    assert materialize_everything(source, data_dir, with_evals=False, index_partitions=4).success
-
-    edited, deleted = "engineering/oncall-runbook.md", "hr/parental-leave-faq.md"
-    (source / edited).write_text((source / edited).read_text() + "\n\nPage the backup on call.\n")
-    (source / deleted).unlink()
-    touched = sorted({_bucket_key(edited, 4), _bucket_key(deleted, 4)})
-    again = materialize_everything(source, data_dir, with_evals=False, index_partitions=4)
-    assert again.success
-
-    assert metadata_of(again, "raw_documents")["changed_partitions"] == touched
-    assert metadata_of(again, "parsed_documents")["parsed_this_run"] == 1
-    assert metadata_of(again, "merged_partitions")["merged"] == touched
-
-    gone = document_id(deleted)
-    searchable = _searchable(data_dir)
-    assert not [row for row in searchable["chunks"] if row[1] == gone]
-    assert not [row for row in searchable["documents"] if row[0] == gone]
-    assert not [row for row in searchable["parsed"] if row[0] == gone]
-    partition = data_dir / "partitions" / f"{_bucket_key(deleted, 4)}.duckdb"
-    with duckdb.connect(str(partition), read_only=True) as connection:
-        for table in ("documents_raw", "documents_parsed", "chunks", "enriched_chunks"):
-            (count,) = connection.execute(
-                f"SELECT count(*) FROM {table} WHERE doc_id = ?", [gone]
-            ).fetchone()
-            assert count == 0, table
-    index = lancedb.connect(str(data_dir / "lancedb"))
-    for name in index.list_tables().tables:
-        table = index.open_table(name)
-        if "doc_id" in table.schema.names:
-            assert table.count_rows(f"doc_id = '{gone}'") == 0, name
-
-    # A new file, and a merge run before its partition caught up: refused, naming it, and
-    # what search reads stays as it was; the next full run indexes it.
-    added = "engineering/new-service.md"
-    (source / added).write_text("# New service\n\nThe new service pages the platform team.\n")
-    result = _run(
-        [documents.raw_documents, features.merged_partitions],
-        _config(source, data_dir, 4),
-        "p00",
-        "p03",
-        raise_on_error=False,
-    )
-    assert not result.success
-    (failure,) = [event for event in result.all_events if event.event_type_value == "STEP_FAILURE"]
-    assert _bucket_key(added, 4) in str(failure.event_specific_data.error)
-    assert _searchable(data_dir)["chunks"] == searchable["chunks"]
-    assert materialize_everything(source, data_dir, with_evals=False, index_partitions=4).success
-    assert document_id(added) in {row[1] for row in _searchable(data_dir)["chunks"]}
-
-
 def _chain_tick(defs: dg.Definitions, instance: dg.DagsterInstance, cursor: str | None) -> Any:
     """One evaluation of changed_partitions_sensor as the daemon runs it, which also checks
     that every requested job is one of the sensor's targets."""
@@ -218,7 +162,12 @@ def _skipped(tick: Any) -> str:
 
 
 @pytest.mark.slow
-def test_the_sensor_chain_runs_only_the_changed_partition_then_merges(tmp_path: Path) -> None:
+def test_an_edit_and_a_deletion_rerun_only_their_partitions_then_the_merge(
+    tmp_path: Path,
+) -> None:
+    """The nightly path: the inventory run, then changed_partitions_sensor's runs of the
+    touched partitions alone, then the merge; and a merge run before a partition caught up
+    refuses, naming it."""
     source = Path(shutil.copytree(BUNDLED_SAMPLE_CORPUS, tmp_path / "corpus"))
     data_dir = tmp_path / "data"
     defs = build_definitions(_config(source, data_dir, 4))
@@ -227,46 +176,95 @@ def test_the_sensor_chain_runs_only_the_changed_partition_then_merges(tmp_path: 
     ]
     with dg.instance_for_test() as instance:
 
-        def run(name: str, **kwargs: Any) -> None:
+        def run(name: str, **kwargs: Any) -> dg.ExecuteInProcessResult:
             job = defs.resolve_job_def(name)
             selected = [key for key in without_evals if key in job.asset_layer.selected_asset_keys]
-            assert job.execute_in_process(
-                instance=instance, asset_selection=selected, **kwargs
-            ).success
+            return job.execute_in_process(instance=instance, asset_selection=selected, **kwargs)
 
-        run("index_job")
+        assert run("index_job").success
         # A full run merged itself: the inventory that follows finds nothing to run.
-        run("inventory_job")
+        assert run("inventory_job").success
         nothing, cursor = _chain_tick(defs, instance, None)
         assert "changed no partition" in _skipped(nothing)
 
-        edited = "engineering/oncall-runbook.md"
+        edited, deleted = "engineering/oncall-runbook.md", "hr/parental-leave-faq.md"
         (source / edited).write_text((source / edited).read_text() + "\n\nPage the backup.\n")
-        run("inventory_job")
+        (source / deleted).unlink()
+        touched = sorted({_bucket_key(edited, 4), _bucket_key(deleted, 4)})
+        inventory = run("inventory_job")
+        assert metadata_of(inventory, "raw_documents")["changed_partitions"] == touched
         launched, cursor = _chain_tick(defs, instance, cursor)
-        key = _bucket_key(edited, 4)
-        assert _requests(launched) == [("partitions_job", key)]
+        assert _requests(launched) == [("partitions_job", key) for key in touched]
 
         waiting, cursor = _chain_tick(defs, instance, cursor)
-        assert f"merge waits for partitions {key}" in _skipped(waiting)
-        before = _searchable(data_dir)["chunks"]
-        run("partitions_job", partition_key=key)
-        # The partition's run wrote only its own files: search still reads the old text.
-        assert _searchable(data_dir)["chunks"] == before
+        assert f"merge waits for partitions {', '.join(touched)}" in _skipped(waiting)
+        before = _searchable(data_dir)
+        parsed = 0
+        for key in touched:
+            partition_run = run("partitions_job", partition_key=key)
+            assert partition_run.success
+            parsed += int(metadata_of(partition_run, "parsed_documents")["parsed_this_run"])
+        assert parsed == 1
+        # The partitions' runs wrote only their own files: search still reads the old text.
+        assert _searchable(data_dir) == before
 
         merge, cursor = _chain_tick(defs, instance, cursor)
         assert _requests(merge) == [("merge_job", None)]
-        run("merge_job")
-        texts = [row[2] for row in _searchable(data_dir)["chunks"] if row[1] == document_id(edited)]
-        assert any("Page the backup." in text for text in texts)
+        merged = run("merge_job")
+        assert merged.success
+        assert metadata_of(merged, "merged_partitions")["merged"] == touched
         done, cursor = _chain_tick(defs, instance, cursor)
         assert "no inventory run since the last merge" in _skipped(done)
+
+        searchable = _searchable(data_dir)
+        texts = [row[2] for row in searchable["chunks"] if row[1] == document_id(edited)]
+        assert any("Page the backup." in text for text in texts)
+        _assert_gone(data_dir, searchable, deleted)
+
+        # A new file, and a merge run before its partition caught up: refused, naming it, and
+        # what search reads stays as it was; the chain then indexes it.
+        added = "engineering/new-service.md"
+        (source / added).write_text("# New service\n\nThe new service pages the platform team.\n")
+        assert run("inventory_job").success
+        early = run("merge_job", raise_on_error=False)
+        assert not early.success
+        (failure,) = [e for e in early.all_events if e.event_type_value == "STEP_FAILURE"]
+        assert _bucket_key(added, 4) in str(failure.event_specific_data.error)
+        assert _searchable(data_dir)["chunks"] == searchable["chunks"]
+        launched, cursor = _chain_tick(defs, instance, cursor)
+        assert _requests(launched) == [("partitions_job", _bucket_key(added, 4))]
+        assert run("partitions_job", partition_key=_bucket_key(added, 4)).success
+        merge, cursor = _chain_tick(defs, instance, cursor)
+        assert _requests(merge) == [("merge_job", None)]
+        assert run("merge_job").success
+        assert document_id(added) in {row[1] for row in _searchable(data_dir)["chunks"]}
 
         # A deployment whose chunker changed: no document changed, yet every partition was
         # built by other code, so every one reruns.
         rechunked = build_definitions(
             _config(source, data_dir, 4).model_copy(update={"chunk_max_tokens": 128})
         )
-        run("inventory_job")
+        assert run("inventory_job").success
         every, _ = _chain_tick(rechunked, instance, cursor)
         assert _requests(every) == [("partitions_job", key) for key in partition_keys(4)]
+
+
+def _assert_gone(data_dir: Path, searchable: dict[str, Any], deleted: str) -> None:
+    """A deleted document is in no shared table, no table of its partition's file and no
+    LanceDB table."""
+    gone = document_id(deleted)
+    assert not [row for row in searchable["chunks"] if row[1] == gone]
+    assert not [row for row in searchable["documents"] if row[0] == gone]
+    assert not [row for row in searchable["parsed"] if row[0] == gone]
+    partition = data_dir / "partitions" / f"{_bucket_key(deleted, 4)}.duckdb"
+    with duckdb.connect(str(partition), read_only=True) as connection:
+        for table in ("documents_raw", "documents_parsed", "chunks", "enriched_chunks"):
+            (count,) = connection.execute(
+                f"SELECT count(*) FROM {table} WHERE doc_id = ?", [gone]
+            ).fetchone()
+            assert count == 0, table
+    index = lancedb.connect(str(data_dir / "lancedb"))
+    for name in index.list_tables().tables:
+        table = index.open_table(name)
+        if "doc_id" in table.schema.names:
+            assert table.count_rows(f"doc_id = '{gone}'") == 0, name

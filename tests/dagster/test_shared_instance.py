@@ -123,15 +123,7 @@ def _instance_home(path: Path, server: Postgres) -> Path:
 
 def _index_run(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     """index_job as the run launcher would start it: Dagster's CLI against the instance."""
-    return subprocess.run(
-        [str(BIN / "dagster"), "job", "execute", "-m", "pipelines.definitions", "-j", "index_job"],
-        cwd=REPO_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
+    return _dagster(["job", "execute", "-j", "index_job"], env)
 
 
 def _latest(instance: dg.DagsterInstance, asset: str) -> dict[str, object]:
@@ -258,7 +250,7 @@ def _dagster(args: list[str], env: dict[str, str]) -> subprocess.CompletedProces
         env=env,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=600,
         check=False,
     )
 
