@@ -30,3 +30,13 @@ def test_partitions_split_into_contiguous_ranges_of_near_equal_size() -> None:
     assert runs.ranges(keys, 1) == ["p00...p15"]
     assert runs.ranges(keys, 2) == ["p00...p07", "p08...p15"]
     assert runs.ranges(keys, 3) == ["p00...p05", "p06...p10", "p11...p15"]
+
+
+def test_a_partition_by_partition_build_projects_to_pods_in_rounds_of_partitions() -> None:
+    build = bench_script("partition_build")
+    # 100,000 documents at 0.4 s each in 256 partitions: 156.25 s a partition.
+    hours = build.projection(60.0, 0.4, 100_000, 256)
+    assert hours[1] == round((60 + 256 * 156.25) / 3600, 2)
+    # 256 partitions on 128 pods are two rounds; on 32 pods, eight.
+    assert hours[128] == round((60 + 2 * 156.25) / 3600, 2)
+    assert hours[32] == round((60 + 8 * 156.25) / 3600, 2)
