@@ -209,7 +209,8 @@ def test_lorehouse_serve_answers_with_a_created_key(
         server.wait(timeout=30)
     # Lorehouse's own information lines reach the server's log, level and logger named.
     logged = server.stderr.read().decode() if server.stderr else ""
-    assert re.search(r"INFO: +lorehouse\.retrieval: search warmed in \d+ ms", logged), logged
+    warmed = r"INFO: +lorehouse\.search\.retriever: search warmed in \d+ ms"
+    assert re.search(warmed, logged), logged
 
 
 def test_lorehouse_eval_retrieval_prints_one_json_object(materialized_sample: Path) -> None:
