@@ -104,13 +104,6 @@ DEFAULT_ANSWER_MAX_WORDS = 100
 #: vector 3.5 / 3.0 ms, hybrid 3.3 / 3.8 ms (BENCHMARKS.md, "Search at the speed of the
 #: store"). Past it the index wins as the product grows with the rows.
 DEFAULT_ANN_INDEX_MIN_ROWS = 50_000
-#: Rows from which an exact vector search (below the ANN threshold) first ranks every row in
-#: a third of the dimensions (the vectors' principal directions) and then scores the best few
-#: hundred with the full vectors. The product that reads every row is bound by memory, so a
-#: third of the floats costs about half the time: on 27,891 sentence windows 4.1 -> 2.0 ms, on
-#: 10,719 chunks 1.2 -> 0.6 ms, the same top 150 and top 50 for 134 questions
-#: (BENCHMARKS.md, "A sieve for exact search"). 0 switches it off.
-DEFAULT_SIEVE_MIN_ROWS = 8_192
 
 
 def available_cores() -> int:
@@ -347,15 +340,6 @@ class Settings(BaseSettings):
             "How long a version of the chunks table outlives the next, so a citation made "
             "from it still opens the passage it cited (marked when the chunk changed since). "
             "Each kept version holds the data files later writes replaced."
-        ),
-    )
-    search_sieve_min_rows: int = Field(
-        default=DEFAULT_SIEVE_MIN_ROWS,
-        ge=0,
-        description=(
-            "Rows from which an exact vector search ranks every row in a third of the "
-            "dimensions first and scores the best few hundred with the full vectors; 0 "
-            "switches it off."
         ),
     )
     search_candidates: int = Field(

@@ -107,7 +107,6 @@ class Lorehouse:
             uri,
             self.settings.ann_index_min_rows,
             lance_storage_options(uri, self.settings.s3_endpoint_url, self.settings.s3_region),
-            sieve_min_rows=self.settings.search_sieve_min_rows,
             keep_versions=timedelta(hours=self.settings.citation_retention_hours),
         )
 

@@ -26,7 +26,6 @@ import pyarrow as pa
 
 from lorehouse.search.bm25 import Analyzer, BM25Index
 from lorehouse.search.passages import passage_runs
-from lorehouse.settings import DEFAULT_SIEVE_MIN_ROWS
 
 if TYPE_CHECKING:
     import lance
@@ -101,53 +100,6 @@ _ANALYZER = Analyzer()
 
 
 log = logging.getLogger(__name__)
-
-
-# Concurrent exact searches of one table from this many queries on are scored in one
-# matrix-matrix product, which reads the vectors once for all of them; fewer are scored one
-# matrix-vector product each. Per query on 2 cores, one product for all against one each:
-# 10,845 rows, 2 queries 0.97 / 0.91 ms, 3 queries 0.74 / 0.87, 8 queries 0.31 / 0.88;
-# 27,702 rows, 3 queries 2.3 / 3.4 ms, 8 queries 0.9 / 3.4.
-_SHARED_PRODUCT_MIN_QUERIES = 3
-
-
-# The sieve ranks rows in 1/_SIEVE_DIMENSION_SHARE of the dimensions (128 of MiniLM's 384) and
-# scores with the full vectors the best _SIEVE_CANDIDATES_PER_RESULT per result asked (at least
-# _SIEVE_MIN_CANDIDATES). On the handbook copied 9 times, 134 questions: 128 dimensions and 4
-# per result found the exact top 150 of 27,891 sentence windows and the exact top 50 of 10,719
-# chunks for every question; 2 per result missed up to 10% of one question's top 50.
-_SIEVE_DIMENSION_SHARE = 3
-
-
-_SIEVE_CANDIDATES_PER_RESULT = 4
-
-
-_SIEVE_MIN_CANDIDATES = 256
-
-
-# The sieve's candidates are the rows scoring at least a threshold read from every
-# (rows / _THRESHOLD_SAMPLE)-th row's score, set for _THRESHOLD_MARGIN times the rows wanted
-# (see `at_least_best`).
-_THRESHOLD_SAMPLE = 4096
-
-
-_THRESHOLD_MARGIN = 1.5
-
-
-# Rows the principal directions are computed from (a fixed-seed sample): the directions of
-# 8,192 rows are those of the table for this purpose, and the decomposition takes 0.1 s.
-_SIEVE_SAMPLE_ROWS = 8_192
-
-
-# Before a table version is searched through the sieve, this many of its rows (fixed seed),
-# taken as queries, must each find their exact top _SIEVE_CHECK_LIMITS among the candidates.
-# Text embeddings pass (the handbook's and the docs corpus's: 85% of the spread in 128 of 384
-# directions); vectors spread evenly over many directions fail it and are scanned whole (the
-# synthetic clusters of bench/search.py: 58%).
-_SIEVE_CHECK_QUERIES = 32
-
-
-_SIEVE_CHECK_LIMITS = (10, 50)
 
 
 # A local table's `_versions` folder whose modification time is at least this old when its
@@ -233,152 +185,6 @@ class VersionsFolderWatch:
         self._trusted = (state, version) if settled and state is not None else None
 
 
-class _PendingQuery:
-    """A query waiting for its scores in a SharedProducts batch."""
-
-    __slots__ = ("error", "query", "scores")
-
-    def __init__(self, query: np.ndarray) -> None:
-        self.query = query
-        self.scores: np.ndarray | None = None
-        self.error: BaseException | None = None
-
-
-class SharedProducts:
-    """Cosine scores of queries against every row, computed together when they arrive
-    together.
-
-    A matrix-vector product is bound by memory: it reads the whole matrix (60 MB at 40,000
-    rows of 384 floats) for one query. Under load, many searches of the same table are in
-    flight, so the first caller computes for every query waiting at that moment, in one
-    matrix-matrix product that reads the matrix once, while later arrivals queue for the
-    next batch. A lone query is computed at once, as before: batching adds no wait.
-    """
-
-    def __init__(self, matrix: np.ndarray, min_batch: int = _SHARED_PRODUCT_MIN_QUERIES) -> None:
-        self.matrix = matrix
-        self.min_batch = min_batch
-        self._ready = threading.Condition()
-        self._waiting: list[_PendingQuery] = []
-        self._computing = False
-
-    def scores(self, query: np.ndarray) -> np.ndarray:
-        """`matrix @ query`: a fresh array the caller may modify."""
-        mine = _PendingQuery(query)
-        with self._ready:
-            self._waiting.append(mine)
-            while self._computing and mine.scores is None and mine.error is None:
-                self._ready.wait()
-            if mine.scores is None and mine.error is None:
-                # Nobody is computing and this query was not taken: it leads the next batch.
-                self._computing = True
-                batch, self._waiting = self._waiting, []
-            else:
-                batch = []
-        if batch:
-            self._compute(batch)
-        if mine.error is not None:
-            raise mine.error
-        assert mine.scores is not None
-        return mine.scores
-
-    def _compute(self, batch: list[_PendingQuery]) -> None:
-        try:
-            if len(batch) < self.min_batch:
-                for pending in batch:
-                    pending.scores = self.matrix @ pending.query
-            else:
-                # (rows, queries): each query's scores are one column, a view owned by it.
-                product = self.matrix @ np.stack([p.query for p in batch], axis=1)
-                for column, pending in enumerate(batch):
-                    pending.scores = product[:, column]
-        except Exception as error:  # noqa: BLE001 - re-raised in every waiter, the leader too
-            for pending in batch:
-                pending.error = error
-        finally:
-            with self._ready:
-                for pending in batch:  # interrupted (KeyboardInterrupt): waiters must not hang
-                    if pending.scores is None and pending.error is None:
-                        pending.error = RuntimeError("scoring was interrupted")
-                self._computing = False
-                self._ready.notify_all()
-
-
-class ProjectedSieve:
-    """Candidates of an exact vector search, ranked in the vectors' principal directions.
-
-    An exact search reads every vector (42 MB for 27,891 sentence windows of 384 floats),
-    and that read, not the arithmetic, is its cost. Text embeddings keep most of their spread
-    in a few directions, so ranking every row by its projection on a third of the dimensions
-    puts the rows of the exact top k among the first few hundred; those are then scored with
-    their full vectors, and the result is the exact search's as long as the true top k made
-    the cut. Unlike an ANN index it needs nothing stored: the directions come from the table
-    version's vectors when it is first searched.
-    """
-
-    def __init__(self, unit_vectors: np.ndarray, dimensions: int) -> None:
-        rows = len(unit_vectors)
-        sample = unit_vectors
-        if rows > _SIEVE_SAMPLE_ROWS:
-            picked = np.random.default_rng(0).choice(rows, _SIEVE_SAMPLE_ROWS, replace=False)
-            sample = unit_vectors[np.sort(picked)]
-        mean = sample.mean(axis=0)
-        _, _, directions = np.linalg.svd(sample - mean, full_matrices=False)
-        self.projection = np.ascontiguousarray(directions[:dimensions].T, dtype=np.float32)
-        # Centred, so a row's projected score differs from its cosine by the same constant
-        # (the mean's cosine) for every row, plus what the dropped directions held.
-        projected = np.empty((rows, dimensions), dtype=np.float32)
-        for start in range(0, rows, _SIEVE_SAMPLE_ROWS):
-            block = unit_vectors[start : start + _SIEVE_SAMPLE_ROWS] - mean
-            projected[start : start + _SIEVE_SAMPLE_ROWS] = block @ self.projection
-        self._products = SharedProducts(projected)
-
-    @classmethod
-    def checked(cls, unit_vectors: np.ndarray, dimensions: int) -> ProjectedSieve | None:
-        """A sieve for these vectors, or None when it would miss a row of an exact top k.
-
-        The table's own rows stand in for queries (a question lands among the passages it is
-        about): every one must find its exact top 10 and top 50 among the candidates.
-        """
-        try:
-            sieve = cls(unit_vectors, dimensions)
-        except np.linalg.LinAlgError as error:
-            # Vectors holding NaN or infinities: the decomposition does not converge, and an
-            # exact scan still ranks the finite rows.
-            log.warning("vector search scans the whole table: no sieve (%s)", error)
-            return None
-        rows = len(unit_vectors)
-        picked = np.random.default_rng(1).choice(
-            rows, min(rows, _SIEVE_CHECK_QUERIES), replace=False
-        )
-        exact = unit_vectors @ unit_vectors[picked].T
-        nothing_hidden = np.empty(0, dtype=np.int64)
-        for column, row in enumerate(picked.tolist()):
-            for limit in _SIEVE_CHECK_LIMITS:
-                if limit >= rows:
-                    continue
-                scores = exact[:, column]
-                found = sieve.candidates(unit_vectors[row], nothing_hidden, limit)
-                # Compared by score, so rows tied with the k-th may stand in for each other.
-                best = -np.partition(-scores, limit - 1)[:limit]
-                kept = -np.partition(-scores[found], limit - 1)[:limit]
-                if not np.array_equal(np.sort(best), np.sort(kept)):
-                    return None
-        return sieve
-
-    def candidates(self, unit_query: np.ndarray, hidden: np.ndarray, limit: int) -> np.ndarray:
-        """Positions of the rows worth scoring exactly for the `limit` nearest allowed ones."""
-        scores = self._products.scores(unit_query @ self.projection)
-        scores[hidden] = -np.inf
-        allowed = len(scores) - len(hidden)
-        wanted = min(max(_SIEVE_CANDIDATES_PER_RESULT * limit, _SIEVE_MIN_CANDIDATES), allowed)
-        if wanted <= 0:
-            return np.empty(0, dtype=np.int64)
-        if wanted >= len(scores):
-            return np.flatnonzero(np.isfinite(scores))
-        return at_least_best(scores, wanted)
-
-
 def best_by_position(scores: np.ndarray, positions: np.ndarray, count: int) -> np.ndarray:
     """Indexes of the `count` highest `scores`; of rows tied with the last one kept, those
     of the lowest `positions`. Which candidates were proposed, and in what order, then
@@ -388,31 +194,6 @@ def best_by_position(scores: np.ndarray, positions: np.ndarray, count: int) -> n
     tied = np.flatnonzero(scores == last)
     tied = tied[np.argsort(positions[tied], kind="stable")[: count - len(above)]]
     return np.concatenate([above, tied])
-
-
-def at_least_best(scores: np.ndarray, wanted: int) -> np.ndarray:
-    """Positions of the `wanted` highest finite scores, and a few more that come close.
-
-    A candidate more costs its rescoring (one row of the exact product); a candidate fewer
-    could cost a result. So a threshold is read from a strided sample of the scores, set for
-    _THRESHOLD_MARGIN times the rows wanted, and every row at or above it is a candidate:
-    on 27,891 sentence windows, 0.04 ms against 0.27 for `argpartition`, for about 930
-    candidates instead of 600 (134 dev questions, 600 wanted, always a superset of them).
-    When the sample misjudges (fewer than `wanted` rows pass, or more than twice the margin),
-    the exact selection is made. So is it when the threshold is -inf (fewer visible rows
-    than the margin asks for): every hidden row would pass it.
-    """
-    rows = len(scores)
-    stride = rows // _THRESHOLD_SAMPLE
-    if stride >= 2:
-        sample = scores[::stride]
-        keep = min(len(sample), math.ceil(_THRESHOLD_MARGIN * wanted * len(sample) / rows) + 1)
-        threshold = np.partition(sample, len(sample) - keep)[len(sample) - keep]
-        if np.isfinite(threshold):
-            found = np.flatnonzero(scores >= threshold)
-            if wanted <= len(found) <= 2 * _THRESHOLD_MARGIN * wanted:
-                return found
-    return np.argpartition(-scores, wanted - 1)[:wanted]
 
 
 class VersionGone(LookupError):
@@ -443,9 +224,7 @@ class TableSnapshot:
 
     Vector search, without a vector index (below the ANN threshold), is one matrix-vector
     product with the mask applied: exact like LanceDB's flat scan, without its per-query cost
-    (about 2 ms per 1,000 rows with an access filter). From `sieve_min_rows` rows that product
-    runs on the vectors' projection on a third of the dimensions (a ProjectedSieve), and the
-    best few hundred rows are rescored with the full vectors. With the index, the IVF_HNSW_SQ search
+    (about 2 ms per 1,000 rows with an access filter). With the index, the IVF_HNSW_SQ search
     proposes twice the asked number of candidates (at least 100) by quantized distance and
     the product rescores them with the full vectors, which is what LanceDB's `refine_factor`
     does by reading the vectors back from disk.
@@ -460,16 +239,12 @@ class TableSnapshot:
         self.metadata: dict[bytes, bytes] = pinned.schema.metadata or {}
         #: Whether vector search goes through the ANN index (else it scores every row).
         self.vector_indexed = any(list(i.columns) == ["vector"] for i in pinned.list_indices())
-        self._sieve_min_rows = owner.sieve_min_rows
-        self._sieve: ProjectedSieve | None = None
-        self._sieve_decided = False
         self._lock = threading.Lock()
         self._row_count: int | None = None
         self._position: dict[str, int] | None = None
         self._rows: pa.Table | None = None
         self._columns: dict[str, list] = {}
         self._unit_vectors: np.ndarray | None = None
-        self._products: SharedProducts | None = None
         self._row_order = np.empty(0, dtype=np.int64)
         self._sorted_row_ids = np.empty(0, dtype=np.uint64)
         self._bm25: BM25Index | None = None
@@ -489,7 +264,6 @@ class TableSnapshot:
             arrow, self._unit_vectors = self._read_rows_and_vectors(
                 max(1, self._table.count_rows())
             )
-            self._products = SharedProducts(self._unit_vectors)
             self._rows = arrow
             # Row ids -> positions, for what LanceDB answers by row id (masks, ANN results).
             row_ids = arrow["_rowid"].to_numpy()
@@ -509,27 +283,6 @@ class TableSnapshot:
                     texts[name] = [derive(value) for value in self._rows[column].to_pylist()]
                 self._bm25 = BM25Index.build(keys, texts, _ANALYZER)
             return self._bm25
-
-    def _exact_sieve(self) -> ProjectedSieve | None:
-        """The sieve exact vector searches of this version go through, decided on the first
-        one: None below `sieve_min_rows`, with an ANN index, or when the check fails. A search
-        that never ranks by vector (BM25, reads by key) never pays for it."""
-        self._load()
-        with self._lock:
-            if not self._sieve_decided:
-                assert self._unit_vectors is not None
-                rows, dimension = self._unit_vectors.shape
-                if (
-                    not self.vector_indexed
-                    and self._sieve_min_rows
-                    and rows >= self._sieve_min_rows
-                    and dimension >= 2 * _SIEVE_DIMENSION_SHARE
-                ):
-                    self._sieve = ProjectedSieve.checked(
-                        self._unit_vectors, dimension // _SIEVE_DIMENSION_SHARE
-                    )
-                self._sieve_decided = True
-            return self._sieve
 
     def _positions(self) -> dict[str, int]:
         """key -> position of its row, built on first use."""
@@ -638,21 +391,16 @@ class TableSnapshot:
         if norm == 0.0 or limit <= 0:
             return nothing
         allowed, hidden = self._predicate(where)
-        assert self._unit_vectors is not None and self._products is not None
+        assert self._unit_vectors is not None
         unit_query = np.asarray(vector, dtype=np.float32) / norm
-        sieve = None if self.vector_indexed else self._exact_sieve()
-        if self.vector_indexed or sieve is not None:
-            # Candidates proposed (by the ANN index or the sieve), rescored exactly.
-            rows = (
-                self._ann_candidates(vector, where, allowed, limit)
-                if sieve is None
-                else sieve.candidates(unit_query, hidden, limit)
-            )
+        if self.vector_indexed:
+            # Candidates proposed by the ANN index, rescored exactly.
+            rows = self._ann_candidates(vector, where, allowed, limit)
             scores = self._unit_vectors[rows] @ unit_query
             count = min(limit, len(rows))
         else:
             rows = None
-            scores = self._products.scores(unit_query)
+            scores = self._unit_vectors @ unit_query
             scores[hidden] = -np.inf
             count = min(limit, len(scores) - len(hidden))
         if count <= 0:
@@ -849,11 +597,8 @@ class TableReader:
         uri: str,
         storage_options: dict[str, str] | None = None,
         db: lancedb.DBConnection | None = None,
-        sieve_min_rows: int = DEFAULT_SIEVE_MIN_ROWS,
     ) -> None:
         self.uri = uri
-        #: Rows from which exact vector search goes through a ProjectedSieve (0: never).
-        self.sieve_min_rows = sieve_min_rows
         self._storage_options = storage_options
         # Every read of the latest version sees what another process (a materialization)
         # committed since: LanceDB checks for a newer version on each call, which costs half
@@ -871,9 +616,7 @@ class TableReader:
 
     def sibling(self, table_type: type[R]) -> R:
         """Another table of the same database, sharing this connection."""
-        return table_type(
-            self.uri, self._storage_options, db=self._db, sieve_min_rows=self.sieve_min_rows
-        )
+        return table_type(self.uri, self._storage_options, db=self._db)
 
     def exists(self) -> bool:
         """Whether the embedding stage has created the table.

@@ -27,7 +27,7 @@ from lorehouse.search.tables import (
     _vector_values,
     sql_in,
 )
-from lorehouse.settings import DEFAULT_ANN_INDEX_MIN_ROWS, DEFAULT_SIEVE_MIN_ROWS
+from lorehouse.settings import DEFAULT_ANN_INDEX_MIN_ROWS
 
 if TYPE_CHECKING:
     import lance
@@ -252,11 +252,10 @@ class LanceTable(TableReader):
         ann_min_rows: int = DEFAULT_ANN_INDEX_MIN_ROWS,
         storage_options: dict[str, str] | None = None,
         db: lancedb.DBConnection | None = None,
-        sieve_min_rows: int = DEFAULT_SIEVE_MIN_ROWS,
         search_indexes: bool = True,
         keep_versions: timedelta = _KEEP_VERSIONS,
     ) -> None:
-        super().__init__(uri, storage_options=storage_options, db=db, sieve_min_rows=sieve_min_rows)
+        super().__init__(uri, storage_options=storage_options, db=db)
         #: How long a version outlives the next one: what `rows_at` can still read.
         self.keep_versions = keep_versions
         #: Whether the table gets its scalar and vector indexes: not for a partition's own
@@ -271,7 +270,6 @@ class LanceTable(TableReader):
             self.ann_min_rows,
             self._storage_options,
             db=self._db,
-            sieve_min_rows=self.sieve_min_rows,
             search_indexes=self.search_indexes,
         )
 
