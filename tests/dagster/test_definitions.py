@@ -89,6 +89,9 @@ def test_index_runs_are_limited_to_one_at_a_time(tmp_path: Path) -> None:
         assert defs.resolve_job_def(writer).tags[INDEX_WRITER_TAG] == "index"
     assert defs.resolve_job_def("partitions_job").tags[INDEX_WRITER_TAG] == "partition"
     assert {"key": INDEX_WRITER_TAG, "value": "partition", "limit": 2} in limits
+    # One run per partition key at a time, whoever launched it.
+    per_partition = {"key": "dagster/partition", "value": {"applyLimitPerUniqueValue": True}}
+    assert {**per_partition, "limit": 1} in limits
     sensor = defs.resolve_sensor_def("source_change_sensor")
     schedule = defs.resolve_schedule_def("nightly_reindex_schedule")
     assert sensor.job_name == schedule.job_name == "inventory_job"
