@@ -123,6 +123,7 @@ def evaluate_changed_partitions(
     instance = context.instance
     cursor = ChainCursor.decode(context.cursor)
     requests: list[dg.RunRequest] = []
+    stale: set[str] | None = None  # read once a tick, when an inventory run needs it
     found = instance.fetch_materializations(
         dg.AssetRecordsFilter(asset_key=INVENTORY_ASSET, after_storage_id=cursor.seen),
         limit=_INVENTORIES_PER_TICK,
@@ -135,7 +136,9 @@ def evaluate_changed_partitions(
             continue  # a full index run covers every partition and merges itself
         materialization = record.asset_materialization
         named = materialization.metadata.get("changed_partitions") if materialization else None
-        keys = sorted({*(named.value if named else []), *_built_by_other_code(context)})
+        if stale is None:
+            stale = _built_by_other_code(context)
+        keys = sorted({*(named.value if named else []), *stale})
         # Launched again even when pending: a run already done read the older slice.
         requests += [
             dg.RunRequest(

@@ -312,14 +312,10 @@ async function openSource(citation) {
     $("source-text").replaceChildren(element("p", { class: "error", text: error.message }));
     return;
   }
-  if (since === "changed" || since === "removed") {
-    // The page and the file are today's, which no longer hold this passage.
-    $("source-title").textContent = chunk.title || chunk.rel_path;
-    $("source-where").textContent = `${chunk.rel_path}${pages(chunk)} ${section(chunk)}`;
-    return;
-  }
   $("source-title").textContent = chunk.title || chunk.rel_path;
   $("source-where").textContent = `${chunk.rel_path}${pages(chunk)} ${section(chunk)}`;
+  // The page and the file are today's, which no longer hold a changed or removed passage.
+  if (since === "changed" || since === "removed") return;
   if (chunk.rel_path.toLowerCase().endsWith(".pdf") && chunk.page_start) {
     try {
       const image = await (await api(`${chunkPath}/page`)).blob();

@@ -607,6 +607,8 @@ class TableReader:
             uri, storage_options=storage_options, read_consistency_interval=timedelta(0)
         )
         self._table: lancedb.table.Table | None = None
+        # The older version `rows_at` read last.
+        self._pinned: lancedb.table.Table | None = None
         # What searches of the latest version seen share (see TableSnapshot).
         self._snapshot: TableSnapshot | None = None
         self._snapshot_lock = threading.Lock()
@@ -696,11 +698,16 @@ class TableReader:
         """
         if version == self.latest_version():
             return self.rows(where, columns, limit)
-        pinned = self._db.open_table(self.name)
-        try:
-            pinned.checkout(version)
-        except ValueError as error:
-            raise VersionGone(version, self.latest_version()) from error
+        pinned = self._pinned
+        if pinned is None or pinned.version != version:
+            # One opened version kept: a citation's chunk and its neighbours, or an answer's
+            # context, read the same version several times in a row.
+            pinned = self._db.open_table(self.name)
+            try:
+                pinned.checkout(version)
+            except ValueError as error:
+                raise VersionGone(version, self.latest_version()) from error
+            self._pinned = pinned
         return pinned.search().where(where).select(list(columns)).limit(limit).to_list()
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, NamedTuple, TypeVar, cast
 
 import lancedb
 import numpy as np
@@ -471,18 +471,16 @@ class ChunkIndex(LanceTable, ChunkTable):
     # chunk_id each of those reads scans the table.
     scalar_indexes = (("doc_id", "BTREE"), ("chunk_id", "BTREE"), ("acl", "LABEL_LIST"))
 
+    # The siblings are the writers (`document_type` and the others, set below); these only
+    # say so to the type checker.
     def documents(self) -> DocumentIndex:
-        return self.sibling(DocumentIndex)
+        return cast(DocumentIndex, super().documents())
 
     def sentences(self) -> SentenceIndex:
-        found = super().sentences()
-        assert isinstance(found, SentenceIndex)
-        return found
+        return cast(SentenceIndex, super().sentences())
 
     def token_vectors(self) -> TokenVectorIndex:
-        found = super().token_vectors()
-        assert isinstance(found, TokenVectorIndex)
-        return found
+        return cast(TokenVectorIndex, super().token_vectors())
 
 
 class DocumentIndex(LanceTable, DocumentTable):

@@ -30,7 +30,7 @@ from lorehouse.stores.partitions import bucket_of, partition_keys
 from lorehouse.wiring import lance_storage_options
 from tests.dagster.conftest import _free_port, s3_bucket
 
-# A build with a process per step, then runs launched by the daemon: ~2.5 minutes alone.
+# A build with a process per step, then runs the daemon launches: the slowest test here.
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 BIN = Path(sys.executable).parent
