@@ -3,7 +3,7 @@
 With a model configured (LOREHOUSE_LLM_MODEL), every chunk gets 2-4 FAQs and 3-8 keywords, a
 table chunk a two-line summary, and every document a 2-3 sentence summary (and a title when the
 file has none). Without one, enrichment is extractive and says so in `enrichment_mode`: the
-document summary is its most central sentences (TextRank over sentence embeddings), keywords
+document summary is its most central sentences (by the words they share), keywords
 come from YAKE, and there are no FAQs, because inventing questions is exactly what an
 extractive method cannot do honestly.
 
@@ -33,7 +33,7 @@ from lorehouse.stages.progress import ProgressCallback
 from lorehouse.text import BREADCRUMB_SEPARATOR
 
 EXTRACTIVE_MODE = "extractive"
-EXTRACTIVE_MODEL = "extractive/textrank-minilm+yake-3"
+EXTRACTIVE_MODEL = "extractive/central-tfidf+yake-3"
 _WORD = re.compile(r"\w+")
 CHUNK_PROMPT = "chunk_enrichment.v1"
 TABLE_PROMPT = "table_enrichment.v1"
@@ -154,13 +154,17 @@ class Enricher:
         cached: CacheLookup,
         save: CacheWriter,
         on_progress: ProgressCallback | None = None,
-        checkpoint_every: int = 10,
+        checkpoint_every: int | None = None,
     ) -> EnrichmentResult:
         """Enriches every chunk and document, reusing cached answers by key.
 
         New answers are handed to `save` every `checkpoint_every` completions, so a run killed
-        halfway keeps what it paid for and its rerun asks only for the rest.
+        halfway keeps what it paid for and its rerun asks only for the rest. By default every
+        10 LLM answers, each of which costs a call, and every 500 extractive ones: a save is
+        a DuckDB transaction of its own, which costs more than ten extractive answers.
         """
+        if checkpoint_every is None:
+            checkpoint_every = 10 if self.client else 500
         started = time.perf_counter()
         report = EnrichmentReport(mode=self.mode, model=self.model)
         # The client's usage adds up over its life (batches, partitions): this call's share
@@ -361,8 +365,16 @@ class _ExtractiveSummary(BaseModel):
 
 
 def _extractive_summary(document: DocumentInput, sentences_wanted: int = 3) -> BaseModel:
-    """The document's most central sentences, in reading order (TextRank on embeddings)."""
-    from lorehouse.embedding.minilm import default_embedder
+    """The document's most central sentences, in reading order: those whose words the other
+    sentences share most (each sentence's summed TF-IDF cosine with the others).
+
+    The sum, not PageRank over the same weights: word overlap leaves sentences unlinked, and
+    PageRank gives each unlinked group of two off-topic sentences as much rank as a topic
+    that five sentences share. Not over sentence embeddings: embedding up to 300 sentences
+    a document is a second model pass over the corpus, as costly as embedding its chunks,
+    for a summary that only feeds the document's profile and the enriched BM25 field.
+    """
+    from sklearn.feature_extraction.text import TfidfVectorizer
 
     sentences: list[str] = []
     for chunk in document.chunks:
@@ -381,11 +393,16 @@ def _extractive_summary(document: DocumentInput, sentences_wanted: int = 3) -> B
         return _ExtractiveSummary(summary=" ".join(first.split())[:300], title=title)
     if len(sentences) <= sentences_wanted:
         return _ExtractiveSummary(summary=" ".join(sentences), title=title)
-    vectors = default_embedder().embed(sentences)
-    similarity = np.clip(vectors @ vectors.T, 0.0, None)
+    try:
+        # Rows come L2-normalized, so their products are cosines.
+        weights = TfidfVectorizer(sublinear_tf=True, stop_words="english").fit_transform(sentences)
+    except ValueError:  # nothing but stop words: no sentence is more central than another
+        return _ExtractiveSummary(summary=" ".join(sentences[:sentences_wanted]), title=title)
+    similarity = (weights @ weights.T).toarray()
     np.fill_diagonal(similarity, 0.0)
-    ranks = _pagerank(similarity)
-    chosen = sorted(np.argsort(-ranks)[:sentences_wanted])
+    ranks = similarity.sum(axis=1)
+    # A stable sort: sentences of equal rank are taken in reading order.
+    chosen = sorted(np.argsort(-ranks, kind="stable")[:sentences_wanted])
     return _ExtractiveSummary(summary=" ".join(sentences[i] for i in chosen), title=title)
 
 
@@ -395,16 +412,6 @@ _LIST_OR_TABLE_LINE = re.compile(r"^\s*(?:[-*+•]|\d+[.)])\s")
 def _contains(longer: list[str], shorter: list[str]) -> bool:
     size = len(shorter)
     return any(longer[i : i + size] == shorter for i in range(len(longer) - size + 1))
-
-
-def _pagerank(weights: np.ndarray, damping: float = 0.85, iterations: int = 50) -> np.ndarray:
-    totals = weights.sum(axis=1, keepdims=True)
-    transition = np.divide(weights, totals, out=np.zeros_like(weights), where=totals > 0)
-    size = len(weights)
-    ranks = np.full(size, 1.0 / size)
-    for _ in range(iterations):
-        ranks = (1 - damping) / size + damping * transition.T @ ranks
-    return ranks
 
 
 def _usage_totals(client: LLMClient | None) -> tuple[float, float, float, float]:

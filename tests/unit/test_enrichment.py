@@ -215,3 +215,37 @@ def test_a_chunk_too_short_for_keyword_extraction_keeps_its_own_words(
 
     chunk = ChunkInput("c1", "d1", breadcrumb, text, text, is_table=False)
     assert Enricher(None)._extract_keywords(chunk) == expected
+
+
+def test_the_extractive_summary_takes_the_central_sentences_in_reading_order() -> None:
+    """TextRank over the sentences' words: the three sentences that share the most with the
+    rest are the summary, in the order the document has them."""
+    from lorehouse.enrichment import ChunkInput, DocumentInput, _extractive_summary
+
+    lines = [
+        "Parental leave is sixteen weeks of paid leave for every new parent.",
+        "The office kitchen is cleaned every Friday afternoon by the facilities team.",
+        "Paid parental leave starts on the day your child is born or adopted.",
+        "Our team photo was taken at the offsite in the mountains last spring.",
+        "Tell your manager about your parental leave eight weeks before it starts.",
+    ]
+    text = "Parental leave\n" + "\n".join(lines)
+    chunk = ChunkInput("c1", "d1", "Parental leave", text, text, is_table=False)
+    summary = _extractive_summary(DocumentInput("d1", "leave.md", "Leave", [chunk])).summary
+    assert summary == " ".join([lines[0], lines[2], lines[4]])
+
+
+def test_the_extractive_summary_runs_no_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A summary costs no pass of the embedding model, which the build spends on chunks."""
+    import lorehouse.embedding.minilm as minilm
+    from lorehouse.enrichment import ChunkInput, DocumentInput, _extractive_summary
+
+    def refuse() -> None:
+        raise AssertionError("the summary loaded the embedding model")
+
+    monkeypatch.setattr(minilm, "default_embedder", refuse)
+    text = "Travel\n" + " ".join(f"Rule {n} of the travel policy covers hotels." for n in range(9))
+    chunk = ChunkInput("c1", "d1", "Travel", text, text, is_table=False)
+    only_stop_words = ChunkInput("c2", "d1", "", "it is what it was and\n" * 5, "", False)
+    assert _extractive_summary(DocumentInput("d1", "t.md", "T", [chunk])).summary
+    assert _extractive_summary(DocumentInput("d2", "s.md", "S", [only_stop_words]))
