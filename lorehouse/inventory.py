@@ -20,7 +20,7 @@ from typing import ClassVar
 import pyarrow as pa
 
 from lorehouse.errors import SourceError
-from lorehouse.models import PUBLIC_GROUP, FileType
+from lorehouse.models import NOBODY_GROUP, PUBLIC_GROUP, FileType
 from lorehouse.sniffing import detect_file_type, extension_type
 from lorehouse.sources.base import (
     FOLDER_ACL_FILE,
@@ -40,6 +40,7 @@ LISTING_SCHEMA = pa.schema(
         ("size_bytes", pa.int64()),
         ("modified_at", pa.timestamp("us", "UTC")),
         ("sidecar", pa.bool_()),
+        ("acl_groups", pa.list_(pa.string())),
     ]
 )
 
@@ -103,6 +104,7 @@ def listing_batches(
         columns["size_bytes"].append(file.size_bytes)
         columns["modified_at"].append(file.modified_at)
         columns["sidecar"].append(sidecar)
+        columns["acl_groups"].append(None if file.acl_groups is None else list(file.acl_groups))
         listing.documents += not sidecar
         if len(columns["rel_path"]) >= rows:
             yield pa.table(columns, schema=LISTING_SCHEMA)
@@ -125,12 +127,16 @@ def describe_batch(
     `plan` holds the listing's columns and, from the last inventory, whether each document
     was `known`, is `unchanged` (same size and time: trusted without reading) and its
     `prev_file_type` and `prev_content_sha256`. ACL groups are worked out for every
-    document, reused ones too, so an access change needs no re-hash.
+    document, reused ones too, so an access change needs no re-hash: the source's own
+    (`acl_groups`, a connector's) where it gave them, else the access files'.
     """
     out: dict[str, list] = {name: [] for name in INVENTORY_SCHEMA.names}
     for row in plan.to_pylist():
         rel_path = row["rel_path"]
-        groups = acls.groups_for(rel_path, has_own_sidecar=row["has_sidecar"])
+        if row["acl_groups"] is not None:
+            groups = sorted(set(row["acl_groups"]))
+        else:
+            groups = acls.groups_for(rel_path, has_own_sidecar=row["has_sidecar"])
         if row["unchanged"]:
             file_type, sha = row["prev_file_type"], row["prev_content_sha256"]
             tally.reused += 1
@@ -186,7 +192,7 @@ class AccessRules:
     document's own sidecar is read at its turn and not kept, as it serves no other document.
     """
 
-    _NOBODY: ClassVar[list[str]] = ["__unreadable_acl__"]
+    _NOBODY: ClassVar[list[str]] = [NOBODY_GROUP]
 
     def __init__(self, source: DocumentSource, folder_rules: set[str], warnings: list[str]) -> None:
         self._source = source

@@ -12,6 +12,9 @@ from pydantic import BaseModel, Field
 #: `cardinality(acl) = 0` scanned the column on every query (about 20 ms at 100,000 rows).
 #: Access files may not name it.
 PUBLIC_GROUP = "__public__"
+#: The group of a document nobody may read: its access file or its source's permissions
+#: could not be read, or none of its principals maps to a group (fail closed).
+NOBODY_GROUP = "__unreadable_acl__"
 
 
 class FileType(StrEnum):

@@ -129,7 +129,21 @@ class Settings(BaseSettings):
 
     source_uri: str = Field(
         default=str(BUNDLED_SAMPLE_CORPUS),
-        description="Folder path or s3://bucket/prefix holding the raw documents.",
+        description=(
+            "Folder path, s3://bucket/prefix, or http(s):// start URL of a web site (its "
+            "sitemaps and the pages linked below that URL) holding the raw documents."
+        ),
+    )
+    source_permission_map: Path | None = Field(
+        default=None,
+        description=(
+            "JSON file mapping a connected source's principals (users, groups, domains, "
+            "anyone) to Lorehouse groups. A web site's pages belong to 'anyone', public "
+            "unless the file maps 'anyone' to a group."
+        ),
+    )
+    web_max_pages: int = Field(
+        default=10_000, ge=1, description="Pages a web site's crawl visits at most."
     )
     data_dir: Path = Field(
         default_factory=lambda: default_data_dir(),
@@ -642,7 +656,9 @@ class Settings(BaseSettings):
     @classmethod
     def _source_uri_not_blank(cls, value: str) -> str:
         if not value.strip():
-            raise ValueError("LOREHOUSE_SOURCE_URI must name a folder or an s3:// prefix")
+            raise ValueError(
+                "LOREHOUSE_SOURCE_URI must name a folder, an s3:// prefix or a web site"
+            )
         return value.strip()
 
     @property

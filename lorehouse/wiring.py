@@ -115,11 +115,14 @@ class Lorehouse:
         return self._chunk_index
 
     def document_source(self, s3_client: Any = None) -> DocumentSource:
-        """The raw documents: a local folder, or an S3 prefix read with `s3_client` (Dagster
-        hands the one dagster-aws builds; without one, boto3 builds it from the settings)."""
+        """The raw documents: a local folder, an S3 prefix read with `s3_client` (Dagster
+        hands the one dagster-aws builds; without one, boto3 builds it from the settings), or
+        a web site crawled by its connector."""
         from lorehouse.sources import LocalFolderSource, S3PrefixSource
 
         uri = self.settings.source_uri
+        if uri.startswith(("http://", "https://")):
+            return self._web_source(uri)
         if not uri.startswith("s3://"):
             return LocalFolderSource(uri)
         if s3_client is None:
@@ -131,6 +134,29 @@ class Lorehouse:
                 region_name=self.settings.s3_region,
             )
         return S3PrefixSource(s3_client, uri)
+
+    def _web_source(self, uri: str) -> DocumentSource:
+        """A web site's connector, its crawl state and page bodies kept under the data dir
+        (one folder per start URL)."""
+        import hashlib
+
+        from lorehouse.sources.connectors import ConnectorSource, PermissionMap
+        from lorehouse.sources.web import WebSiteConnector
+
+        name = hashlib.sha256(uri.encode()).hexdigest()[:16]
+        folder = self.settings.data_dir / "connectors" / name
+        connector = WebSiteConnector(
+            uri,
+            cache_dir=folder / "pages",
+            max_pages=self.settings.web_max_pages,
+            max_bytes=self.settings.max_file_bytes,
+        )
+        return ConnectorSource(
+            connector,
+            folder / "state.json",
+            PermissionMap.load(self.settings.source_permission_map),
+            anyone_default="public",
+        )
 
     # -- models ----------------------------------------------------------------------------------
 

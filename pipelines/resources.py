@@ -39,11 +39,12 @@ class SettingsResource(dg.ConfigurableResource):
     """A resource whose fields are settings: `wiring()` builds from them."""
 
     def setting_values(self) -> dict[str, Any]:
-        """This resource's fields that are settings, by name."""
+        """This resource's fields that are settings, by name; a field left unset (None)
+        takes the setting's own value."""
         return {
             name: getattr(self, name)
             for name in type(self).model_fields
-            if name in Settings.model_fields
+            if name in Settings.model_fields and getattr(self, name) is not None
         }
 
     def wiring(self) -> Lorehouse:
@@ -60,9 +61,14 @@ def wiring_for(*resources: SettingsResource) -> Lorehouse:
 
 
 class DocumentSourceResource(SettingsResource):
-    """The raw documents: a local folder, or an S3 prefix read through dagster-aws."""
+    """The raw documents: a local folder, an S3 prefix read through dagster-aws, or a web
+    site."""
 
     source_uri: str = _setting("source_uri")
+    #: A connected source (a web site) keeps its checkpoint and fetched items here.
+    data_dir: str | None = _setting("data_dir", default=None)
+    source_permission_map: str | None = _setting("source_permission_map", default=None)
+    web_max_pages: int | None = _setting("web_max_pages", default=None, ge=1)
     s3_endpoint_url: str | None = _setting("s3_endpoint_url", default=None)
     s3_region: str | None = _setting("s3_region", default=None)
     aws_access_key_id: str | None = Field(

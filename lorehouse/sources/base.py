@@ -24,6 +24,10 @@ class SourceFile:
     #: A digest of the content the listing already gives (the S3 ETag), so a change check
     #: need not download the file; None where only reading the file tells (local folders).
     content_digest: str | None = None
+    #: The groups allowed to read the file, from the source's own permissions (a connector's
+    #: sharing settings mapped to Lorehouse groups); None where access files decide
+    #: (`_access.json`, sidecars). Empty means public, like an empty access file.
+    acl_groups: tuple[str, ...] | None = None
 
 
 class DocumentSource(Protocol):

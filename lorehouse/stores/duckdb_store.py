@@ -378,7 +378,7 @@ class DuckDBStore:
             connection.execute(
                 f"CREATE TABLE {staging.listing} (doc_id VARCHAR, rel_path VARCHAR NOT NULL, "
                 "size_bytes BIGINT NOT NULL, modified_at TIMESTAMPTZ NOT NULL, "
-                "sidecar BOOLEAN NOT NULL)"
+                "sidecar BOOLEAN NOT NULL, acl_groups VARCHAR[])"
             )
             # The new inventory's rows take documents_raw's columns and types (the
             # constraints are checked when the swap inserts them there).
@@ -1037,7 +1037,7 @@ class InventoryStaging:
         with self._store._transaction(batch=batch) as connection:
             connection.execute(
                 f"INSERT INTO {self.listing} "
-                "SELECT doc_id, rel_path, size_bytes, modified_at, sidecar FROM batch"
+                "SELECT doc_id, rel_path, size_bytes, modified_at, sidecar, acl_groups FROM batch"
             )
 
     def make_plan(self) -> int:
@@ -1050,7 +1050,7 @@ class InventoryStaging:
                 WITH documents AS (SELECT * FROM {self.listing} WHERE NOT sidecar),
                      sidecars AS (SELECT rel_path FROM {self.listing} WHERE sidecar)
                 SELECT row_number() OVER (ORDER BY l.rel_path) AS n,
-                       l.doc_id, l.rel_path, l.size_bytes, l.modified_at,
+                       l.doc_id, l.rel_path, l.size_bytes, l.modified_at, l.acl_groups,
                        EXISTS (SELECT 1 FROM sidecars s
                                WHERE s.rel_path = l.rel_path || '{SIDECAR_SUFFIX}')
                            AS has_sidecar,

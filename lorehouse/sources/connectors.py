@@ -1,0 +1,364 @@
+"""Connectors: sources that are services (a web site, a wiki, a drive), read by change listing.
+
+A connector lists items with stable ids, versions and the principals allowed to read each
+(taken from the service's own sharing settings), yields the items changed and deleted since
+a checkpoint, and fetches an item's bytes. `ConnectorSource` turns one into the
+`DocumentSource` the inventory reads: it keeps the checkpoint and the last known state of
+every item in a file of its own, so a nightly run asks the service only for what changed,
+while the inventory still sees the whole source (and drops what left it).
+
+Permissions become Lorehouse groups through a `PermissionMap`. An item whose permissions
+could not be read is indexed as readable by nobody (fail closed), never as public.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from pathlib import Path, PurePosixPath
+from typing import Any, Literal, Protocol
+
+import httpx
+
+from lorehouse.errors import SourceError
+from lorehouse.models import NOBODY_GROUP, PUBLIC_GROUP
+from lorehouse.sources.base import SourceFile
+
+log = logging.getLogger(__name__)
+
+NOBODY = NOBODY_GROUP
+
+PrincipalKind = Literal["user", "group", "domain", "anyone", "lorehouse"]
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who a service lets read an item: a user or group (by e-mail or id), a whole domain,
+    anyone (a public link or page), or a Lorehouse group named in the connector's own
+    configuration (`lorehouse`)."""
+
+    kind: PrincipalKind
+    value: str = ""
+
+
+@dataclass(frozen=True)
+class ConnectorItem:
+    """An item as the service lists it, before anyone reads its content."""
+
+    item_id: str
+    #: Where the item sits in the source, as a relative POSIX path with the extension of what
+    #: `fetch` returns ("ENG/Onboarding.html"): the document's path in Lorehouse.
+    path: str
+    #: Changes whenever the content may have (a revision, an ETag, a modified time).
+    version: str
+    size_bytes: int
+    modified_at: datetime
+    #: None when the service would not say who may read it: nobody may, then.
+    principals: tuple[Principal, ...] | None
+    #: Where a person opens the item.
+    url: str
+    #: Why the item cannot be fetched, when the listing already knows (a page that answered
+    #: 503 after retries); the parse stage records it as the document's failure.
+    failure: str | None = None
+
+
+@dataclass
+class ChangeSet:
+    """What changed since a checkpoint, and the checkpoint to ask from next time."""
+
+    changed: list[ConnectorItem]
+    #: Ids of items deleted (or no longer visible to the connector).
+    deleted: list[str]
+    checkpoint: str
+    #: True when `changed` lists every item (a first listing, a crawl): items known before
+    #: and missing from it are gone.
+    complete: bool = False
+
+
+class Connector(Protocol):
+    """A service holding documents, read by change listing."""
+
+    #: What kind of source this is ("web", "confluence"), for logs and document URIs.
+    kind: str
+
+    @property
+    def uri(self) -> str:
+        """Where the source lives, as the user configured it."""
+        ...
+
+    def changes(self, checkpoint: str | None) -> ChangeSet:
+        """Items changed and deleted since `checkpoint` (None: everything, `complete`)."""
+        ...
+
+    def fetch(self, item: ConnectorItem) -> bytes:
+        """The item's content; raises SourceError saying why it cannot be had."""
+        ...
+
+
+@dataclass(frozen=True)
+class PermissionMap:
+    """How a service's principals become Lorehouse groups, from a mapping file:
+
+    ```json
+    {"users": {"ana@example.com": ["finance"]},
+     "groups": {"finance-team@example.com": "finance"},
+     "domains": {"example.com": "staff"},
+     "anyone": "public"}
+    ```
+
+    `anyone` (a public link, a public page) maps to a group, to "public", or, when left out,
+    to `anyone_default`. A principal the file does not map gives no group; an item none of
+    whose principals maps is readable by nobody, never by everyone.
+    """
+
+    users: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    groups: Mapping[str, str] = field(default_factory=dict)
+    domains: Mapping[str, str] = field(default_factory=dict)
+    anyone: str | None = None
+
+    @classmethod
+    def load(cls, path: Path | None) -> PermissionMap:
+        """The map in `path` (JSON); an empty map without one."""
+        if path is None:
+            return cls()
+        try:
+            payload = json.loads(Path(path).read_text(encoding="utf-8"))
+            users = {k.lower(): list(v) for k, v in payload.get("users", {}).items()}
+            groups = {k.lower(): str(v) for k, v in payload.get("groups", {}).items()}
+            domains = {k.lower(): str(v) for k, v in payload.get("domains", {}).items()}
+            anyone = payload.get("anyone")
+        except (OSError, ValueError, AttributeError, TypeError) as error:
+            raise SourceError(f"permission map {path} cannot be read: {error}") from error
+        for group in [*groups.values(), *domains.values(), *(g for v in users.values() for g in v)]:
+            if not isinstance(group, str) or group in (PUBLIC_GROUP, NOBODY):
+                raise SourceError(f"permission map {path}: {group!r} is not a group name")
+        return cls(users, groups, domains, anyone if isinstance(anyone, str) else None)
+
+    def groups_for(
+        self, principals: Sequence[Principal] | None, anyone_default: str | None = None
+    ) -> tuple[str, ...]:
+        """The Lorehouse groups that may read an item; () means public."""
+        if principals is None:
+            return (NOBODY,)
+        found: set[str] = set()
+        for principal in principals:
+            value = principal.value.strip().lower()
+            if principal.kind == "anyone":
+                group = self.anyone or anyone_default
+                if group == "public":
+                    return ()
+                if group:
+                    found.add(group)
+            elif principal.kind == "lorehouse":
+                found.add(principal.value)
+            elif principal.kind == "user":
+                found.update(self.users.get(value, ()))
+            elif principal.kind == "group" and value in self.groups:
+                found.add(self.groups[value])
+            elif principal.kind == "domain" and value in self.domains:
+                found.add(self.domains[value])
+        return tuple(sorted(found)) or (NOBODY,)
+
+
+@dataclass
+class ConnectorState:
+    """The checkpoint and every known item of one source, kept as one JSON file.
+
+    Written to a temporary file and renamed over the old one, so a run killed while saving
+    leaves the previous state, whose checkpoint then lists those changes again.
+    """
+
+    path: Path
+    checkpoint: str | None = None
+    items: dict[str, ConnectorItem] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, path: Path) -> ConnectorState:
+        try:
+            payload = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return cls(path)
+        except ValueError as error:
+            log.warning("connector state %s is unreadable (%s); listing everything", path, error)
+            return cls(path)
+        items = {}
+        for raw in payload.get("items", []):
+            principals = raw.pop("principals")
+            raw["modified_at"] = datetime.fromisoformat(raw["modified_at"])
+            items[raw["item_id"]] = ConnectorItem(
+                **raw,
+                principals=None
+                if principals is None
+                else tuple(Principal(kind, value) for kind, value in principals),
+            )
+        return cls(path, payload.get("checkpoint"), items)
+
+    def apply(self, changes: ChangeSet) -> None:
+        """Takes a change set in: changed items replace their old state, deleted ones go."""
+        if changes.complete:
+            self.items = {}
+        for item_id in changes.deleted:
+            self.items.pop(item_id, None)
+        for item in changes.changed:
+            self.items[item.item_id] = item
+        self.checkpoint = changes.checkpoint
+
+    def save(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        items = []
+        for item in sorted(self.items.values(), key=lambda i: i.item_id):
+            raw = asdict(item)
+            raw["modified_at"] = item.modified_at.isoformat()
+            raw["principals"] = (
+                None if item.principals is None else [[p.kind, p.value] for p in item.principals]
+            )
+            items.append(raw)
+        temporary = self.path.with_suffix(".tmp")
+        temporary.write_text(json.dumps({"checkpoint": self.checkpoint, "items": items}))
+        temporary.replace(self.path)
+
+
+class ConnectorSource:
+    """A connector as the `DocumentSource` the inventory lists and the stages read.
+
+    Listing asks the connector for the changes since the saved checkpoint, applies them to
+    the saved state and lists every known item, with its groups from `permissions`. Two
+    items may not share a path: the later id gets its id in the path, so neither is lost.
+    """
+
+    def __init__(
+        self,
+        connector: Connector,
+        state_path: Path,
+        permissions: PermissionMap | None = None,
+        anyone_default: str | None = None,
+    ) -> None:
+        self.connector = connector
+        self.state_path = state_path
+        self.permissions = permissions or PermissionMap()
+        self.anyone_default = anyone_default
+        self._by_path: dict[str, ConnectorItem] = {}
+
+    @property
+    def uri(self) -> str:
+        return self.connector.uri
+
+    def list_files(self) -> Iterator[SourceFile]:
+        state = ConnectorState.load(self.state_path)
+        state.apply(self.connector.changes(state.checkpoint))
+        state.save()
+        self._by_path = {}
+        for item in sorted(state.items.values(), key=lambda i: (i.path, i.item_id)):
+            path = item.path
+            if path in self._by_path:
+                stem = PurePosixPath(path)
+                path = str(stem.with_name(f"{stem.stem} ({item.item_id}){stem.suffix}"))
+            self._by_path[path] = item
+            groups = self.permissions.groups_for(item.principals, self.anyone_default)
+            yield SourceFile(
+                rel_path=path,
+                size_bytes=item.size_bytes,
+                modified_at=item.modified_at,
+                version=item.version,
+                content_digest=f"{self.connector.kind}:{item.version}",
+                acl_groups=groups,
+            )
+
+    def _item(self, rel_path: str) -> ConnectorItem:
+        if not self._by_path:
+            state = ConnectorState.load(self.state_path)
+            self._by_path = {item.path: item for item in state.items.values()}
+        item = self._by_path.get(rel_path)
+        if item is None:
+            raise SourceError(f"{rel_path} is not an item of {self.uri}")
+        return item
+
+    def read_bytes(self, rel_path: str) -> bytes:
+        item = self._item(rel_path)
+        if item.failure:
+            raise SourceError(item.failure)
+        return self.connector.fetch(item)
+
+    def file_uri(self, rel_path: str) -> str:
+        try:
+            return self._item(rel_path).url
+        except SourceError:
+            return f"{self.uri.rstrip('/')}/{rel_path}"
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How a connector waits out a busy or failing service before it gives up on a request."""
+
+    attempts: int = 4
+    #: The first wait after a 5xx or a dropped connection; it doubles after each (with jitter).
+    backoff_seconds: float = 1.0
+    #: The longest a Retry-After is honoured; a service asking for longer fails the item.
+    max_wait_seconds: float = 60.0
+
+
+def send(
+    client: httpx.Client,
+    method: str,
+    url: str,
+    policy: RetryPolicy,
+    refresh_auth: Callable[[], None] | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+    stream: bool = False,
+    **kwargs: Any,
+) -> httpx.Response:
+    """A request that waits out 429 (its Retry-After) and 5xx, and renews an expired token
+    once on 401; any other answer is returned for the caller to judge (with `stream`, its
+    body unread: the caller reads and closes it).
+
+    Raises SourceError naming the last answer when the attempts run out, so the caller can
+    record it against the one item it concerns.
+    """
+    refreshed = False
+    last = "no answer"
+    for attempt in range(policy.attempts):
+        try:
+            response = client.send(client.build_request(method, url, **kwargs), stream=stream)
+        except httpx.TransportError as error:
+            last = f"{type(error).__name__}: {error}"
+            wait = policy.backoff_seconds * 2**attempt
+        else:
+            if response.status_code == 401 and refresh_auth is not None and not refreshed:
+                response.close()
+                refresh_auth()
+                refreshed = True
+                continue
+            if response.status_code != 429 and response.status_code < 500:
+                return response
+            response.close()
+            last = f"HTTP {response.status_code}"
+            wait = _retry_after(response) or policy.backoff_seconds * 2**attempt
+            if wait > policy.max_wait_seconds:
+                raise SourceError(f"{method} {url}: {last}, asked to wait {wait:.0f} s")
+        if attempt + 1 < policy.attempts:
+            sleep(wait * (1 + random.random() * 0.1))
+    raise SourceError(f"{method} {url}: {last} after {policy.attempts} attempts")
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    """Seconds a Retry-After header asks for (seconds, fractional or a date)."""
+    value = response.headers.get("Retry-After")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - datetime.now(UTC)).total_seconds())

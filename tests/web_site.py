@@ -1,0 +1,106 @@
+"""A real HTTP server on 127.0.0.1 serving a generated web site, for the web connector's tests.
+
+It answers as a web server does: robots.txt, a sitemap, ETag and Last-Modified on every page
+and 304 to a request whose If-None-Match matches; and, on request, the faults a crawl meets
+(429 with Retry-After, 503, a page larger than the cap). Every request is recorded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+@dataclass
+class Site:
+    """Pages by path ("/docs/a.html" -> (content type, body)) and the faults to answer with."""
+
+    pages: dict[str, tuple[str, bytes]] = field(default_factory=dict)
+    robots: str | None = "User-agent: *\nDisallow: /docs/private/\n"
+    robots_status: int = 200
+    #: Path -> how many times it answers 429 (Retry-After: 0) before it answers.
+    throttled: dict[str, int] = field(default_factory=dict)
+    #: Paths that always answer 503.
+    failing: set[str] = field(default_factory=set)
+    #: (method, path, status) of every request answered.
+    requests: list[tuple[str, str, int]] = field(default_factory=list)
+    base_url: str = ""
+
+    def page(self, path: str, body: str, content_type: str = "text/html") -> None:
+        self.pages[path] = (content_type, body.encode())
+
+    def statuses(self, status: int) -> list[str]:
+        return [path for _, path, answered in self.requests if answered == status]
+
+
+def html(title: str, text: str, links: list[str] = ()) -> str:  # type: ignore[assignment]
+    anchors = "".join(f'<li><a href="{link}">{link}</a></li>' for link in links)
+    return (
+        f"<html><head><title>{title}</title></head><body><h1>{title}</h1>"
+        f"<p>{text}</p><ul>{anchors}</ul></body></html>"
+    )
+
+
+@contextmanager
+def serve(site: Site) -> Iterator[Site]:
+    """Serves `site` until the block ends; `site.base_url` is set meanwhile."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:  # quiet
+            return
+
+        def do_GET(self) -> None:
+            path = self.path.split("?")[0]
+            status, headers, body = self._answer(path)
+            site.requests.append(("GET", path, status))
+            self.send_response(status)
+            for name, value in headers.items():
+                self.send_header(name, value)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def _answer(self, path: str) -> tuple[int, dict[str, str], bytes]:
+            if path == "/robots.txt":
+                if site.robots is None:
+                    return 404, {}, b""
+                return site.robots_status, {"Content-Type": "text/plain"}, site.robots.encode()
+            if path == "/sitemap.xml":
+                locations = "".join(
+                    f"<url><loc>{site.base_url}{p}</loc></url>"
+                    for p in sorted(site.pages)
+                    if p.endswith(".html")
+                )
+                body = (
+                    '<?xml version="1.0" encoding="UTF-8"?>'
+                    f'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{locations}'
+                    "</urlset>"
+                ).encode()
+                return 200, {"Content-Type": "application/xml"}, body
+            if path in site.failing:
+                return 503, {}, b"unavailable"
+            if site.throttled.get(path, 0) > 0:
+                site.throttled[path] -= 1
+                return 429, {"Retry-After": "0"}, b"slow down"
+            if path not in site.pages:
+                return 404, {"Content-Type": "text/plain"}, b"not found"
+            content_type, body = site.pages[path]
+            etag = '"' + hashlib.sha256(body).hexdigest()[:16] + '"'
+            headers = {"Content-Type": f"{content_type}; charset=utf-8", "ETag": etag}
+            if self.headers.get("If-None-Match") == etag:
+                return 304, {"ETag": etag}, b""
+            return 200, headers, body
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    site.base_url = f"http://127.0.0.1:{server.server_address[1]}"
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield site
+    finally:
+        server.shutdown()
+        server.server_close()
