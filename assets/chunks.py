@@ -39,6 +39,7 @@ def chunks(
             "documents_chunked": report.documents_chunked,
             "documents_unchanged": report.documents_skipped,
             "documents_dropped": report.documents_dropped,
+            "documents_relabeled": report.documents_relabeled,
             "chunks_written": report.chunks_written,
             "table_chunks_written": report.table_chunks_written,
             "median_tokens": statistics.median(tokens) if tokens else 0,

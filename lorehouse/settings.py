@@ -130,8 +130,9 @@ class Settings(BaseSettings):
     source_uri: str = Field(
         default=str(BUNDLED_SAMPLE_CORPUS),
         description=(
-            "Folder path, s3://bucket/prefix, or http(s):// start URL of a web site (its "
-            "sitemaps and the pages linked below that URL) holding the raw documents."
+            "Folder path, s3://bucket/prefix, gdrive://FOLDER_ID (a Google Drive folder), or "
+            "http(s):// start URL of a web site (its sitemaps and the pages linked below "
+            "that URL) holding the raw documents."
         ),
     )
     source_permission_map: Path | None = Field(
@@ -141,6 +142,21 @@ class Settings(BaseSettings):
             "anyone) to Lorehouse groups. A web site's pages belong to 'anyone', public "
             "unless the file maps 'anyone' to a group."
         ),
+    )
+    gdrive_service_account_file: Path | None = Field(
+        default=None,
+        description=(
+            "Service account key (JSON) a gdrive://FOLDER_ID source reads Drive with; share "
+            "the folder with its e-mail, or set a subject for domain-wide delegation."
+        ),
+    )
+    gdrive_subject: str | None = Field(
+        default=None,
+        description="User the Drive service account acts as (domain-wide delegation).",
+    )
+    gdrive_api_url: str = Field(
+        default="https://www.googleapis.com",
+        description="Drive API origin; a proxy or a test server's in their place.",
     )
     web_max_pages: int = Field(
         default=10_000, ge=1, description="Pages a web site's crawl visits at most."

@@ -121,8 +121,8 @@ class Lorehouse:
         from lorehouse.sources import LocalFolderSource, S3PrefixSource
 
         uri = self.settings.source_uri
-        if uri.startswith(("http://", "https://")):
-            return self._web_source(uri)
+        if uri.startswith(("http://", "https://", "gdrive://")):
+            return self._connector_source(uri)
         if not uri.startswith("s3://"):
             return LocalFolderSource(uri)
         if s3_client is None:
@@ -135,27 +135,41 @@ class Lorehouse:
             )
         return S3PrefixSource(s3_client, uri)
 
-    def _web_source(self, uri: str) -> DocumentSource:
-        """A web site's connector, its crawl state and page bodies kept under the data dir
-        (one folder per start URL)."""
+    def _connector_source(self, uri: str) -> DocumentSource:
+        """A connected service's source: its checkpoint and item state (and a web site's
+        page bodies) kept under the data dir, one folder per source URI."""
         import hashlib
 
-        from lorehouse.sources.connectors import ConnectorSource, PermissionMap
-        from lorehouse.sources.web import WebSiteConnector
+        from lorehouse.sources.connectors import Connector, ConnectorSource, PermissionMap
 
-        name = hashlib.sha256(uri.encode()).hexdigest()[:16]
-        folder = self.settings.data_dir / "connectors" / name
-        connector = WebSiteConnector(
-            uri,
-            cache_dir=folder / "pages",
-            max_pages=self.settings.web_max_pages,
-            max_bytes=self.settings.max_file_bytes,
-        )
+        settings = self.settings
+        folder = settings.data_dir / "connectors" / hashlib.sha256(uri.encode()).hexdigest()[:16]
+        connector: Connector
+        if uri.startswith("gdrive://"):
+            from lorehouse.sources.gdrive import GoogleDriveConnector
+
+            connector = GoogleDriveConnector(
+                uri.removeprefix("gdrive://").strip("/"),
+                settings.gdrive_service_account_file,
+                settings.gdrive_subject,
+                settings.gdrive_api_url,
+            )
+            anyone_default = None  # "anyone with the link" is not the whole company
+        else:
+            from lorehouse.sources.web import WebSiteConnector
+
+            connector = WebSiteConnector(
+                uri,
+                cache_dir=folder / "pages",
+                max_pages=settings.web_max_pages,
+                max_bytes=settings.max_file_bytes,
+            )
+            anyone_default = "public"
         return ConnectorSource(
             connector,
             folder / "state.json",
-            PermissionMap.load(self.settings.source_permission_map),
-            anyone_default="public",
+            PermissionMap.load(settings.source_permission_map),
+            anyone_default=anyone_default,
         )
 
     # -- models ----------------------------------------------------------------------------------

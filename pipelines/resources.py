@@ -69,6 +69,9 @@ class DocumentSourceResource(SettingsResource):
     data_dir: str | None = _setting("data_dir", default=None)
     source_permission_map: str | None = _setting("source_permission_map", default=None)
     web_max_pages: int | None = _setting("web_max_pages", default=None, ge=1)
+    gdrive_service_account_file: str | None = _setting("gdrive_service_account_file", default=None)
+    gdrive_subject: str | None = _setting("gdrive_subject", default=None)
+    gdrive_api_url: str | None = _setting("gdrive_api_url", default=None)
     s3_endpoint_url: str | None = _setting("s3_endpoint_url", default=None)
     s3_region: str | None = _setting("s3_region", default=None)
     aws_access_key_id: str | None = Field(

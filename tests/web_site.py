@@ -8,11 +8,12 @@ and 304 to a request whose If-None-Match matches; and, on request, the faults a 
 from __future__ import annotations
 
 import hashlib
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
+
+from tests.local_http import local_server
 
 
 @dataclass
@@ -95,12 +96,6 @@ def serve(site: Site) -> Iterator[Site]:
                 return 304, {"ETag": etag}, b""
             return 200, headers, body
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    site.base_url = f"http://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with local_server(Handler) as base_url:
+        site.base_url = base_url
         yield site
-    finally:
-        server.shutdown()
-        server.server_close()

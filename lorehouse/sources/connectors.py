@@ -66,6 +66,9 @@ class ConnectorItem:
     #: Why the item cannot be fetched, when the listing already knows (a page that answered
     #: 503 after retries); the parse stage records it as the document's failure.
     failure: str | None = None
+    #: The service's own type of the item, where fetching depends on it (a Google Doc is
+    #: exported, a PDF downloaded).
+    media_type: str = ""
 
 
 @dataclass
@@ -322,9 +325,11 @@ def send(
     """
     refreshed = False
     last = "no answer"
+    auth = kwargs.pop("auth", httpx.USE_CLIENT_DEFAULT)
     for attempt in range(policy.attempts):
         try:
-            response = client.send(client.build_request(method, url, **kwargs), stream=stream)
+            request = client.build_request(method, url, **kwargs)
+            response = client.send(request, stream=stream, auth=auth)
         except httpx.TransportError as error:
             last = f"{type(error).__name__}: {error}"
             wait = policy.backoff_seconds * 2**attempt

@@ -26,6 +26,8 @@ class ChunkReport:
     documents_chunked: int = 0
     documents_skipped: int = 0
     documents_dropped: int = 0
+    #: Documents whose chunks took new access groups, and nothing else.
+    documents_relabeled: int = 0
     chunks_written: int = 0
     table_chunks_written: int = 0
     token_counts: list[int] = field(default_factory=list)
@@ -36,6 +38,7 @@ class ChunkReport:
         self.documents_chunked += other.documents_chunked
         self.documents_skipped += other.documents_skipped
         self.documents_dropped += other.documents_dropped
+        self.documents_relabeled += other.documents_relabeled
         self.chunks_written += other.chunks_written
         self.table_chunks_written += other.table_chunks_written
         self.token_counts.extend(other.token_counts)
@@ -56,6 +59,7 @@ def run_chunking(
     started = time.perf_counter()
     report = ChunkReport()
     report.documents_dropped = store.drop_unparsed_chunks()
+    report.documents_relabeled = store.relabel_chunks()
     pending = store.to_chunk(chunker.version)
     report.documents_skipped = store.row_count("documents_parsed") - pending.num_rows
     done = 0

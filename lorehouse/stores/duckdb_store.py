@@ -606,6 +606,24 @@ class DuckDBStore:
             )
         return int(documents)
 
+    def relabel_chunks(self) -> int:
+        """Gives chunks their document's current access groups where these changed (an access
+        file edited, a sharing change at the source); returns how many documents' chunks
+        were re-labelled. Their text, enrichment and vectors stay: only who may read moved,
+        and a lost access takes effect without parsing or embedding anything again."""
+        moved = (
+            "SELECT DISTINCT c.doc_id FROM chunks c JOIN documents_raw r USING (doc_id) "
+            "WHERE list_sort(c.acl) IS DISTINCT FROM list_sort(r.acl_groups)"
+        )
+        with self._transaction() as connection:
+            ((documents,),) = connection.execute(f"SELECT count(*) FROM ({moved})").fetchall()
+            if documents:
+                connection.execute(
+                    "UPDATE chunks SET acl = r.acl_groups FROM documents_raw r "
+                    f"WHERE chunks.doc_id = r.doc_id AND chunks.doc_id IN ({moved})"
+                )
+        return int(documents)
+
     # -- enrichment and the document list -------------------------------------------------------
 
     def documents_to_enrich(self, enricher_version: str) -> tuple[list[str], int]:

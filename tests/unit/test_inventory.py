@@ -261,3 +261,31 @@ def test_a_file_name_that_is_not_utf8_is_listed_and_read_back(
     names = store.table("documents_raw", ["rel_path"])["rel_path"].tolist()
     assert names == ["a.md", "caf\\xe9.md"]
     assert source.read_bytes("caf\\xe9.md") == b"# Cafe"
+
+
+def test_an_access_file_edited_relabels_the_chunks_without_chunking_again(
+    tmp_path: Path, store: DuckDBStore
+) -> None:
+    """Who may read a document follows its access file at the next run, however its text
+    stands: lost access takes effect without parsing or chunking anything again."""
+    from lorehouse.chunking import Chunker
+    from lorehouse.embedding.minilm import default_token_counter
+    from lorehouse.stages.chunk import run_chunking
+    from lorehouse.stages.parse import ParseLimits, run_parse
+
+    root = tmp_path / "docs"
+    _write(root, "hr/bands.md", "# Salary bands\n\nLevel 5 earns EUR 98,000 a year.")
+    _write(root, "hr/_access.json", json.dumps({"groups": ["all-staff"]}))
+    source = LocalFolderSource(root)
+    limits = ParseLimits(workers=1, timeout_seconds=60, max_file_bytes=1 << 20)
+    chunker = Chunker(256, default_token_counter().count)
+    run_inventory(source, store, 1 << 20)
+    run_parse(source, store, limits)
+    run_chunking(store, chunker)
+    _write(root, "hr/_access.json", json.dumps({"groups": ["hr"]}))
+    run_inventory(source, store, 1 << 20)
+    run_parse(source, store, limits)
+    report = run_chunking(store, chunker)
+    assert (report.documents_relabeled, report.documents_chunked) == (1, 0)
+    assert {tuple(acl) for acl in store.table("chunks")["acl"]} == {("hr",)}
+    assert run_chunking(store, chunker).documents_relabeled == 0
