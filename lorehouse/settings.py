@@ -130,9 +130,10 @@ class Settings(BaseSettings):
     source_uri: str = Field(
         default=str(BUNDLED_SAMPLE_CORPUS),
         description=(
-            "Folder path, s3://bucket/prefix, gdrive://FOLDER_ID (a Google Drive folder), or "
-            "http(s):// start URL of a web site (its sitemaps and the pages linked below "
-            "that URL) holding the raw documents."
+            "Folder path, s3://bucket/prefix, gdrive://FOLDER_ID (a Google Drive folder), "
+            "confluence+https://SITE?spaces=KEY,KEY (Confluence spaces), or http(s):// start "
+            "URL of a web site (its sitemaps and the pages linked below that URL) holding "
+            "the raw documents."
         ),
     )
     source_permission_map: Path | None = Field(
@@ -157,6 +158,24 @@ class Settings(BaseSettings):
     gdrive_api_url: str = Field(
         default="https://www.googleapis.com",
         description="Drive API origin; a proxy or a test server's in their place.",
+    )
+    confluence_email: str | None = Field(
+        default=None,
+        description="Account a Confluence Cloud source signs in as, with its API token.",
+    )
+    confluence_token: str | None = Field(
+        default=None,
+        description=(
+            "API token (Cloud) or personal access token (Data Center) a "
+            "confluence+https://SITE?spaces=KEY,KEY source reads with."
+        ),
+    )
+    confluence_cloud: bool | None = Field(
+        default=None,
+        description=(
+            "Whether the Confluence site is Cloud (v2 API, e-mail and API token) or Data "
+            "Center (v1 API, personal access token); unset, a *.atlassian.net host is Cloud."
+        ),
     )
     web_max_pages: int = Field(
         default=10_000, ge=1, description="Pages a web site's crawl visits at most."

@@ -121,7 +121,7 @@ class Lorehouse:
         from lorehouse.sources import LocalFolderSource, S3PrefixSource
 
         uri = self.settings.source_uri
-        if uri.startswith(("http://", "https://", "gdrive://")):
+        if uri.startswith(("http://", "https://", "gdrive://", "confluence+")):
             return self._connector_source(uri)
         if not uri.startswith("s3://"):
             return LocalFolderSource(uri)
@@ -139,6 +139,7 @@ class Lorehouse:
         """A connected service's source: its checkpoint and item state (and a web site's
         page bodies) kept under the data dir, one folder per source URI."""
         import hashlib
+        from urllib.parse import urlsplit
 
         from lorehouse.sources.connectors import Connector, ConnectorSource, PermissionMap
 
@@ -155,6 +156,17 @@ class Lorehouse:
                 settings.gdrive_api_url,
             )
             anyone_default = None  # "anyone with the link" is not the whole company
+        elif uri.startswith("confluence+"):
+            from lorehouse.sources.confluence import ConfluenceConnector, parse_confluence_uri
+
+            site, spaces = parse_confluence_uri(uri)
+            cloud = settings.confluence_cloud
+            if cloud is None:
+                cloud = urlsplit(site).hostname.endswith(".atlassian.net")  # type: ignore[union-attr]
+            connector = ConfluenceConnector(
+                site, spaces, cloud, settings.confluence_token, settings.confluence_email
+            )
+            anyone_default = None
         else:
             from lorehouse.sources.web import WebSiteConnector
 

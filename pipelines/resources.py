@@ -72,6 +72,9 @@ class DocumentSourceResource(SettingsResource):
     gdrive_service_account_file: str | None = _setting("gdrive_service_account_file", default=None)
     gdrive_subject: str | None = _setting("gdrive_subject", default=None)
     gdrive_api_url: str | None = _setting("gdrive_api_url", default=None)
+    confluence_email: str | None = _setting("confluence_email", default=None)
+    confluence_token: str | None = Field(default=None, description="Use dg.EnvVar, never a literal")
+    confluence_cloud: bool | None = _setting("confluence_cloud", default=None)
     s3_endpoint_url: str | None = _setting("s3_endpoint_url", default=None)
     s3_region: str | None = _setting("s3_region", default=None)
     aws_access_key_id: str | None = Field(
@@ -246,6 +249,12 @@ def build_resources(settings: Settings) -> dict[str, dg.ConfigurableResource]:
             **resources["document_source"].setting_values(),  # type: ignore[attr-defined]
             aws_access_key_id=dg.EnvVar("AWS_ACCESS_KEY_ID"),
             aws_secret_access_key=dg.EnvVar("AWS_SECRET_ACCESS_KEY"),
+        )
+    if settings.confluence_token is not None:
+        values = resources["document_source"].setting_values()  # type: ignore[attr-defined]
+        values.pop("confluence_token", None)
+        resources["document_source"] = DocumentSourceResource(
+            **values, confluence_token=dg.EnvVar("LOREHOUSE_CONFLUENCE_TOKEN")
         )
     return resources
 

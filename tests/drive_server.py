@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from tests.local_http import local_server
+from tests.local_http import local_server, send_json
 
 FOLDER = "application/vnd.google-apps.folder"
 
@@ -205,14 +205,7 @@ def serve(drive: Drive) -> Iterator[Drive]:
             self._json(200, body)
 
         def _json(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
-            data = json.dumps(body).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json; charset=UTF-8")
-            for name, value in (headers or {}).items():
-                self.send_header(name, value)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            send_json(self, status, body, headers)
 
     with local_server(Handler) as base_url:
         drive.base_url = base_url

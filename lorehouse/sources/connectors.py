@@ -295,6 +295,18 @@ class ConnectorSource:
             return f"{self.uri.rstrip('/')}/{rel_path}"
 
 
+class BearerAuth(httpx.Auth):
+    """`Authorization: Bearer` with the token `current()` gives at each request, so a token
+    renewed after a 401 is the one the retry sends."""
+
+    def __init__(self, current: Callable[[], str]) -> None:
+        self.current = current
+
+    def auth_flow(self, request: httpx.Request) -> Iterator[httpx.Request]:
+        request.headers["Authorization"] = f"Bearer {self.current()}"
+        yield request
+
+
 @dataclass(frozen=True)
 class RetryPolicy:
     """How a connector waits out a busy or failing service before it gives up on a request."""

@@ -27,6 +27,7 @@ import httpx
 
 from lorehouse.errors import SourceError
 from lorehouse.sources.connectors import (
+    BearerAuth,
     ChangeSet,
     ConnectorItem,
     Principal,
@@ -104,7 +105,7 @@ class GoogleDriveConnector:
             self.retry,
             refresh_auth=self._refresh,
             params={"supportsAllDrives": "true", **params},
-            auth=_Bearer(self),
+            auth=BearerAuth(lambda: self._credentials.token),
         )
         if response.status_code != 200:
             raise SourceError(f"Google Drive {path}: {_error_message(response)}")
@@ -239,17 +240,6 @@ class GoogleDriveConnector:
             return self._get(f"files/{item.item_id}", alt="media").content
         except SourceError as error:
             raise SourceError(f"{item.path}: {error}") from error
-
-
-class _Bearer(httpx.Auth):
-    """The service account's current token on every request (renewed ones included)."""
-
-    def __init__(self, connector: GoogleDriveConnector) -> None:
-        self.connector = connector
-
-    def auth_flow(self, request: httpx.Request) -> Iterator[httpx.Request]:
-        request.headers["Authorization"] = f"Bearer {self.connector._credentials.token}"
-        yield request
 
 
 def _service_account(path: Path | None, subject: str | None) -> Any:

@@ -1,0 +1,109 @@
+"""The Confluence connector against a local server speaking Confluence's REST API, Cloud and
+Data Center: pages with their paths, restrictions and space permissions as groups, edits,
+deletions and restriction changes at the next sync, and faults."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from lorehouse.errors import SourceError
+from lorehouse.models import NOBODY_GROUP
+from lorehouse.sources.confluence import ConfluenceConnector
+from lorehouse.sources.connectors import ConnectorSource, PermissionMap, RetryPolicy
+from tests.confluence_server import Wiki, serve
+
+FAST = RetryPolicy(attempts=3, backoff_seconds=0.01, max_wait_seconds=1.0)
+MAP = {
+    "groups": {"confluence-users": "staff", "hr-team": "hr", "legal": "legal"},
+    "users": {"5b10-sara": ["sara"]},
+}
+
+
+def _wiki(cloud: bool) -> Wiki:
+    wiki = Wiki(cloud=cloud)
+    wiki.space_groups = {"ENG": ["confluence-users"], "HR": ["confluence-users"]}
+    wiki.add("1", "ENG", "Runbooks", "<p>How we run things.</p>")
+    wiki.add("2", "ENG", "On-call", "<p>Page the on-call engineer.</p>", parent="1")
+    wiki.add("3", "HR", "Salaries", "<p>Bands by level.</p>")
+    wiki.add("4", "HR", "Level 5", "<p>EUR 98,000.</p>", parent="3")
+    wiki.add("5", "HR", "Offers", "<p>Offer letters.</p>", parent="3")
+    wiki.restrict("3", groups=["hr-team", "legal"])
+    wiki.restrict("4", groups=["hr-team"], users=["5b10-sara"])
+    return wiki
+
+
+def _source(wiki: Wiki, tmp_path: Path) -> ConnectorSource:
+    connector = ConfluenceConnector(
+        wiki.base_url + wiki.root,
+        ["ENG", "HR"],
+        cloud=wiki.cloud,
+        token=wiki.token,
+        email="indexer@example.com" if wiki.cloud else None,
+        retry=FAST,
+    )
+    (tmp_path / "map.json").write_text(json.dumps(MAP))
+    return ConnectorSource(
+        connector, tmp_path / "state.json", PermissionMap.load(tmp_path / "map.json")
+    )
+
+
+@pytest.mark.parametrize("cloud", [True, False], ids=["cloud", "data-center"])
+def test_pages_are_listed_with_paths_and_the_groups_every_level_allows(
+    tmp_path: Path, cloud: bool
+) -> None:
+    with serve(_wiki(cloud)) as wiki:
+        source = _source(wiki, tmp_path)
+        listed = {f.rel_path: f.acl_groups for f in source.list_files()}
+        page = source.read_bytes("ENG/Runbooks/On-call.html").decode()
+    assert listed == {
+        "ENG/Runbooks.html": ("staff",),
+        "ENG/Runbooks/On-call.html": ("staff",),
+        "HR/Salaries.html": ("hr", "legal"),
+        # Its own restriction and its parent's both apply: only hr-team passes both.
+        "HR/Salaries/Level 5.html": ("hr",),
+        "HR/Salaries/Offers.html": ("hr", "legal"),
+    }
+    assert "<h1>On-call</h1><p>Page the on-call engineer.</p>" in page
+    assert len([p for p in wiki.requests if "restriction" in p]) == 5
+
+
+def test_the_next_sync_sees_edits_deletions_and_restriction_changes(tmp_path: Path) -> None:
+    with serve(_wiki(cloud=True)) as wiki:
+        source = _source(wiki, tmp_path)
+        first = {f.rel_path: f for f in source.list_files()}
+        wiki.edit("2", "<p>Page the on-call engineer, then the lead.</p>")
+        del wiki.pages["5"]
+        wiki.restrict("1", groups=["legal"])  # narrows the whole Runbooks tree
+        second = {f.rel_path: f for f in source.list_files()}
+        assert b"then the lead" in source.read_bytes("ENG/Runbooks/On-call.html")
+    assert "HR/Salaries/Offers.html" not in second
+    assert second["ENG/Runbooks/On-call.html"].version != first["ENG/Runbooks/On-call.html"].version
+    assert second["ENG/Runbooks/On-call.html"].acl_groups == ("legal",)
+    assert second["ENG/Runbooks.html"].modified_at == first["ENG/Runbooks.html"].modified_at
+
+
+def test_faults_are_waited_out_or_recorded_against_their_page(tmp_path: Path) -> None:
+    with serve(_wiki(cloud=False)) as wiki:
+        source = _source(wiki, tmp_path)
+        wiki.throttle = 2  # 429 with Retry-After, twice
+        listed = {f.rel_path: f for f in source.list_files()}
+        assert len(listed) == 5
+        del wiki.pages["2"]  # gone between listing and fetching
+        with pytest.raises(SourceError, match=r"On-call.html: .*404"):
+            source.read_bytes("ENG/Runbooks/On-call.html")
+        wiki.token = "rotated"  # the configured token no longer works: the sync says so
+        with pytest.raises(SourceError, match="401"):
+            list(source.list_files())
+
+
+def test_a_page_whose_restrictions_cannot_be_read_is_readable_by_nobody(tmp_path: Path) -> None:
+    wiki = _wiki(cloud=True)
+    wiki.unreadable.add("3")
+    with serve(wiki):
+        listed = {f.rel_path: f.acl_groups for f in _source(wiki, tmp_path).list_files()}
+    assert listed["HR/Salaries.html"] == (NOBODY_GROUP,)
+    assert listed["HR/Salaries/Level 5.html"] == (NOBODY_GROUP,)  # below it, too
+    assert listed["ENG/Runbooks.html"] == ("staff",)
