@@ -131,7 +131,8 @@ class Settings(BaseSettings):
         default=str(BUNDLED_SAMPLE_CORPUS),
         description=(
             "Folder path, s3://bucket/prefix, gdrive://FOLDER_ID (a Google Drive folder), "
-            "confluence+https://SITE?spaces=KEY,KEY (Confluence spaces), or http(s):// start "
+            "confluence+https://SITE?spaces=KEY,KEY (Confluence spaces), sharepoint://SITE_ID "
+            "or sharepoint://drives/DRIVE_ID (SharePoint libraries, OneDrive), or http(s):// start "
             "URL of a web site (its sitemaps and the pages linked below that URL) holding "
             "the raw documents."
         ),
@@ -176,6 +177,27 @@ class Settings(BaseSettings):
             "Whether the Confluence site is Cloud (v2 API, e-mail and API token) or Data "
             "Center (v1 API, personal access token); unset, a *.atlassian.net host is Cloud."
         ),
+    )
+    msgraph_tenant_id: str | None = Field(
+        default=None, description="Microsoft Entra tenant a sharepoint:// source signs in to."
+    )
+    msgraph_client_id: str | None = Field(
+        default=None,
+        description=(
+            "App (client) id a sharepoint:// source reads with: Sites.Read.All, and "
+            "Sites.FullControl.All for sharing changes to show before the file next changes."
+        ),
+    )
+    msgraph_client_secret: str | None = Field(
+        default=None, description="The app's client secret (a Dagster resource reads it by EnvVar)."
+    )
+    msgraph_api_url: str = Field(
+        default="https://graph.microsoft.com",
+        description="Microsoft Graph origin; a national cloud's or a test server's in its place.",
+    )
+    msgraph_login_url: str = Field(
+        default="https://login.microsoftonline.com",
+        description="Microsoft identity platform origin the app's token comes from.",
     )
     web_max_pages: int = Field(
         default=10_000, ge=1, description="Pages a web site's crawl visits at most."

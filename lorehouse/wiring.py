@@ -116,12 +116,20 @@ class Lorehouse:
 
     def document_source(self, s3_client: Any = None) -> DocumentSource:
         """The raw documents: a local folder, an S3 prefix read with `s3_client` (Dagster
-        hands the one dagster-aws builds; without one, boto3 builds it from the settings), or
-        a web site crawled by its connector."""
+        hands the one dagster-aws builds; without one, boto3 builds it from the settings), a
+        connected service, or several of these by name (`wiki=confluence+https://... drive=
+        gdrive://...`), each under its name in the paths."""
+        from lorehouse.sources.composite import CompositeSource, named_sources
+
+        named = named_sources(self.settings.source_uri)
+        if named is None:
+            return self._source(self.settings.source_uri, s3_client)
+        return CompositeSource({name: self._source(uri, s3_client) for name, uri in named.items()})
+
+    def _source(self, uri: str, s3_client: Any = None) -> DocumentSource:
         from lorehouse.sources import LocalFolderSource, S3PrefixSource
 
-        uri = self.settings.source_uri
-        if uri.startswith(("http://", "https://", "gdrive://", "confluence+")):
+        if uri.startswith(("http://", "https://", "gdrive://", "confluence+", "sharepoint://")):
             return self._connector_source(uri)
         if not uri.startswith("s3://"):
             return LocalFolderSource(uri)
@@ -165,6 +173,18 @@ class Lorehouse:
                 cloud = urlsplit(site).hostname.endswith(".atlassian.net")  # type: ignore[union-attr]
             connector = ConfluenceConnector(
                 site, spaces, cloud, settings.confluence_token, settings.confluence_email
+            )
+            anyone_default = None
+        elif uri.startswith("sharepoint://"):
+            from lorehouse.sources.sharepoint import SharePointConnector
+
+            connector = SharePointConnector(
+                uri.removeprefix("sharepoint://").strip("/"),
+                settings.msgraph_tenant_id,
+                settings.msgraph_client_id,
+                settings.msgraph_client_secret,
+                settings.msgraph_api_url,
+                settings.msgraph_login_url,
             )
             anyone_default = None
         else:

@@ -75,6 +75,11 @@ class DocumentSourceResource(SettingsResource):
     confluence_email: str | None = _setting("confluence_email", default=None)
     confluence_token: str | None = Field(default=None, description="Use dg.EnvVar, never a literal")
     confluence_cloud: bool | None = _setting("confluence_cloud", default=None)
+    msgraph_tenant_id: str | None = _setting("msgraph_tenant_id", default=None)
+    msgraph_client_id: str | None = _setting("msgraph_client_id", default=None)
+    msgraph_client_secret: str | None = Field(default=None, description="Use dg.EnvVar")
+    msgraph_api_url: str | None = _setting("msgraph_api_url", default=None)
+    msgraph_login_url: str | None = _setting("msgraph_login_url", default=None)
     s3_endpoint_url: str | None = _setting("s3_endpoint_url", default=None)
     s3_region: str | None = _setting("s3_region", default=None)
     aws_access_key_id: str | None = Field(
@@ -85,7 +90,7 @@ class DocumentSourceResource(SettingsResource):
     def open(self) -> DocumentSource:
         """The library-level source this resource describes."""
         s3_client = None
-        if self.source_uri.startswith("s3://"):
+        if "s3://" in self.source_uri:  # the source, or one of several
             s3_client = S3Resource(
                 endpoint_url=self.s3_endpoint_url,
                 region_name=self.s3_region,
@@ -244,18 +249,18 @@ def build_resources(settings: Settings) -> dict[str, dg.ConfigurableResource]:
         key: cls(**{name: values[name] for name in cls.model_fields if name in values})
         for key, cls in RESOURCE_CLASSES.items()
     }
-    if settings.source_uri.startswith("s3://"):
-        resources["document_source"] = DocumentSourceResource(
-            **resources["document_source"].setting_values(),  # type: ignore[attr-defined]
-            aws_access_key_id=dg.EnvVar("AWS_ACCESS_KEY_ID"),
-            aws_secret_access_key=dg.EnvVar("AWS_SECRET_ACCESS_KEY"),
-        )
-    if settings.confluence_token is not None:
+    # Secrets reach the launchpad as EnvVars, never as their values.
+    secrets: dict[str, Any] = {
+        name: dg.EnvVar(f"LOREHOUSE_{name.upper()}")
+        for name in ("confluence_token", "msgraph_client_secret")
+        if getattr(settings, name) is not None
+    }
+    if "s3://" in settings.source_uri:  # the source, or one of several
+        secrets["aws_access_key_id"] = dg.EnvVar("AWS_ACCESS_KEY_ID")
+        secrets["aws_secret_access_key"] = dg.EnvVar("AWS_SECRET_ACCESS_KEY")
+    if secrets:
         values = resources["document_source"].setting_values()  # type: ignore[attr-defined]
-        values.pop("confluence_token", None)
-        resources["document_source"] = DocumentSourceResource(
-            **values, confluence_token=dg.EnvVar("LOREHOUSE_CONFLUENCE_TOKEN")
-        )
+        resources["document_source"] = DocumentSourceResource(**{**values, **secrets})
     return resources
 
 

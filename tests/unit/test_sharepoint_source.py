@@ -1,0 +1,112 @@
+"""The SharePoint connector against a local server speaking Microsoft Graph: libraries read
+by delta, sharing as groups, the download redirect, and faults."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from lorehouse.errors import SourceError
+from lorehouse.models import NOBODY_GROUP
+from lorehouse.sources.connectors import ConnectorSource, PermissionMap, RetryPolicy
+from lorehouse.sources.sharepoint import SharePointConnector
+from tests.graph_server import Tenant, serve
+
+FAST = RetryPolicy(attempts=3, backoff_seconds=0.01, max_wait_seconds=1.0)
+MAP = {
+    "users": {"ana@contoso.com": ["finance"]},
+    "groups": {"g-eng": "engineering", "Team Site Members": "staff"},
+    "domains": {"organization": "staff"},
+}
+
+
+def _tenant() -> Tenant:
+    tenant = Tenant(drives={"d-docs": "Documents", "d-hr": "HR"})
+    tenant.add("f-policies", "d-docs", "Policies", "")
+    tenant.add("i-travel", "d-docs", "travel.md", "f-policies", b"# Travel\nCAD 240 a night.")
+    tenant.add("i-deploy", "d-docs", "deploy.md", "", b"# Deploys\nFridays are frozen.")
+    tenant.add("i-bands", "d-hr", "bands.md", "", b"# Bands\nLevel 5: EUR 98,000.")
+    tenant.share("i-travel", {"roles": ["read"], "link": {"scope": "organization", "type": "view"}})
+    tenant.share("i-deploy", {"roles": ["read"], "grantedToV2": {"group": {"id": "g-eng"}}})
+    tenant.share(
+        "i-bands",
+        {"roles": ["write"], "grantedToV2": {"user": {"id": "u1", "email": "ana@contoso.com"}}},
+    )
+    return tenant
+
+
+def _source(tenant: Tenant, tmp_path: Path, secret: str | None = None) -> ConnectorSource:
+    connector = SharePointConnector(
+        "contoso.sharepoint.com,site-guid,web-guid",
+        tenant_id="contoso-tenant",
+        client_id="app",
+        client_secret=secret or tenant.secret,
+        api_url=tenant.base_url,
+        login_url=tenant.base_url,
+        retry=FAST,
+    )
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    (tmp_path / "map.json").write_text(json.dumps(MAP))
+    permissions = PermissionMap.load(tmp_path / "map.json")
+    return ConnectorSource(connector, tmp_path / "state.json", permissions)
+
+
+def test_libraries_are_enumerated_with_their_sharing_as_groups(tmp_path: Path) -> None:
+    with serve(_tenant()) as tenant:
+        source = _source(tenant, tmp_path)
+        listed = {f.rel_path: f.acl_groups for f in source.list_files()}
+        # Content comes by the download redirect, read without the token.
+        assert source.read_bytes("Documents/Policies/travel.md").startswith(b"# Travel")
+    assert listed == {
+        "Documents/Policies/travel.md": ("staff",),
+        "Documents/deploy.md": ("engineering",),
+        "HR/bands.md": ("finance",),
+    }
+
+
+def test_the_next_sync_reads_the_delta_link_only(tmp_path: Path) -> None:
+    with serve(_tenant()) as tenant:
+        source = _source(tenant, tmp_path)
+        first = {f.rel_path: f for f in source.list_files()}
+        tenant.requests.clear()
+        tenant.edit("i-deploy", b"# Deploys\nFridays are frozen after noon.")
+        tenant.delete("i-bands")
+        tenant.share("i-travel", {"roles": ["read"], "link": {"scope": "anonymous"}})
+        second = {f.rel_path: f for f in source.list_files()}
+        delta_calls = [p for p in tenant.requests if p.endswith("/delta")]
+    assert set(second) == {"Documents/Policies/travel.md", "Documents/deploy.md"}
+    assert second["Documents/deploy.md"].version != first["Documents/deploy.md"].version
+    # Anyone with the link is mapped to no group here: the organisation keeps the file.
+    assert second["Documents/Policies/travel.md"].acl_groups == ("staff",)
+    assert len(delta_calls) == 2  # one page per library since the last sync
+    assert "/v1.0/sites/contoso.sharepoint.com,site-guid,web-guid/drives" not in tenant.requests
+
+
+def test_faults_are_waited_out_resynced_or_recorded(tmp_path: Path) -> None:
+    with serve(_tenant()) as tenant:
+        source = _source(tenant, tmp_path)
+        tenant.throttle = 2  # 429 with Retry-After, twice
+        assert len(list(source.list_files())) == 3
+        tenant.tokens.clear()  # expired: renewed once on the 401
+        tenant.edit("i-travel", b"# Travel\nCAD 260 a night.")
+        tenant.oldest_token = len(tenant.log) + 1  # the saved delta link is too old: 410
+        assert len(list(source.list_files())) == 3
+        assert source.read_bytes("Documents/Policies/travel.md").endswith(b"CAD 260 a night.")
+        del tenant.items["i-deploy"]  # gone between listing and fetching
+        with pytest.raises(SourceError, match=r"deploy.md: HTTP 404 itemNotFound"):
+            source.read_bytes("Documents/deploy.md")
+    assert tenant.issued == 2
+
+
+def test_a_wrong_secret_stops_the_sync_and_unreadable_sharing_reads_as_nobody(
+    tmp_path: Path,
+) -> None:
+    with serve(_tenant()) as tenant:
+        with pytest.raises(SourceError, match="AADSTS7000215"):
+            list(_source(tenant, tmp_path / "a", secret="wrong").list_files())
+        tenant.forbidden.add("i-bands")
+        listed = {f.rel_path: f.acl_groups for f in _source(tenant, tmp_path / "b").list_files()}
+    assert listed["HR/bands.md"] == (NOBODY_GROUP,)
+    assert listed["Documents/deploy.md"] == ("engineering",)
