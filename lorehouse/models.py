@@ -27,6 +27,11 @@ class FileType(StrEnum):
     HTML = "html"
     MARKDOWN = "md"
     TEXT = "txt"
+    RST = "rst"
+    EMAIL = "eml"
+    RTF = "rtf"
+    ODT = "odt"
+    EPUB = "epub"
     UNKNOWN = "unknown"
 
 

@@ -35,8 +35,20 @@ _EXTENSION_TYPES = {
     ".markdown": FileType.MARKDOWN,
     ".txt": FileType.TEXT,
     ".text": FileType.TEXT,
-    ".rst": FileType.TEXT,
+    ".rst": FileType.RST,
+    ".eml": FileType.EMAIL,
+    ".rtf": FileType.RTF,
+    ".odt": FileType.ODT,
+    ".epub": FileType.EPUB,
 }
+#: Zip containers that name their type in a first entry called `mimetype` (OpenDocument, EPUB).
+_ZIP_MIMETYPES = {
+    b"application/vnd.oasis.opendocument.text": FileType.ODT,
+    b"application/epub+zip": FileType.EPUB,
+}
+RTF_MAGIC = b"{\\rtf"
+#: Text types whose name is trusted once the bytes are text: nothing in them tells them apart.
+_TEXT_TYPES = {FileType.MARKDOWN, FileType.TEXT, FileType.HTML, FileType.RST, FileType.EMAIL}
 _OOXML_TYPES = {FileType.DOCX, FileType.PPTX, FileType.XLSX}
 _HTML_SIGNATURE = re.compile(rb"<!doctype\s+html|<html[\s>]|<head[\s>]|<body[\s>]", re.IGNORECASE)
 _SNIFF_BYTES = 8192
@@ -58,25 +70,32 @@ def detect_file_type(data: bytes, rel_path: str) -> FileType:
     if PDF_MAGIC in head:
         return FileType.PDF
     if data.startswith(ZIP_MAGIC):
-        return _ooxml_type(data)
+        return _zip_type(data)
     if data.startswith(OLE_MAGIC):
         return claimed if claimed in _OOXML_TYPES else FileType.UNKNOWN
     sample = data[:_SNIFF_BYTES]
     if not sample or not looks_like_text(sample):
         return FileType.UNKNOWN
-    if _HTML_SIGNATURE.search(sample):
+    if sample.lstrip().startswith(RTF_MAGIC):
+        return FileType.RTF
+    if _HTML_SIGNATURE.search(sample) and claimed != FileType.EMAIL:
         return FileType.HTML
-    if claimed in {FileType.MARKDOWN, FileType.TEXT, FileType.HTML}:
+    if claimed in _TEXT_TYPES:
         return claimed
     return FileType.TEXT if claimed == FileType.UNKNOWN else FileType.UNKNOWN
 
 
-def _ooxml_type(data: bytes) -> FileType:
+def _zip_type(data: bytes) -> FileType:
+    """An Office Open XML file by its main part, an OpenDocument text or EPUB by its
+    `mimetype` entry."""
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
             names = set(archive.namelist())
-    except (zipfile.BadZipFile, ValueError, OSError):
+            mimetype = archive.read("mimetype").strip() if "mimetype" in names else b""
+    except (zipfile.BadZipFile, ValueError, OSError, KeyError):
         return FileType.UNKNOWN
+    if mimetype in _ZIP_MIMETYPES:
+        return _ZIP_MIMETYPES[mimetype]
     for part, file_type in _OOXML_MAIN_PART.items():
         if part in names:
             return file_type

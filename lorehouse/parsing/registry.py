@@ -94,4 +94,4 @@ def load_builtin_parsers() -> None:
     Deferred to first use so that importing the registry does not load PyMuPDF, python-docx
     and friends into processes that never parse.
     """
-    from lorehouse.parsing import docx, html, pdf, pptx, text, xlsx  # noqa: F401
+    from lorehouse.parsing import docx, html, mail, pandoc, pdf, pptx, text, xlsx  # noqa: F401
