@@ -121,15 +121,18 @@ class SearchRequest(BaseModel):
         max_length=200,
         description="none, maxsim or the configured litellm reranker; unset: default",
     )
-    passage_words: JsonInt | None = Field(
-        default=None,
-        ge=0,
-        le=5000,
-        description=(
-            "Grow each hit into the passage of consecutive chunks of its document holding it, "
-            "up to this many words (each passage once; `passage_chunk_ids` lists its chunks); "
-            "0 returns chunks; unset: the server's default (`search_passage_words`)."
-        ),
+    # The bounds sit on the integer, before the JSON-integer check: on the optional field,
+    # pydantic wrote them into the schema as "ge"/"le" keys no JSON Schema reader knows, so
+    # clients were not told the limit the server enforces.
+    passage_words: Annotated[int, Field(ge=0, le=5000), BeforeValidator(_json_integer)] | None = (
+        Field(
+            default=None,
+            description=(
+                "Grow each hit into the passage of consecutive chunks of its document holding it, "
+                "up to this many words (each passage once; `passage_chunk_ids` lists its chunks); "
+                "0 returns chunks; unset: the server's default (`search_passage_words`)."
+            ),
+        )
     )
 
 

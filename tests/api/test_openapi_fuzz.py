@@ -113,6 +113,22 @@ def test_served_schema_is_valid_openapi(served_schema: schemathesis.BaseSchema) 
     served_schema.validate()
 
 
+def test_every_bound_the_server_enforces_is_one_a_client_can_read(fuzzed_app: FastAPI) -> None:
+    """pydantic writes a bound it cannot express as "ge"/"le"/"gt"/"lt" keys, which no JSON
+    Schema reader knows: a client generated from the schema would send values the server
+    then refuses."""
+
+    def stray(node: object, path: str) -> list[str]:
+        if isinstance(node, dict):
+            found = [f"{path}.{key}" for key in ("ge", "le", "gt", "lt") if key in node]
+            return found + [p for k, v in node.items() for p in stray(v, f"{path}.{k}")]
+        if isinstance(node, list):
+            return [p for i, v in enumerate(node) for p in stray(v, f"{path}[{i}]")]
+        return []
+
+    assert stray(fuzzed_app.openapi(), "openapi") == []
+
+
 def _put_page_range_in_order(case: schemathesis.Case) -> None:
     """Swaps an inverted page range that generation produced.
 
