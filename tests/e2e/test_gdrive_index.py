@@ -34,7 +34,7 @@ def test_a_sharing_change_at_the_source_reaches_search_without_embedding(tmp_pat
             "gdrive_service_account_file": drive.service_account(tmp_path / "key.json"),
             "gdrive_api_url": drive.base_url,
             "source_permission_map": mapping,
-            "index_partitions": 2,
+            "index_partitions": 1,
         }
         first = materialize_everything("gdrive://handbook", data_dir, with_evals=False, **settings)
         assert first.success

@@ -40,7 +40,7 @@ def test_a_site_is_crawled_indexed_and_searched_then_only_its_edit_embedded(
     mapping.write_text(json.dumps({"anyone": "staff"}))
     with serve(_site()) as site:
         start = f"{site.base_url}/handbook/"
-        settings = {"source_permission_map": mapping, "index_partitions": 2}
+        settings = {"source_permission_map": mapping, "index_partitions": 1}
         assert materialize_everything(start, data_dir, with_evals=False, **settings).success
         retriever = Retriever(ChunkIndex(str(data_dir / "lancedb")), default_embedder())
         hits = retriever.search("hotel limit in Toronto", caller_groups=["staff"]).hits

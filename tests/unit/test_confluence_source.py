@@ -107,3 +107,36 @@ def test_a_page_whose_restrictions_cannot_be_read_is_readable_by_nobody(tmp_path
     assert listed["HR/Salaries.html"] == (NOBODY_GROUP,)
     assert listed["HR/Salaries/Level 5.html"] == (NOBODY_GROUP,)  # below it, too
     assert listed["ENG/Runbooks.html"] == ("staff",)
+
+
+def test_the_source_setting_builds_the_connector_with_its_token_and_map(
+    tmp_path: Path,
+) -> None:
+    """What a deployment configures: the source URI, the token and the permission map, as
+    the pipeline's composition root reads them."""
+    from lorehouse.settings import Settings
+    from lorehouse.stages.inventory import run_inventory
+    from lorehouse.stores.duckdb_store import DuckDBStore
+    from lorehouse.wiring import Lorehouse
+
+    (tmp_path / "map.json").write_text(json.dumps(MAP))
+    with serve(_wiki(cloud=False)) as wiki:
+        settings = Settings(
+            source_uri=f"confluence+{wiki.base_url}/confluence?spaces=HR",
+            confluence_token=wiki.token,
+            confluence_cloud=False,
+            source_permission_map=tmp_path / "map.json",
+            data_dir=tmp_path / "data",
+        )
+        store = DuckDBStore(tmp_path / "store.duckdb")
+        run_inventory(Lorehouse(settings).document_source(), store, max_file_bytes=1 << 20)
+    rows = {
+        r["rel_path"]: list(r["acl_groups"])
+        for r in store.table("documents_raw").to_dict("records")
+    }
+    assert rows == {
+        "HR/Salaries.html": ["hr", "legal"],
+        "HR/Salaries/Level 5.html": ["hr"],
+        "HR/Salaries/Offers.html": ["hr", "legal"],
+    }
+    assert (tmp_path / "data" / "connectors").is_dir()
