@@ -23,10 +23,14 @@ class Site:
     pages: dict[str, tuple[str, bytes]] = field(default_factory=dict)
     robots: str | None = "User-agent: *\nDisallow: /docs/private/\n"
     robots_status: int = 200
+    #: Whether /sitemap.xml lists the site's pages (else it answers 404).
+    sitemap: bool = True
     #: Path -> how many times it answers 429 (Retry-After: 0) before it answers.
     throttled: dict[str, int] = field(default_factory=dict)
     #: Paths that always answer 503.
     failing: set[str] = field(default_factory=set)
+    #: Path -> extra response headers (X-Robots-Tag...).
+    headers: dict[str, dict[str, str]] = field(default_factory=dict)
     #: (method, path, status) of every request answered.
     requests: list[tuple[str, str, int]] = field(default_factory=list)
     base_url: str = ""
@@ -70,6 +74,8 @@ def serve(site: Site) -> Iterator[Site]:
                 if site.robots is None:
                     return 404, {}, b""
                 return site.robots_status, {"Content-Type": "text/plain"}, site.robots.encode()
+            if path == "/sitemap.xml" and not site.sitemap:
+                return 404, {}, b""
             if path == "/sitemap.xml":
                 locations = "".join(
                     f"<url><loc>{site.base_url}{p}</loc></url>"
@@ -92,6 +98,7 @@ def serve(site: Site) -> Iterator[Site]:
             content_type, body = site.pages[path]
             etag = '"' + hashlib.sha256(body).hexdigest()[:16] + '"'
             headers = {"Content-Type": f"{content_type}; charset=utf-8", "ETag": etag}
+            headers.update(site.headers.get(path, {}))
             if self.headers.get("If-None-Match") == etag:
                 return 304, {"ETag": etag}, b""
             return 200, headers, body

@@ -130,3 +130,28 @@ def test_the_permission_map_decides_who_reads_a_site_and_fails_closed(tmp_path: 
     assert report.documents == 3 and report.restricted == 3
     assert {tuple(groups) for groups in rows["acl_groups"]} == {("staff",)}
     assert all(uri.startswith(site.base_url + "/docs/") for uri in rows["source_uri"])
+
+
+def test_a_crawl_keeps_the_sites_pace_and_its_noindex_and_nofollow(tmp_path: Path) -> None:
+    site = Site(robots="User-agent: *\nCrawl-delay: 2\n", sitemap=False)
+    site.page("/docs/", html("Home", "Start.", ["hidden.html", "closed.html"]))
+    site.page(
+        "/docs/hidden.html",
+        '<html><head><meta name="robots" content="noindex"></head>'
+        '<body><p>Draft.</p><a href="reached.html">on</a></body></html>',
+    )
+    site.page("/docs/reached.html", html("Reached", "Linked from a noindex page only."))
+    site.page("/docs/closed.html", html("Closed", "Its links are not to be followed.", ["x.html"]))
+    site.page("/docs/x.html", html("X", "Linked from a nofollow page only."))
+    site.headers["/docs/closed.html"] = {"X-Robots-Tag": "nofollow"}
+    waits: list[float] = []
+    with serve(site):
+        connector = WebSiteConnector(
+            f"{site.base_url}/docs/", tmp_path / "pages", retry=FAST, sleep=waits.append
+        )
+        source = ConnectorSource(connector, tmp_path / "state.json", anyone_default="public")
+        listed = {f.rel_path for f in source.list_files()}
+        again = {f.rel_path for f in source.list_files()}  # from 304s and the saved state
+    assert listed == again == {"index.html", "reached.html", "closed.html"}
+    assert "/docs/x.html" not in {path for _, path, _ in site.requests}
+    assert waits and set(waits) == {2.0}
