@@ -30,7 +30,9 @@ def _pandoc_version() -> str:
         return "none"
 
 
-_VERSION = f"1+pandoc{_pandoc_version()}"
+#: Read once: whether pandoc is installed decides how .rst is read, and the parser version.
+_PANDOC = _pandoc_version()
+_VERSION = f"1+pandoc{_PANDOC}"
 
 
 def _to_html(data: bytes, source_format: str, binary: bool) -> str:
@@ -61,7 +63,7 @@ def _through_html(data: bytes, rel_path: str, options: ParseOptions, fmt: str) -
 @register_parser(file_type="rst", name="pandoc-rst", version=_VERSION)
 def parse_rst(data: bytes, rel_path: str, options: ParseOptions) -> ParseOutput:
     """reStructuredText with its headings, lists and tables; as plain text without pandoc."""
-    if _pandoc_version() == "none":
+    if _PANDOC == "none":
         return parse_text(data, rel_path, options)
     return _through_html(data, rel_path, options, "rst")
 

@@ -233,21 +233,24 @@ class WebSiteConnector:
             return None, f"{url}: {type(error).__name__}: {error}"
         finally:
             response.close()
-        etag, last_modified = response.headers.get("ETag"), response.headers.get("Last-Modified")
-        page = self._keep(url, bytes(body), content_type, etag, last_modified, before)
-        _apply_robots_directives(page, response.headers.get("X-Robots-Tag", ""), bytes(body))
-        return page, None
+        return self._keep(url, bytes(body), content_type, response.headers, before), None
 
     def _keep(
         self,
         url: str,
         body: bytes,
         content_type: str,
-        etag: str | None,
-        last_modified: str | None,
+        headers: httpx.Headers,
         before: _Page | None,
     ) -> _Page:
-        """Stores the body by its digest and returns the page with its same-origin links."""
+        """Stores the body by its digest and returns the page with its links and whether it
+        may be indexed: noindex and nofollow from X-Robots-Tag and, on an HTML page, its
+        `<meta name="robots">` (or one for this crawler, `lorehousebot`)."""
+        directives = _directives(headers.get("X-Robots-Tag", ""))
+        links: list[str] = []
+        if _EXTENSIONS[content_type] == ".html":
+            links, meta = _read_html(url, body)
+            directives |= meta
         digest = hashlib.sha256(body).hexdigest()
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         cached = self.cache_dir / digest
@@ -257,13 +260,14 @@ class WebSiteConnector:
             temporary.replace(cached)
         same = before is not None and before.digest == digest
         return _Page(
-            etag=etag,
-            last_modified=last_modified,
+            etag=headers.get("ETag"),
+            last_modified=headers.get("Last-Modified"),
             digest=digest,
             size=len(body),
             content_type=content_type,
             seen_at=before.seen_at if same and before else datetime.now(UTC).isoformat(),
-            links=_links(url, body) if _EXTENSIONS[content_type] == ".html" else [],
+            links=[] if directives & {"nofollow", "none"} else links,
+            indexable=not directives & {"noindex", "none"},
         )
 
     def _item(self, url: str, page: _Page | None, failure: str | None) -> ConnectorItem:
@@ -315,39 +319,28 @@ class WebSiteConnector:
         return response.content
 
 
-def _apply_robots_directives(page: _Page, header: str, body: bytes) -> None:
-    """Honours noindex and nofollow from the X-Robots-Tag header and, on an HTML page, its
-    `<meta name="robots">` (or one for this crawler, `lorehousebot`)."""
-    directives = {d.strip().lower() for d in header.split(",")}
-    if page.content_type in ("text/html", "application/xhtml+xml"):
-        try:
-            document = lxml_html.fromstring(body)
-        except (etree.ParserError, ValueError):
-            document = None
-        if document is not None:
-            for meta in document.iter("meta"):
-                if (meta.get("name") or "").lower() in ("robots", "lorehousebot"):
-                    directives |= {
-                        d.strip().lower() for d in (meta.get("content") or "").split(",")
-                    }
-    if "noindex" in directives or "none" in directives:
-        page.indexable = False
-    if "nofollow" in directives or "none" in directives:
-        page.links = []
+def _directives(value: str) -> set[str]:
+    """The robots directives of a header or meta value ("noindex, nofollow")."""
+    return {d.strip().lower() for d in value.split(",") if d.strip()}
 
 
-def _links(url: str, body: bytes) -> list[str]:
-    """Absolute URLs of the page's links, fragments dropped."""
+def _read_html(url: str, body: bytes) -> tuple[list[str], set[str]]:
+    """An HTML page's links (absolute, fragments dropped) and its meta robots directives,
+    from one parse."""
     try:
         document = lxml_html.fromstring(body, base_url=url)
     except (etree.ParserError, ValueError):
-        return []
-    found = []
+        return [], set()
+    links = []
     for element in document.iter("a"):
         href = element.get("href")
         if href and not href.startswith(("mailto:", "javascript:", "tel:")):
-            found.append(urldefrag(urljoin(url, href))[0])
-    return list(dict.fromkeys(found))
+            links.append(urldefrag(urljoin(url, href))[0])
+    directives: set[str] = set()
+    for meta in document.iter("meta"):
+        if (meta.get("name") or "").lower() in ("robots", "lorehousebot"):
+            directives |= _directives(meta.get("content") or "")
+    return list(dict.fromkeys(links)), directives
 
 
 def _modified(page: _Page) -> datetime:
