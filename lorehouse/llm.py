@@ -1,7 +1,7 @@
 """The one door to language models: litellm, versioned prompts, validated structured output.
 
-Whatever the provider (OpenAI, Anthropic, Bedrock, Ollama, the bundled local GGUF), a call is
-`litellm.completion` with the answer's JSON schema as `response_format` where the provider
+Whatever the provider (OpenAI, Anthropic, Bedrock, Ollama, any OpenAI-compatible server), a
+call is `litellm.completion` with the answer's JSON schema as `response_format` where the provider
 supports it. Answers are parsed into pydantic models; invalid output is retried, rate limits
 and timeouts back off exponentially, and a call that still fails raises `LLMFailure` for the
 caller to record, never to crash a run. Usage (calls, tokens, cost) is counted here so every
@@ -25,7 +25,6 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-LOCAL_MODEL_ALIAS = "local"
 T = TypeVar("T", bound=BaseModel)
 
 
@@ -148,21 +147,10 @@ class LLMClient:
         timeout_seconds: float = 60.0,
         max_output_tokens: int = 400,
         backoff_seconds: float = 1.0,
-        models_dir: Path | None = None,
-        local_threads: int = 1,
         prompts_dir: Path | None = None,
         call_options: dict[str, Any] | None = None,
     ) -> None:
-        if model == LOCAL_MODEL_ALIAS:
-            from lorehouse.local_llm import register_local_provider
-
-            model = register_local_provider(
-                models_dir or Path(".lorehouse") / "models", n_threads=local_threads
-            )
-            # The local provider always turns a schema into a grammar.
-            self._enforces_schema = True
-        else:
-            self._enforces_schema = _enforces_schema(model)
+        self._enforces_schema = _enforces_schema(model)
         self.model = model
         self.api_base = api_base
         self.max_attempts = max(1, max_attempts)
