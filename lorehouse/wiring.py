@@ -268,8 +268,6 @@ class Lorehouse:
             max_attempts=self.settings.llm_max_attempts,
             timeout_seconds=self.settings.llm_timeout_seconds,
             max_output_tokens=max_output_tokens,
-            models_dir=self.settings.models_dir,
-            local_threads=self.settings.local_llm_threads,
             prompts_dir=self.settings.prompts_dir,
         )
 
@@ -321,11 +319,6 @@ class Lorehouse:
             query_cache_size=self.settings.search_query_cache_size,
             default_rerank=self.settings.rerank,
             rerank_api_base=self.settings.rerank_api_base,
-            bm25_weight=self.settings.search_bm25_weight,
-            rrf_k=self.settings.search_rrf_k,
-            enriched_weight=self.settings.search_enriched_weight,
-            file_name_weight=self.settings.search_file_name_weight,
-            question_word_weight=self.settings.search_question_word_weight,
             split_asks=self.settings.search_split_asks,
             passage_words=self.settings.search_passage_words,
         )
@@ -340,10 +333,8 @@ class Lorehouse:
 
         return AskOptions(
             context_chunks=self.settings.ask_context_chunks,
-            neighbours=self.settings.ask_neighbours,
             answer_min_similarity=self.settings.answer_min_similarity,
             answer_max_words=self.settings.answer_max_words,
-            source_prior_weight=self.settings.ask_source_prior_weight,
         )
 
     @cached_property

@@ -264,9 +264,9 @@ def _context_units(hits: Sequence[SearchHit]) -> list[_Unit]:
     """Every sentence and table row of the context, in reading order, each cited by its hit.
 
     A passage hit is read chunk by chunk, each under its own heading: read whole, every
-    sentence took the ranked chunk's heading, and with passages of 400 words the handbook dev
-    set's answers stated 0.744 of the reference's key facts against 0.803 read chunk by chunk
-    (BENCHMARKS.md, "Passages: hits grown to their neighbours").
+    sentence took the ranked chunk's heading, so a later section's sentences were read under
+    the wrong subject and the answers stated fewer of the reference's key facts
+    (docs/experiments/2026-11-27-passages.md).
     """
     units: list[_Unit] = []
     for number, hit in enumerate(hits, start=1):
@@ -354,7 +354,8 @@ SLOT_WEIGHT = 0.15
 #: divided by (words / UNDISCOUNTED_WORDS) ** LENGTH_DISCOUNT: the greedy rule of budgeted
 #: extractive summarization (Lin and Bilmes, 2010), so one long sentence does not spend the
 #: word budget that two short ones holding more facts would fill. Chosen by 5-fold
-#: cross-validation over both dev sets (BENCHMARKS.md, "Long sentences spend the budget").
+#: cross-validation over both dev sets
+#: (docs/experiments/2026-11-27-long-sentences-spend-the-budget.md).
 LENGTH_DISCOUNT = 0.2
 UNDISCOUNTED_WORDS = 20
 _ANALYZER = Analyzer()
@@ -451,12 +452,12 @@ def _similarities(
     A sentence often leaves its subject to the heading above it: "Sourcegraph will provide
     reimbursement for dependents-care costs while you are away" sits under "Traveling with
     dependents" (the question asks about a babysitter), "The limit is $250." under its
-    allowance. Read under the heading as well, the extractive answers on the dev sets stated
-    more of the reference's key facts: handbook 0.716 -> 0.738, docs 0.688 -> 0.720
-    (BENCHMARKS.md, "Answers without a judge"); under the heading alone they gained less and
-    declined more answerable questions. A list item read under its lead-in ("The SLA for
-    remediation depends on the severity: Critical: 3 days") likewise: handbook 0.732 -> 0.744,
-    docs unchanged (BENCHMARKS.md, "List items read under their lead-in").
+    allowance. Read under the heading as well, the extractive answers on both dev sets stated
+    more of the reference's key facts; under the heading alone they gained less and declined
+    more answerable questions (docs/experiments/history-answers-without-a-judge.md). A list
+    item alone does not say what it lists either, so it is also read under its lead-in ("The
+    SLA for remediation depends on the severity: Critical: 3 days")
+    (docs/experiments/2026-11-26-list-items-under-their-lead-in.md).
     """
     framed = [
         (index, f"{unit.heading[-1]}: {unit.text}")

@@ -31,17 +31,11 @@ from lorehouse.agents.answerer import (
 )
 from lorehouse.agents.post_processor import post_process
 from lorehouse.agents.query_optimizer import Turn, carry_over_offline, optimize_query
-from lorehouse.agents.source_identifier import (
-    Sources,
-    choose_by_similarity,
-    choose_with_llm,
-    rank_documents,
-)
+from lorehouse.agents.source_identifier import Sources, choose_with_llm, rank_documents
 from lorehouse.agents.trace import AskTrace, StepTrace, timed_step
 from lorehouse.embedding.base import Embedder, VectorCache
 from lorehouse.llm import LLMClient, LLMFailure
-from lorehouse.search.rerankers import reciprocal_rank_fusion
-from lorehouse.search.retriever import Retriever, SearchFilters, SearchHit, SearchMode, hit_from_row
+from lorehouse.search.retriever import Retriever, SearchFilters, SearchHit, SearchMode
 from lorehouse.search.tables import DocumentTable
 from lorehouse.settings import DEFAULT_ANSWER_MAX_WORDS, DEFAULT_ANSWER_MIN_SIMILARITY
 
@@ -56,15 +50,8 @@ class AskOptions:
     """How the pipeline behaves; filled from Settings by the API and the CLI."""
 
     context_chunks: int = 8
-    neighbours: int = 0
-    max_sources: int = 3
-    source_margin: float = 0.1
-    source_min_similarity: float = 0.3
     answer_min_similarity: float = DEFAULT_ANSWER_MIN_SIMILARITY
     answer_max_words: int = DEFAULT_ANSWER_MAX_WORDS
-    #: How much the offline source identifier's documents are favoured: the weight of the
-    #: search within them when fused with the search everywhere (0 ignores them).
-    source_prior_weight: float = 0.0
 
 
 class Citation(BaseModel):
@@ -297,13 +284,13 @@ class AskPipeline:
             trace.optimized_queries = queries
 
         with timed_step(trace, "source_identifier", usage) as step:
-            sources, chosen_offline = self._identify_sources(standalone, caller_groups, step)
+            sources = self._identify_sources(standalone, caller_groups, step)
             if filters and filters.doc_ids is not None:
                 wanted = set(filters.doc_ids)
                 narrowed = [d for d in sources if d in wanted] if sources != "all" else []
-                sources, chosen_offline = narrowed or list(filters.doc_ids), False
+                sources = narrowed or list(filters.doc_ids)
             trace.sources = sources
-            trace.sources_required = sources != "all" and not chosen_offline
+            trace.sources_required = sources != "all"
 
         with timed_step(trace, "retrieval") as step:
             hits = self._retrieve(
@@ -319,8 +306,6 @@ class AskPipeline:
 
         with timed_step(trace, "post_processor") as step:
             context = post_process(hits, self.options.context_chunks)
-            if self.options.neighbours > 0:
-                context = self._with_neighbours(context, caller_groups)
             step.detail = f"{len(hits)} hits -> {len(context)} context chunks"
             trace.context_chunk_ids = [hit.chunk_id for hit in context]
         return Prepared(trace, queries, context, asked_at, hits)
@@ -330,33 +315,27 @@ class AskPipeline:
         question: str,
         caller_groups: Sequence[str],
         step,  # noqa: ANN001
-    ) -> tuple[Sources, bool]:
-        """The likely documents, and whether they were chosen offline (by similarity).
+    ) -> Sources:
+        """The documents an LLM picks from the caller's best-matching profiles, or "all".
 
-        An offline choice is a guess from profiles, so retrieval only favours it; an LLM's
-        choice restricts the search (and is widened when it finds nothing).
+        Without an LLM there is no choice to make: a guess from the profiles alone changed no
+        ranking the search did not already make, and cost an embedding and a search per ask.
         """
+        if self.client is None:
+            step.status, step.detail = "skipped", "no LLM configured; searched every document"
+            return "all"
         if not self.documents.exists():
             step.status, step.detail = "skipped", "no document index"
-            return "all", False
+            return "all"
         query_vector = self.embedder.embed([question])[0]
         ranked = rank_documents(
             self.documents, query_vector, question, caller_groups, SOURCE_CANDIDATES
         )
-        offline = choose_by_similarity(
-            ranked,
-            self.options.max_sources,
-            self.options.source_margin,
-            self.options.source_min_similarity,
-        )
-        if self.client is None:
-            step.detail = "ranked by similarity to title, summary and FAQs; favoured, not required"
-            return offline, True
         try:
-            return choose_with_llm(self.client, question, ranked), False
+            return choose_with_llm(self.client, question, ranked)
         except LLMFailure as error:
-            step.status, step.detail = "fallback", f"similarity ranking used: {error}"
-            return offline, True
+            step.status, step.detail = "fallback", f"searched every document: {error}"
+            return "all"
 
     def _retrieve(
         self,
@@ -372,37 +351,23 @@ class AskPipeline:
         """Each query in hybrid mode, the results unioned (best score of each chunk kept);
         a single query's hits in the retriever's order.
 
-        Required sources restrict the search to them (all documents when that finds nothing).
-        Sources that are only a guess are a soft prior: each query is searched everywhere and
-        within them, fused by reciprocal rank, so their chunks move up while evidence elsewhere
-        (the second document of a two-document question, a document whose profile undersells
-        it) still competes.
+        Chosen sources restrict the search to them (all documents when that finds nothing).
         """
         base = filters or SearchFilters()
         within = base if sources == "all" else base.model_copy(update={"doc_ids": sources})
         restrict = sources != "all" and required
-        favour = sources != "all" and not required and self.options.source_prior_weight > 0
         best: dict[str, SearchHit] = {}
         widened = []
         hits: list[SearchHit] = []
         for query in queries:
-            if favour:
-                everywhere = self.retriever.search(
+            hits = self.retriever.search(
+                query, top_k, SearchMode.HYBRID, within if restrict else filters, caller_groups
+            ).hits
+            if restrict and not hits:
+                widened.append(query)
+                hits = self.retriever.search(
                     query, top_k, SearchMode.HYBRID, filters, caller_groups
                 ).hits
-                favoured = self.retriever.search(
-                    query, top_k, SearchMode.HYBRID, within, caller_groups
-                ).hits
-                hits = _fuse_with_prior(everywhere, favoured, self.options.source_prior_weight)
-            else:
-                hits = self.retriever.search(
-                    query, top_k, SearchMode.HYBRID, within if restrict else filters, caller_groups
-                ).hits
-                if restrict and not hits:
-                    widened.append(query)
-                    hits = self.retriever.search(
-                        query, top_k, SearchMode.HYBRID, filters, caller_groups
-                    ).hits
             trace.retrieved[query] = [hit.chunk_id for hit in hits]
             for hit in hits:
                 if hit.chunk_id not in best or hit.score > best[hit.chunk_id].score:
@@ -410,28 +375,11 @@ class AskPipeline:
         if widened:
             step.status = "fallback"
             step.detail = f"nothing in the chosen documents for {widened}; searched all"
-        elif favour:
-            step.detail = f"favouring {len(sources)} likely documents"
         if len(queries) == 1:
             # One query's order is the retriever's: a question with several asks comes back
             # with each ask's hits taking turns, which a sort by score would undo.
             return hits
         return sorted(best.values(), key=lambda h: (-h.score, h.chunk_id))
-
-    def _with_neighbours(
-        self, context: list[SearchHit], caller_groups: Sequence[str]
-    ) -> list[SearchHit]:
-        seen = {hit.chunk_id for hit in context}
-        extended = list(context)
-        for hit in context:
-            found = self.retriever.chunk_preview(
-                hit.chunk_id, caller_groups, self.options.neighbours, hit.index_version
-            )
-            for row in found[1] if found else []:
-                if row["chunk_id"] not in seen:
-                    seen.add(row["chunk_id"])
-                    extended.append(hit_from_row(row, version=hit.index_version))
-        return post_process(extended, len(extended))
 
     # -- step 5 ---------------------------------------------------------------------------------
 
@@ -507,28 +455,6 @@ class AskPipeline:
             trace=prepared.trace,
             totals=prepared.trace.totals(),
         )
-
-
-def _fuse_with_prior(
-    everywhere: Sequence[SearchHit], favoured: Sequence[SearchHit], weight: float
-) -> list[SearchHit]:
-    """Hits of both rankings by weighted reciprocal rank fusion, as `source_prior` scores."""
-    fused = reciprocal_rank_fusion(
-        [[h.chunk_id for h in everywhere], [h.chunk_id for h in favoured]], weights=[1.0, weight]
-    )
-    hits = {hit.chunk_id: hit for hit in [*favoured, *everywhere]}
-    return sorted(
-        (
-            hit.model_copy(
-                update={
-                    "score": round(fused[chunk_id], 6),
-                    "scores": {**hit.scores, "source_prior": round(fused[chunk_id], 6)},
-                }
-            )
-            for chunk_id, hit in hits.items()
-        ),
-        key=lambda h: (-h.score, h.chunk_id),
-    )
 
 
 def _citation(number: int, hit: SearchHit) -> Citation:

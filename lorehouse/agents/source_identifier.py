@@ -1,9 +1,9 @@
 """Source Identifier: the few documents most likely to hold the answer, or "all".
 
 Restricting retrieval to the right documents is what lets a large corpus behave like a small
-one (Uber's design). The LLM chooses from the document list (titles, summaries, FAQs); without
-one, documents are ranked by hybrid similarity of the question to the same profile text and
-only those close to the best are kept.
+one (Uber's design). The LLM chooses from the caller's documents whose profiles (titles,
+summaries, FAQs) best match the question. Without an LLM the step is skipped: a guess from
+the profiles alone moved no answer the search did not already find.
 """
 
 from __future__ import annotations
@@ -70,19 +70,6 @@ def rank_documents(
     for row in dense:
         profiles[row["doc_id"]].similarity = 1.0 - float(row["_distance"])
     return sorted(profiles.values(), key=lambda p: (-fused[p.doc_id], p.doc_id))
-
-
-def choose_by_similarity(
-    ranked: Sequence[DocumentProfile], max_sources: int, margin: float, min_similarity: float
-) -> Sources:
-    """The top documents within `margin` of the best similarity; "all" when none stands out."""
-    if not ranked:
-        return "all"
-    best = max(p.similarity for p in ranked)
-    if best < min_similarity:
-        return "all"
-    chosen = [p.doc_id for p in ranked if p.similarity >= best - margin][:max_sources]
-    return chosen or "all"
 
 
 def choose_with_llm(

@@ -37,8 +37,7 @@ class AskTrace(BaseModel):
     sources_required: bool = Field(
         default=False,
         description=(
-            "Whether retrieval was restricted to `sources` (an LLM's choice or a doc_ids "
-            "filter), rather than only favouring them (the offline guess)."
+            "Whether retrieval was restricted to `sources` (an LLM's choice or a doc_ids filter)."
         ),
     )
     retrieved: dict[str, list[str]] = Field(

@@ -220,10 +220,7 @@ def client(data_dir: Path, keys: dict[str, str]) -> Iterator[TestClient]:
 
 @pytest.fixture(scope="module")
 def llm(data_dir: Path, keys: dict[str, str]) -> Iterator[tuple[TestClient, ProviderServer]]:
-    """Answers from the local chat model; each test scripts it through `chat_answer`.
-
-    Neighbours of retrieved chunks join the context here, so that lookup is attacked too.
-    """
+    """Answers from the local chat model; each test scripts it through `chat_answer`."""
     with pytest.MonkeyPatch.context() as patch, provider_server() as server:
         patch.setenv("OPENAI_API_KEY", "local-test")
         settings = Settings(
@@ -232,7 +229,6 @@ def llm(data_dir: Path, keys: dict[str, str]) -> Iterator[tuple[TestClient, Prov
             llm_model="openai/gpt-4o-mini",
             llm_api_base=server.base_url,
             llm_max_attempts=1,
-            ask_neighbours=1,
         )
         with TestClient(create_app(settings)) as test_client:
             yield test_client, server

@@ -107,9 +107,8 @@ def test_weighted_fusion_lets_the_stronger_ranking_decide_a_disagreement() -> No
 
 def test_the_fusion_constant_decides_between_a_first_hit_and_a_middling_agreement() -> None:
     """A paraphrase's answer is often the vector search's first hit and absent from BM25's
-    50; at the classic k = 60 a chunk both legs rank 15th outscores it. A deployment that
-    prefers single-retriever evidence sets LOREHOUSE_SEARCH_RRF_K lower, and at 10 the first
-    hit stays ahead."""
+    50; at the classic k = 60 a chunk both legs rank 15th outscores it; at k = 10 the first hit
+    stays ahead (the evaluation CLI measures other constants this way)."""
     from lorehouse.models import SearchMode
     from lorehouse.search.retriever import Retriever
     from lorehouse.settings import Settings
@@ -123,7 +122,8 @@ def test_the_fusion_constant_decides_between_a_first_hit_and_a_middling_agreemen
         order = retriever._first_stage_order(SearchMode.HYBRID, [vector, bm25])
         return [c.chunk_id for c in order]
 
-    classic = first_stage(Lorehouse(Settings()).retriever())
+    wiring = Lorehouse(Settings())
+    classic = first_stage(wiring.retriever())
     assert classic.index("both-15th") < classic.index("paraphrase-answer")
-    sharper = first_stage(Lorehouse(Settings(search_rrf_k=10)).retriever())
+    sharper = first_stage(Retriever(wiring.chunk_index(), wiring.embedder(), rrf_k=10))
     assert sharper.index("paraphrase-answer") < sharper.index("both-15th")
