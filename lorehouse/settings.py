@@ -56,53 +56,49 @@ def default_data_dir(start: Path | None = None) -> Path:
     return Path(user_data) / "lorehouse"
 
 
-#: Weight of the BM25 ranking in hybrid fusion, the vector ranking weighing 1 (module
-#: constants because the retriever and the eval resources default to them too).
+# Ranking constants. They are code, not settings: each was chosen on the evaluation sets
+# (docs/benchmarks.md, "Retrieval quality"), no deployment has a reason to change them, and
+# `lorehouse eval` measures other values by building a Retriever with them.
+
+#: Weight of the BM25 ranking in hybrid fusion, the vector ranking weighing 1.
 DEFAULT_BM25_WEIGHT = 1.0
 #: Bytes of recent queries' vectors the bundled embedder keeps (see `embed_query_cache_bytes`).
 DEFAULT_EMBED_QUERY_CACHE_BYTES = 64 * 1024 * 1024
 #: The constant k of hybrid search's reciprocal rank fusion, weight / (k + rank). A smaller k
 #: lets a chunk one retriever ranks near the top keep its place against chunks both rank
-#: middling: k = 10 raised MRR on both dev sets (handbook 0.566 -> 0.577, docs 0.686 -> 0.710)
-#: and left recall@8 and SciFact level, but the extractive answers read from its top 8 stated
-#: fewer key facts on the handbook (0.716 -> 0.702), so Cormack et al.'s 60 stays the default
-#: (BENCHMARKS.md, "Retrieval quality").
+#: middling; it ranked the first hit better but the answers read from the top 8 stated fewer
+#: facts, so Cormack et al.'s 60 stays.
 DEFAULT_FUSION_RRF_K = 60.0
 #: Weight of the enriched-text field (title, summary, keywords, FAQs) in BM25 against the
-#: chunk text's 1. At 1 a short field's match outvotes the passage itself. 0.25 was the one
-#: setting that gained on all three measured sets (BENCHMARKS.md, "Retrieval quality").
+#: chunk text's 1. At 1 a short field's match outvotes the passage itself.
 DEFAULT_ENRICHED_WEIGHT = 0.25
 #: Weight of the words of a chunk's file name ("2023 Q1 AAPL.pdf") in BM25 against the chunk
-#: text's 1. Filings name their company and period in the file name, their passages rarely:
-#: FinanceBench recall@8 0.22 -> 0.30, Docugami's 10-Q 0.851 -> 0.867 (MRR 0.412 -> 0.446);
-#: the handbook and docs dev sets move by one case each (0.836 -> 0.844, 0.949 -> 0.936).
-#: Lighter weights gain less and answer worse; at 2 a file's name outvotes its passages
-#: (BENCHMARKS.md, "A file's name searched").
+#: text's 1. Filings name their company and period in the file name, their passages rarely;
+#: at 2 a file's name outvotes its passages.
 DEFAULT_FILE_NAME_WEIGHT = 1.0
-#: Weight of a query's question words ("how", "do", "I", "my": `stores.bm25.QUESTION_WORDS`)
-#: in BM25 against its content words' 1. At 1 they match FAQ-style passages and prose that
-#: asks the same way instead of the passage that answers (BENCHMARKS.md, "Retrieval quality").
+#: Weight of a query's question words ("how", "do", "I", "my":
+#: `lorehouse.search.bm25.QUESTION_WORDS`) in BM25 against its content words' 1. At 1 they
+#: match FAQ-style passages and prose that asks the same way instead of the passage that
+#: answers.
 DEFAULT_QUESTION_WORD_WEIGHT = 0.25
 #: Sentence vectors: each chunk also gets one vector per window of this many consecutive
 #: sentences (its heading above them), a new window every SENTENCE_WINDOW_STRIDE sentences.
 #: The vector ranking scores a chunk by its own vector or its best window, whichever is
-#: closer to the query (BENCHMARKS.md, "Retrieval quality").
+#: closer to the query: a fact stated in one sentence of a long chunk is found by meaning.
 SENTENCE_WINDOW = 2
 SENTENCE_WINDOW_STRIDE = 2
 #: Sentence rows read per vector candidate: several windows of one chunk often rank together.
 SENTENCES_PER_CANDIDATE = 4
 #: Extractive answers: below this cosine between the question and its best context sentence
-#: the answer is "not found". 0.40 answered all but one answerable dev question (0.45 declined
-#: 12 of them) and still declines some unanswerable ones (BENCHMARKS.md, "Answers").
+#: the answer is "not found". Higher values decline answerable questions long before they
+#: decline the unanswerable ones (docs/benchmarks.md, "Answers").
 DEFAULT_ANSWER_MIN_SIMILARITY = 0.40
 #: Extractive answers: words at most per ask of the question (the first sentence always
 #: fits), so an answer states several facts and stays a paragraph for each thing asked.
 DEFAULT_ANSWER_MAX_WORDS = 100
 #: Rows from which a vector table gets an ANN index. Below it a search is a product with the
-#: vectors held in memory (exact). Retriever p50 on synthetic tables, exact against the
-#: IVF_HNSW_SQ index: 20,000 rows, vector 1.9 / 3.4 ms, hybrid 1.8 / 4.0 ms; 50,000 rows,
-#: vector 3.5 / 3.0 ms, hybrid 3.3 / 3.8 ms (BENCHMARKS.md, "Search at the speed of the
-#: store"). Past it the index wins as the product grows with the rows.
+#: vectors held in memory: exact, and as fast as the index up to about this size; past it the
+#: index wins as the product grows with the rows (docs/benchmarks.md, "Search latency").
 DEFAULT_ANN_INDEX_MIN_ROWS = 50_000
 
 
@@ -227,8 +223,8 @@ class Settings(BaseSettings):
         default=60.0,
         ge=0,
         description=(
-            "Parsing time allowed per MB of a file on top of LOREHOUSE_PARSE_TIMEOUT_SECONDS: "
-            "a 2.4 MB, 260-page annual report takes 70-130 s on 2 busy cores."
+            "Parsing time allowed per MB of a file on top of LOREHOUSE_PARSE_TIMEOUT_SECONDS, "
+            "so a long annual report is not cut off while a stuck small file is."
         ),
     )
     max_file_bytes: int = Field(
@@ -263,8 +259,8 @@ class Settings(BaseSettings):
     llm_model: str | None = Field(
         default=None,
         description=(
-            "litellm model string (openai/gpt-4o-mini, anthropic/..., bedrock/..., ollama/...), "
-            "'local' for the bundled Gemma 3 270M, or unset for extractive enrichment."
+            "litellm model string (openai/gpt-4o-mini, anthropic/..., bedrock/..., ollama/...) "
+            "that enriches chunks and writes answers; unset: extractive enrichment and answers."
         ),
     )
     llm_api_base: str | None = Field(
@@ -274,8 +270,7 @@ class Settings(BaseSettings):
         default=None,
         description=(
             "litellm model that grades answers in the answer eval (0-5 against the reference). "
-            "Unset: the answer eval reports that it was skipped. Use a strong model; the "
-            "bundled local one is too small to judge."
+            "Unset: the answer eval reports the judge-free measures only. Use a strong model."
         ),
     )
     judge_api_base: str | None = Field(
@@ -312,17 +307,6 @@ class Settings(BaseSettings):
         default=3, ge=1, le=10, description="Tries per call (invalid output, rate limits)."
     )
     llm_timeout_seconds: float = Field(default=60.0, gt=0, description="Per-call timeout.")
-    local_llm_threads: int = Field(
-        default=1,
-        ge=1,
-        le=256,
-        description=(
-            "CPU threads of the bundled local model. llama.cpp's threads wait on each other by "
-            "spinning, so when other work shares the cores more threads are much slower: on "
-            "two busy cores one thread answered in 5 s where two took 20 s (alone: 2.1 s and "
-            "1.8 s). Raise it only on a machine that has cores to spare."
-        ),
-    )
     answer_max_output_tokens: int = Field(
         default=800,
         ge=16,
@@ -371,7 +355,7 @@ class Settings(BaseSettings):
         description=(
             "CPU threads of the bundled embedder (onnxruntime intra-op threads). Embedding is "
             "most of an offline build, so set it to a run pod's cores; more threads than cores "
-            "are slower (on 2 cores: 2 threads 1.89x as fast as 1, 4 threads 1.19x)."
+            "are slower."
         ),
     )
     embed_query_threads: int = Field(
@@ -380,9 +364,8 @@ class Settings(BaseSettings):
         le=256,
         description=(
             "CPU threads of the bundled embedder for one query (its own onnxruntime session). "
-            "A second thread saves about 1 ms of a 6.5 ms query and spins 3 ms of CPU after "
-            "it: a server under load got 9.5-9.9 ms of CPU a search with 1 thread against "
-            "10.4-11.0 with 2, and 84-99 requests/s against 61-65 in its first 5 s."
+            "A query is short: a second thread saves little of its time and spins CPU after "
+            "it that other requests of a busy server need."
         ),
     )
     index_token_vectors: bool = Field(
@@ -428,52 +411,6 @@ class Settings(BaseSettings):
             "(a retry, a popular question, an eval rerun) is not embedded again. 0 turns it off."
         ),
     )
-    search_bm25_weight: float = Field(
-        default=DEFAULT_BM25_WEIGHT,
-        ge=0.0,
-        le=4.0,
-        description=(
-            "Weight of the BM25 ranking in hybrid search's reciprocal rank fusion, the vector "
-            "ranking weighing 1."
-        ),
-    )
-    search_rrf_k: float = Field(
-        default=DEFAULT_FUSION_RRF_K,
-        gt=0.0,
-        le=1000.0,
-        description=(
-            "The constant k of hybrid search's reciprocal rank fusion (weight / (k + rank)): "
-            "smaller lets a chunk one retriever ranks near the top outvote chunks both rank "
-            "middling."
-        ),
-    )
-    search_enriched_weight: float = Field(
-        default=DEFAULT_ENRICHED_WEIGHT,
-        ge=0.0,
-        le=4.0,
-        description=(
-            "Weight of the enriched text (title, summary, keywords, FAQs) in BM25, the chunk "
-            "text weighing 1."
-        ),
-    )
-    search_file_name_weight: float = Field(
-        default=DEFAULT_FILE_NAME_WEIGHT,
-        ge=0.0,
-        le=4.0,
-        description=(
-            "Weight of the words of a chunk's file name ('2023 Q1 AAPL.pdf') in BM25, the "
-            "chunk text weighing 1; 0 leaves file names out."
-        ),
-    )
-    search_question_word_weight: float = Field(
-        default=DEFAULT_QUESTION_WORD_WEIGHT,
-        ge=0.0,
-        le=1.0,
-        description=(
-            "Weight of a query's question words (how, what, do, can, I, my, ...) in BM25, its "
-            "other words weighing 1: a question's phrasing should not outvote its subject."
-        ),
-    )
     search_passage_words: int = Field(
         default=0,
         ge=0,
@@ -482,7 +419,7 @@ class Settings(BaseSettings):
             "Return each hit as the passage of consecutive chunks of its document holding the "
             "chunk that ranked, up to this many words (each passage once); 0 returns chunks. "
             "A search request's passage_words overrides it. It applies to /v1/ask's searches "
-            "too, whose extractive answers state fewer facts read from passages."
+            "too."
         ),
     )
     search_split_asks: bool = Field(
@@ -507,20 +444,6 @@ class Settings(BaseSettings):
     ask_context_chunks: int = Field(
         default=8, ge=1, le=50, description="Passages the answerer reads after post-processing."
     )
-    ask_neighbours: int = Field(
-        default=0, ge=0, le=3, description="Neighbouring chunks added around each retrieved one."
-    )
-    ask_source_prior_weight: float = Field(
-        default=0.0,
-        ge=0.0,
-        le=4.0,
-        description=(
-            "Without an LLM, how much /v1/ask favours the documents whose profiles best match "
-            "the question: the weight of the search within them, fused by reciprocal rank with "
-            "the search everywhere. 0 (plain hybrid search) measured best with extractive "
-            "profiles: every weight tried lowered recall@8 on the handbook dev set."
-        ),
-    )
     answer_min_similarity: float = Field(
         default=DEFAULT_ANSWER_MIN_SIMILARITY,
         ge=0.0,
@@ -536,7 +459,7 @@ class Settings(BaseSettings):
         description=(
             "Extractive answers: vectors of the last this many context sentences are kept "
             "(about 1.5 KB each), so passages that recur across questions are not embedded "
-            "again: embedding them was 96 % of an answer. 0 keeps none."
+            "again: embedding them is most of an extractive answer's time. 0 keeps none."
         ),
     )
     answer_max_words: int = Field(
@@ -630,10 +553,8 @@ class Settings(BaseSettings):
             "Searches (`/v1/search`) computed at once per server process; default: the CPU "
             "cores this process may use, shared among the `api_workers` processes (at least "
             "1). A search is CPU work, so more at once only makes them take turns on the "
-            "cores: on 2 cores with 2 processes, 50 clients got 79-81 requests/s at 21.1-21.5 "
-            "ms of CPU each with the thread pool's 40, and 89-91 at 19.0-19.3 with 2; later, "
-            "176-181 at 9.0-9.1 ms with 1 a process against 173-176 at 9.5-9.7 with 2. "
-            "Further searches wait on the event loop, holding no thread."
+            "cores and spend more CPU each. Further searches wait on the event loop, holding "
+            "no thread."
         ),
     )
     api_blas_threads: int = Field(
@@ -642,8 +563,8 @@ class Settings(BaseSettings):
         le=64,
         description=(
             "BLAS threads per numpy call in a server process. Requests already run on many "
-            "threads; BLAS threads of their own spin against each other: 50 clients on "
-            "/v1/search got 18.5 requests/s with OpenBLAS's default and 76 with 1."
+            "threads; BLAS threads of their own spin against each other and cut the requests "
+            "served by several times."
         ),
     )
     api_stream_ping_seconds: float = Field(
@@ -714,14 +635,10 @@ class Settings(BaseSettings):
     def _source_uri_not_blank(cls, value: str) -> str:
         if not value.strip():
             raise ValueError(
-                "LOREHOUSE_SOURCE_URI must name a folder, an s3:// prefix or a web site"
+                "LOREHOUSE_SOURCE_URI must name a folder, an s3:// prefix, a gdrive://, "
+                "confluence+https:// or sharepoint:// source, or a web site"
             )
         return value.strip()
-
-    @property
-    def models_dir(self) -> Path:
-        """Where the bundled local model is assembled from its package on first use."""
-        return self.data_dir / "models"
 
     @property
     def lancedb_location(self) -> str:
@@ -738,6 +655,112 @@ class Settings(BaseSettings):
     def duckdb_path(self) -> Path:
         """The feature-store database every stage reads and writes."""
         return self.data_dir / "lorehouse.duckdb"
+
+
+#: Every setting under the heading the configuration page and `.env.example` list it under
+#: (both are generated from this and the descriptions: `python -m lorehouse.settings_docs`).
+SETTING_GROUPS: dict[str, tuple[str, ...]] = {
+    "Sources": (
+        "source_uri",
+        "source_permission_map",
+        "s3_endpoint_url",
+        "s3_region",
+        "gdrive_service_account_file",
+        "gdrive_subject",
+        "gdrive_api_url",
+        "confluence_email",
+        "confluence_token",
+        "confluence_cloud",
+        "msgraph_tenant_id",
+        "msgraph_client_id",
+        "msgraph_client_secret",
+        "msgraph_api_url",
+        "msgraph_login_url",
+        "web_max_pages",
+    ),
+    "Parse": (
+        "workers",
+        "parse_timeout_seconds",
+        "parse_timeout_seconds_per_mb",
+        "max_file_bytes",
+        "parse_memory_mb",
+        "pdf_ocr_languages",
+        "pdf_ocr_dpi",
+        "chunk_max_tokens",
+    ),
+    "LLM": (
+        "llm_model",
+        "llm_api_base",
+        "llm_concurrency",
+        "llm_max_attempts",
+        "llm_timeout_seconds",
+        "enrichment_max_output_tokens",
+        "answer_max_output_tokens",
+        "prompts_dir",
+    ),
+    "Embedding": (
+        "embed_model",
+        "embed_api_base",
+        "embed_batch_size",
+        "embed_threads",
+        "embed_query_threads",
+        "embed_query_cache_bytes",
+        "index_token_vectors",
+    ),
+    "Search": (
+        "lancedb_uri",
+        "ann_index_min_rows",
+        "citation_retention_hours",
+        "search_candidates",
+        "search_query_cache_size",
+        "search_passage_words",
+        "search_split_asks",
+        "rerank",
+        "rerank_api_base",
+    ),
+    "Ask": (
+        "ask_context_chunks",
+        "answer_min_similarity",
+        "answer_max_words",
+        "answer_sentence_vectors_kept",
+    ),
+    "API": (
+        "api_host",
+        "api_port",
+        "public_url",
+        "api_keys_file",
+        "api_workers",
+        "api_search_threads",
+        "api_blas_threads",
+        "api_max_concurrent_asks",
+        "api_ask_wait_seconds",
+        "api_max_body_bytes",
+        "api_keep_alive_seconds",
+        "api_stream_ping_seconds",
+        "api_feedback_per_key",
+        "api_feedback_window_seconds",
+        "slack_bot_token",
+        "slack_signing_secret",
+        "slack_access_file",
+        "slack_api_url",
+    ),
+    "Orchestration": (
+        "data_dir",
+        "index_partitions",
+        "index_batch_documents",
+        "dagster_executor",
+        "reindex_cron",
+        "index_max_age_hours",
+        "source_poll_seconds",
+    ),
+    "Evaluation": (
+        "eval_golden_set",
+        "eval_gate",
+        "judge_model",
+        "judge_api_base",
+        "judge_max_output_tokens",
+    ),
+}
 
 
 @lru_cache(maxsize=1)
