@@ -50,13 +50,34 @@ def retrieval_eval(
     report = run.report
     cutoffs = [1, 3, 5, 8, 10, 20]
     baseline = report.result("naive").recall_at[GATE_K] if run.naive_windows else None
-    rows = [
-        [
-            r.retriever,
-            *(f"{r.recall_at[k]:.2f}" for k in cutoffs),
-            f"{r.mrr:.3f}",
-            "" if baseline is None else f"{100 * (r.recall_at[GATE_K] - baseline):+.0f}",
-        ]
+    # The recall curve as a table the asset's page shows (one row per retriever, one column
+    # per cutoff); the default retriever's values are also plotted across runs below.
+    columns = [
+        dg.TableColumn("retriever", "string", description="retrieval configuration"),
+        *(
+            dg.TableColumn(
+                f"R@{k}",
+                "float",
+                description=f"share of questions with all evidence in the top {k}",
+            )
+            for k in cutoffs
+        ),
+        dg.TableColumn("MRR", "float", description="mean reciprocal rank of the first evidence"),
+        dg.TableColumn(
+            f"vs naive @{GATE_K}", "float", description="recall points over the naive baseline"
+        ),
+    ]
+    records = [
+        dg.TableRecord(
+            {
+                "retriever": r.retriever,
+                **{f"R@{k}": round(r.recall_at[k], 4) for k in cutoffs},
+                "MRR": round(r.mrr, 4),
+                f"vs naive @{GATE_K}": (
+                    None if baseline is None else round(100 * (r.recall_at[GATE_K] - baseline), 1)
+                ),
+            }
+        )
         for r in report.results
     ]
     default = report.result(report.default_retriever)
@@ -71,19 +92,13 @@ def retrieval_eval(
             f"default_recall_at_{GATE_K}": default.recall_at[GATE_K],
             "index_version": run.index_version,
             "golden_set": evaluation.golden_set.name,
-            "results": dg.MetadataValue.md(
-                markdown_table(
-                    ["retriever", *(f"R@{k}" for k in cutoffs), "MRR", f"vs naive @{GATE_K} (pts)"],
-                    rows,
-                )
-            ),
+            "results": dg.MetadataValue.table(records, dg.TableSchema(columns)),
             # Numbers Dagster plots across runs (the asset's Plots tab), one series per cutoff.
             **{
                 f"recall_at_{k}": dg.MetadataValue.float(round(default.recall_at[k], 4))
                 for k in cutoffs
             },
             "mrr": dg.MetadataValue.float(round(default.mrr, 4)),
-            "chart_file": dg.MetadataValue.path(str(run.plot_path)),
             f"misses_at_{GATE_K}": dg.MetadataValue.md(
                 markdown_table(
                     ["case", "type", "question"],
@@ -156,8 +171,7 @@ def answer_eval(
     """/v1/ask answers every golden question; a judge model grades each 0-5 with reasoning.
 
     Without a judge model the asset is not materialized: it records an observation saying
-    why, and stores nothing. A score is never invented, and the bundled local model is too
-    small to judge.
+    why, and stores nothing. A score is never invented.
     """
     lorehouse = wiring_for(feature_store, vector_index, evaluation, enrichment)
     if lorehouse.settings.judge_model is None:

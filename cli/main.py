@@ -301,8 +301,8 @@ def ask(
     """Answer a question with numbered citations.
 
     Without an LLM the answer is extractive: sentences of the retrieved passages. Set
-    LOREHOUSE_LLM_MODEL (any litellm model, or `local` for the bundled Gemma) to have a model
-    rewrite the question, choose sources and write the answer.
+    LOREHOUSE_LLM_MODEL (any litellm model string, with its key) to have a model rewrite the
+    question, choose sources and write the answer.
     """
     settings = get_settings()
     _require_index(settings)
@@ -342,8 +342,8 @@ def ask(
         out.print(shown(f"sources: {_source_names(lorehouse, response.trace.sources)}"))
     if pipeline.client is None:
         console.print(
-            "[dim]Extractive answer (no LLM). Set LOREHOUSE_LLM_MODEL to a litellm model, or "
-            "to `local` for the bundled one, for written answers.[/dim]"
+            "[dim]Extractive answer (no LLM). Set LOREHOUSE_LLM_MODEL to a litellm model "
+            "(openai/gpt-4o-mini, anthropic/..., ollama/...) for written answers.[/dim]"
         )
 
 
@@ -519,7 +519,6 @@ def eval_retrieval(
         default = run.report.result(run.report.default_retriever)
         for missed in default.misses(min(8, k_max))[:15]:
             out.print(shown(f"  miss@8 [{missed.case_type}] {missed.case_id}: {missed.question}"))
-    console.print(f"chart: {shown(run.plot_path)}")
 
 
 def _print_misses(misses: list[EvidenceMiss]) -> None:

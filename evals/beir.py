@@ -17,9 +17,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import ir_measures
 import pandas as pd
-from ir_measures import RR, R, nDCG
 
 from lorehouse.embedding.base import Embedder
 from lorehouse.search.retriever import Retriever
@@ -35,9 +33,20 @@ from lorehouse.stages.embed import (
 )
 from lorehouse.stores.lance_index import ChunkIndex, chunk_schema
 
-#: The measures reported per retriever, as named in the output.
-MEASURES = {"ndcg@10": nDCG @ 10, "recall@10": R @ 10, "recall@100": R @ 100, "mrr@10": RR @ 10}
+#: The measures reported per retriever, as named in the output (ir_measures' names).
+MEASURES = {"ndcg@10": "nDCG@10", "recall@10": "R@10", "recall@100": "R@100", "mrr@10": "RR@10"}
 DEPTH = 100
+
+
+def _ir_measures():  # noqa: ANN202 (the module, imported only where BEIR is scored)
+    """trec_eval's measures, from the `eval` extra: only BEIR scoring needs them."""
+    try:
+        import ir_measures
+    except ImportError as error:
+        raise ImportError(
+            "BEIR scoring needs the eval extra: pip install 'lorehouse[eval]'"
+        ) from error
+    return ir_measures
 
 
 class BeirFormatError(ValueError):
@@ -240,13 +249,15 @@ def score_run(qrels: dict[str, dict[str, int]], run: dict[str, list[str]]) -> di
     Scores are derived from ranks, so trec_eval's sort by score cannot reorder ties; a query
     with no result still counts (as 0), as in trec_eval's `-c` convention BEIR uses.
     """
+    ir_measures = _ir_measures()
     scored = {
         query_id: {doc_id: float(len(ranking) - rank) for rank, doc_id in enumerate(ranking)}
         for query_id, ranking in run.items()
     }
     per_query: dict[str, dict[str, float]] = {q: {} for q in qrels}
-    by_measure = {measure: name for name, measure in MEASURES.items()}
-    for metric in ir_measures.iter_calc(list(MEASURES.values()), qrels, scored):
+    measures = {name: ir_measures.parse_measure(measure) for name, measure in MEASURES.items()}
+    by_measure = {measure: name for name, measure in measures.items()}
+    for metric in ir_measures.iter_calc(list(measures.values()), qrels, scored):
         per_query[metric.query_id][by_measure[metric.measure]] = metric.value
     return {
         name: sum(values.get(name, 0.0) for values in per_query.values()) / len(per_query)

@@ -26,7 +26,6 @@ from evals.retrieval_eval import (
     agentic_config,
     as_retrieved,
     evaluate,
-    recall_plot_png,
     report_rows,
     search_config,
 )
@@ -44,8 +43,6 @@ from lorehouse.wiring import Lorehouse
 @dataclass
 class RetrievalEvalRun:
     report: RetrievalEvalReport
-    plot_png: bytes
-    plot_path: Path
     index_version: str
     naive_windows: int
     #: Why each evidence excerpt of a case missed at EXPLAIN_K was missed (default retriever
@@ -65,7 +62,7 @@ def run_retrieval_eval(
     include_agentic: bool = True,
     include_naive: bool = True,
 ) -> RetrievalEvalRun:
-    """Evaluates every configuration, stores the rows in DuckDB and writes the chart PNG.
+    """Evaluates every configuration and stores the rows in DuckDB.
 
     Every retriever is the deployment's own (`lorehouse.retriever()`, the default reranker
     being what /v1/ask's searches use), and the agentic configuration is `/v1/ask`'s pipeline
@@ -106,11 +103,7 @@ def run_retrieval_eval(
     explained = [config for config in configs if config.name in (default, "agentic")]
     misses = explain_misses(store, retriever, pipeline, groups, report, explained, cases)
     store.append_eval_retrieval_misses(miss_rows(misses, report.run_id, golden_path.name))
-    png = recall_plot_png(report)
-    plot_path = lorehouse.settings.data_dir / "evals" / f"retrieval-{report.run_id}.png"
-    plot_path.parent.mkdir(parents=True, exist_ok=True)
-    plot_path.write_bytes(png)
-    return RetrievalEvalRun(report, png, plot_path, version, windows, misses)
+    return RetrievalEvalRun(report, version, windows, misses)
 
 
 def check_cited_files_indexed(
