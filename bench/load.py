@@ -483,8 +483,9 @@ def percentile(ordered: Sequence[float], q: float) -> float | None:
 # The clients. The load generator shares the machine's cores with the server, so every
 # millisecond of CPU it spends on a request is taken from the server being measured.
 class HttpxClient:
-    """httpx.AsyncClient: what most Python callers of the API use (about 1.5 ms of CPU a
-    request here, see BENCHMARKS.md)."""
+    """httpx.AsyncClient: what most Python callers of the API use. Its HTTP handling runs in
+    Python, so it takes more of the cores it shares with the server than aiohttp's compiled
+    parser (docs/experiments/2026-11-28-lighter-load-generator.md)."""
 
     label = "httpx.AsyncClient"
 

@@ -1,7 +1,7 @@
 """What a benchmark ran on: cores, Python, platform and the versions of the libraries timed.
 
-Every figure in BENCHMARKS.md is printed beside this, because absolute timings mean little
-without the machine and the library versions behind them.
+Every figure in docs/benchmarks.md and docs/experiments/ is printed beside this, because
+absolute timings mean little without the machine and the library versions behind them.
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ def measure_grid(
     cells: Callable[[dict[str, Any]], Sequence[object]],
 ) -> list[dict[str, Any]]:
     """Each (size, mode) measured by `script --child MODE SIZE FOLDER` in its own process,
-    its Markdown table row printed as it finishes (as BENCHMARKS.md shows it)."""
+    its Markdown table row printed as it finishes (as docs/benchmarks.md shows it)."""
     results = []
     for size in sizes:
         for mode in modes:

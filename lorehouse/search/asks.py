@@ -11,9 +11,9 @@ around it ("I'm planning to move abroad.") stay with every ask as its context.
 
 The rankings are then interleaved, not fused by score: each ask's best chunks take turns
 with the whole question's, so every ask is represented in the first few hits. Fusing the
-same rankings by reciprocal rank lost on the handbook dev set (multi-document recall@8 0.48
--> 0.26), because chunks that match the whole question moderately outscore each ask's best
-answer (BENCHMARKS.md, "Retrieval quality").
+same rankings by reciprocal rank lost the handbook dev set's multi-document questions,
+because chunks that match the whole question moderately outscore each ask's best answer
+(docs/experiments/2026-11-23-retrieval-quality-dev-sets.md).
 """
 
 from __future__ import annotations

@@ -7,11 +7,10 @@ divided once per table version into runs of consecutive chunks up to a word budg
 is never joined to prose, as the chunker keeps them apart); a search ranks chunks as always
 and returns, for each ranked chunk, its run, each run once.
 
-Measured (BENCHMARKS.md, "Passages: hits grown to their neighbours"): at 400 words the
-handbook dev set's recall@8 rises from 0.844 to 0.918 and the test set's from 0.768 to
-0.821, because 8 passages hold about three times the text of 8 chunks; extractive answers
-read from passages state no more of the reference's facts, so it is a choice per search,
-off by default.
+Passages raise recall at 8 because 8 passages hold about three times the text of 8 chunks,
+but extractive answers read from passages state no more of the reference's facts, so it is a
+choice per search, off by default (figures: docs/benchmarks.md, "Retrieval quality", and
+docs/experiments/2026-11-27-passages.md).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ which the embedding stage stores per chunk, so a query reads them instead of enc
 candidates (which cost about 1.5 s a query on 2 cores). A hosted reranker (Cohere, Voyage,
 Together, a self-hosted Infinity server...) plugs in through litellm's rerank API when one is
 configured. A field-level rank fusion was offered offline and removed: it lowered recall on
-every set it was measured on (BENCHMARKS.md, "Retrieval quality").
+every set it was measured on (docs/experiments/2026-11-23-retrieval-quality-dev-sets.md).
 """
 
 from __future__ import annotations
@@ -32,8 +32,9 @@ NONE = "none"
 MAXSIM = "maxsim"
 #: Candidates late interaction reorders: the first stage's best 20 (the rest keep their
 #: order behind them). With the weight below, the one setting of 12 measured (depth 10, 20,
-#: 30; weight 0.5-3) that gained on the handbook, the docs and SciFact alike (BENCHMARKS.md,
-#: "Retrieval quality"): deeper or heavier gains more on the dev sets and loses on SciFact.
+#: 30; weight 0.5-3) that gained on the handbook, the docs and SciFact alike
+#: (docs/experiments/2026-11-23-retrieval-quality-dev-sets.md): deeper or heavier gains more on
+#: the dev sets and loses on SciFact.
 MAXSIM_DEPTH = 20
 #: Weight of the MaxSim ranking against the first stage's 1 when the two are fused by
 #: reciprocal rank.

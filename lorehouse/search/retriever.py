@@ -165,7 +165,8 @@ class SearchHit(ChunkView):
         description=(
             "In the process only, never in a response: the joined chunks, each with its own "
             "text and heading, which extractive answers read one by one (read whole, every "
-            "sentence took the ranked chunk's heading: BENCHMARKS.md, 'Passages')."
+            "sentence took the ranked chunk's heading: "
+            "docs/experiments/2026-11-27-passages.md)."
         ),
     )
 

@@ -1,11 +1,11 @@
 """Token vectors stored for late interaction: int8 components with one float32 scale a token.
 
 Late interaction (MaxSim) compares every query token with every token of a passage, so it
-needs each passage's token vectors. Encoding 30 passages at query time cost about 1.5 s on 2
-cores; storing them at index time makes the rerank a read of its candidates' rows and a few
-matrix products. Stored as float32 they would take 1.5 KB a token; quantized to int8 with a
-per-token scale they take 388 bytes and change no MaxSim ranking measured (BENCHMARKS.md,
-"Retrieval quality").
+needs each passage's token vectors. Encoding the candidates at query time runs the model over
+every one of them, which costs far more than the rest of a search; storing them at index time
+makes the rerank a read of its candidates' rows and a few matrix products. Stored as float32
+they would take 1.5 KB a token; quantized to int8 with a per-token scale they take 388 bytes
+and change no MaxSim ranking measured (docs/experiments/2026-11-23-retrieval-quality-dev-sets.md).
 """
 
 from __future__ import annotations

@@ -145,11 +145,11 @@ def token_vector_schema(dimension: int, model: str) -> pa.Schema:
     rows instead of running the encoder over them. No filter columns: only chunks a search has
     already returned (under its access predicate) are looked up, by id.
 
-    The packed vectors are written uncompressed: int8 components hardly compress (Lance's
-    default makes SciFact's table 420 MB instead of 457), and reading 30 passages' rows that
-    no earlier query left in memory took a median 9.3-10.1 ms compressed, 6.3-6.5 ms
-    uncompressed (BENCHMARKS.md, "Searches taking turns"). A table written before keeps its
-    compressed files; rows added to it follow its schema.
+    The packed vectors are written uncompressed: int8 components hardly compress, so Lance's
+    default saves little disk and slows every read of the candidates' rows that no earlier
+    query left in memory (docs/experiments/2026-11-27-searches-taking-turns.md has the
+    figures). A table written before keeps its compressed files; rows added to it follow its
+    schema.
     """
     return pa.schema(
         [

@@ -2,7 +2,7 @@
 server: sign in, ask, watch the answer stream in, open a citation with its highlighted page,
 filter, send feedback; an outsider never sees a restricted document.
 
-Screenshots of each step are written to `LOREHOUSE_SCREENSHOT_DIR` (the README's come from
+Screenshots of each step are written to `LOREHOUSE_SCREENSHOT_DIR` (the docs' come from
 there) or to the test's temporary folder.
 """
 
