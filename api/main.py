@@ -18,7 +18,17 @@ from api.deps import open_service
 from api.errors import install_error_handlers
 from api.guards import RequestGuard, keyed_routes
 from api.openapi import document_rerankers
-from api.routers import ask, chat, chunks, documents, feedback, health, search, slack
+from api.routers import (
+    ask,
+    chat,
+    chunks,
+    documents,
+    feedback,
+    health,
+    reference,
+    search,
+    slack,
+)
 from lorehouse.llm import LLMClient
 from lorehouse.search.rerankers import available_rerankers
 from lorehouse.settings import Settings, get_settings
@@ -32,6 +42,7 @@ ROUTERS = [
     health.router,
     chat.router,
     slack.router,
+    reference.router,
 ]
 
 
@@ -44,9 +55,11 @@ def create_app(settings: Settings | None = None, llm_client: LLMClient | None = 
         app.state.service = open_service(settings, llm_client)
         yield
 
-    # /docs and /redoc with Swagger UI and ReDoc served from the package: no CDN, so they
-    # work on machines without internet access.
+    # /docs with Swagger UI served from the package: no CDN, so it works on machines without
+    # internet access (/redoc is api/routers/reference.py, which keeps ReDoc's logo off too).
     app = FastAPIOffline(
+        redoc_url=None,
+        static_url=reference.STATIC_URL,
         title="Lorehouse",
         version="0.1.0",
         description="Search the documents Lorehouse indexed, with citations to chunks.",

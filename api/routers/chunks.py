@@ -148,8 +148,9 @@ def chunk(
 async def chunk_page(service: ServiceDep, caller: CallerDep, chunk_id: ChunkId) -> Response:
     """The PDF page a chunk starts on, as a PNG with the chunk's text highlighted; 404 for a
     chunk of another format or without pages, 422 for a page that cannot be drawn within the
-    renderer's time and memory.
-
+    renderer's time and memory. When too many pages are being drawn at once the answer is a
+    503 with Retry-After.
+    \f
     Pages are drawn in processes of their own, `PAGE_RENDERS` at once: a request waits for its
     turn on the event loop, holding no worker thread, and gets a 503 when none comes.
     """

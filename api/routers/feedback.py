@@ -52,8 +52,12 @@ TOO_MANY_VERDICTS: dict[int | str, dict[str, Any]] = {
     },
 )
 def feedback(body: FeedbackRequest, service: ServiceDep, caller: CallerDep) -> FeedbackStored:
-    """Stores a verdict on an answer; every cited chunk must be one the caller may see, and
-    each key may send `api_feedback_per_key` verdicts per `api_feedback_window_seconds`."""
+    """Stores a verdict on an answer. Every cited chunk must be one the caller may see. A key
+    that sends more verdicts than the server allows in its window gets a 429 with
+    Retry-After saying when it may send again.
+    \f
+    The allowance is `api_feedback_per_key` verdicts per `api_feedback_window_seconds`.
+    """
     files = []
     for chunk_id in body.citations:
         found = service.retriever.chunk_preview(chunk_id, caller.groups, window=0)

@@ -28,8 +28,9 @@ router = APIRouter()
 def healthz(service: ServiceDep) -> JSONResponse:
     """Liveness and readiness for probes: 200 once both stores are built, else 503.
 
-    Needs no key, so it tells nothing else; GET /v1/health has the details. Probes call it
-    every few seconds, so it counts nothing: each count is a scan of a store.
+    Needs no key, so it tells nothing else; GET /v1/health has the details.
+    \f
+    Probes call it every few seconds, so it counts nothing: each count is a scan of a store.
     """
     health = _health(service, caller_groups=(), counts=False)
     liveness = Liveness(status=health.status)

@@ -32,6 +32,8 @@ async def search(
 ) -> SearchResult:
     """Chunks matching the query that the caller may see, best first, with citations.
 
+    A busy server queues the search until it can run it; nothing is refused for load.
+    \f
     The search runs in a worker thread once one of the process's search turns is free
     (`api_search_threads`); until then the request waits on the event loop. FastAPI's own
     pool would start one search per thread, up to 40, to take turns on the CPU cores.

@@ -129,6 +129,20 @@ def test_every_bound_the_server_enforces_is_one_a_client_can_read(fuzzed_app: Fa
     assert stray(fuzzed_app.openapi(), "openapi") == []
 
 
+def test_operation_descriptions_speak_to_the_caller(fuzzed_app: FastAPI) -> None:
+    """What a reader of /docs sees says what a caller gets; how the server schedules its work
+    (threads, pools, render processes, settings' names) stays in the code."""
+    inner = ("thread", "FastAPI", "event loop", "PAGE_RENDERS", "api_", "scan of a store")
+    leaks = [
+        (method, path, word)
+        for path, operations in fuzzed_app.openapi()["paths"].items()
+        for method, operation in operations.items()
+        for word in inner
+        if word in operation.get("description", "")
+    ]
+    assert leaks == []
+
+
 def _put_page_range_in_order(case: schemathesis.Case) -> None:
     """Swaps an inverted page range that generation produced.
 

@@ -1,5 +1,6 @@
-"""/docs as a newcomer meets it, offline, in a real browser: Swagger UI loads from the
-package, the Authorize button takes an API key, and the search example finds the answer."""
+"""/docs and /redoc as a newcomer meets them, offline, in a real browser: Swagger UI loads
+from the package, the Authorize button takes an API key, the search example finds the answer,
+and ReDoc fetches nothing from outside the server."""
 
 from __future__ import annotations
 
@@ -33,3 +34,18 @@ def test_the_docs_load_offline_authorize_and_run_the_search_example(
     expect(search.locator(".live-responses-table .microlight").first).to_contain_text("20 weeks")
     page.screenshot(path=screenshots / "docs-2-search-example.png", full_page=False)
     assert offline == [], offline  # nothing was fetched from outside the server
+
+
+def test_redoc_loads_offline_and_fetches_nothing_from_elsewhere(
+    browser: Browser, server: str
+) -> None:
+    """ReDoc's script asks Redocly's CDN for its footer logo; the page must not."""
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    outside: list[str] = []
+    page.on("request", lambda r: outside.append(r.url) if "127.0.0.1" not in r.url else None)
+    page.goto(f"{server}/redoc")
+    expect(page.locator(".api-info h1")).to_contain_text("Lorehouse", timeout=30_000)
+    expect(page.get_by_text("/v1/search").first).to_be_attached()
+    page.wait_for_load_state("networkidle")
+    assert outside == [], outside
+    expect(page.locator("a[href*='redocly.com']")).to_be_hidden()
