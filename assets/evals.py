@@ -1,6 +1,5 @@
 """Eval assets: recall@k of every retriever (and its gate), and LLM-judged answer quality."""
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import dagster as dg
@@ -8,7 +7,7 @@ import dagster as dg
 from assets._metadata import markdown_table, progress_logger
 from assets.embeddings import search_index
 from assets.policies import LLM_RETRY_POLICY
-from evals.answer_eval import AnswerEvalReport
+from evals.answer_eval import NO_JUDGE, AnswerEvalReport
 from evals.explain import miss_counts
 from evals.golden_set import GoldenSetNotIndexed
 from evals.runner import run_answer_eval, run_retrieval_eval
@@ -157,8 +156,6 @@ def recall_gate(
     group_name="evals",
     kinds={"duckdb"},
     deps=[search_index],
-    # Without a judge nothing is materialized: a skipped eval must not look like a fresh one.
-    output_required=False,
     retry_policy=LLM_RETRY_POLICY,
 )
 def answer_eval(
@@ -167,44 +164,79 @@ def answer_eval(
     vector_index: VectorIndexResource,
     evaluation: EvalResource,
     enrichment: EnrichmentResource,
-) -> Iterator[dg.MaterializeResult | dg.AssetObservation]:
-    """/v1/ask answers every golden question; a judge model grades each 0-5 with reasoning.
+) -> dg.MaterializeResult:
+    """/v1/ask answers every golden question; each answer is scored by how a person reads it.
 
-    Without a judge model the asset is not materialized: it records an observation saying
-    why, and stores nothing. A score is never invented.
+    The judge-free measures always run: whether the lead states a reference fact, the key
+    facts the lead and excerpts state, the lead's length, and the declines, right and wrong.
+    With a judge model configured (LOREHOUSE_JUDGE_MODEL) it also grades each answer 0-5
+    with its reasoning. A score is never invented: without a judge there is none.
     """
     lorehouse = wiring_for(feature_store, vector_index, evaluation, enrichment)
-    if lorehouse.settings.judge_model is None:
-        reason = "no judge model configured: set LOREHOUSE_JUDGE_MODEL to a litellm model"
-        context.log.warning(f"answer_eval skipped: {reason}")
-        yield dg.AssetObservation(
-            asset_key=context.asset_key, metadata={"status": "skipped", "reason": reason}
-        )
-        return
-    logger = progress_logger(context, "answers judged")
+    judged = lorehouse.settings.judge_model is not None
+    if not judged:
+        context.log.info("answer_eval: no judge model; judge-free measures only")
+    logger = progress_logger(context, "answers judged" if judged else "answers scored")
     report = run_answer_eval(lorehouse, evaluation.golden_set, on_case=logger)
-    yield dg.MaterializeResult(metadata=answer_eval_metadata(report, evaluation.golden_set))
+    return dg.MaterializeResult(metadata=answer_eval_metadata(report, evaluation.golden_set))
+
+
+def _plotted(value: float | int | None) -> dg.MetadataValue | str:
+    """A measure as a number Dagster plots, or "none" when no case measured it."""
+    return "none" if value is None else dg.MetadataValue.float(float(value))
+
+
+def _shown(value: float | int | None) -> str:
+    return "" if value is None else f"{value:g}" if isinstance(value, int) else f"{value:.2f}"
 
 
 def answer_eval_metadata(report: AnswerEvalReport, golden_set: Path) -> dict[str, object]:
-    """Score distribution, labels, mean by case type and the worst cases, for the asset page."""
+    """The judge-free measures by case type; with a judge, its score distribution, labels,
+    mean by case type and the worst cases, for the asset page."""
     mean = report.mean_score()
     distribution = report.score_distribution()
     widest = max(distribution.values(), default=0) or 1
     worst = report.worst(10)
     failures = [o for o in report.outcomes if o.score is None]
-    return {
-        "status": "judged",
+    judged = report.judge_model != NO_JUDGE
+    lead = report.lead_summary()
+    facts = report.key_fact_summary()
+    offline: dict[str, object] = {
+        "status": "judged" if judged else "judge-free measures (no judge model)",
         "run_id": report.run_id,
-        "judge_model": report.judge_model,
         "golden_set": Path(golden_set).name,
         "cases": len(report.outcomes),
+        # What a person reads: numbers Dagster plots across runs.
+        "lead_states_fact": _plotted(lead["lead_states_fact"]),
+        "shown_key_facts": _plotted(lead["shown_key_facts"]),
+        "median_lead_words": _plotted(lead["median_lead_words"]),
+        "wrongly_declined": _plotted(lead["wrongly_declined"]),
+        "unanswerable_declined": _plotted(lead["unanswerable_declined"]),
+        "key_facts_mean_share": _plotted(facts.get("mean_share")),
+        "by_type": dg.MetadataValue.md(
+            markdown_table(
+                ["case type", "answers", "lead states a fact", "key facts shown", "lead words"],
+                [
+                    [
+                        case_type,
+                        measures["answers"],
+                        _shown(measures["lead_states_fact"]),
+                        _shown(measures["shown_key_facts"]),
+                        _shown(measures["median_lead_words"]),
+                    ]
+                    for case_type, measures in lead["by_type"].items()
+                ],
+            )
+        ),
+    }
+    if not judged:
+        return offline
+    return {
+        **offline,
+        "judge_model": report.judge_model,
         "judged": len(report.judged),
         "judge_failures": len(failures),
         "mean_score": dg.MetadataValue.float(round(mean, 3)) if mean is not None else "none",
-        # The offline metric beside the judge's: reference numbers and names stated.
-        "key_facts_mean_share": report.key_fact_summary().get("mean_share", 0.0),
-        "unanswerable_declined": report.key_fact_summary()["unanswerable_declined"],
         "score_distribution": dg.MetadataValue.md(
             markdown_table(
                 ["score", "cases", ""],

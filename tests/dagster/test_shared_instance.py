@@ -35,6 +35,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 BIN = Path(sys.executable).parent
 EDITED = "hr/parental-leave-faq.md"
+PARTITIONS = 2
 
 
 @dataclass(frozen=True)
@@ -157,6 +158,9 @@ def test_postgres_instance_s3_stores_daemon_backfill_and_one_edited_partition(
         "LOREHOUSE_S3_REGION": "eu-west-1",
         "LOREHOUSE_DAGSTER_EXECUTOR": "multiprocess",
         "LOREHOUSE_WORKERS": "2",
+        # Two partitions: each partition step is a process of its own here, and two show
+        # the backfill and the one-partition rerun as well as sixteen would.
+        "LOREHOUSE_INDEX_PARTITIONS": str(PARTITIONS),
     }
 
     first = _index_run(env)
@@ -174,8 +178,7 @@ def test_postgres_instance_s3_stores_daemon_backfill_and_one_edited_partition(
 
         graph = defs.resolve_asset_graph()
         for key in graph.get_all_asset_keys():
-            if key.to_user_string() != "answer_eval":  # skipped without an LLM, by design
-                assert instance.get_latest_materialization_event(key) is not None, key
+            assert instance.get_latest_materialization_event(key) is not None, key
         built = _latest(instance, "chunk_embeddings")
     assert built["documents_embedded"] == built["documents"] > 5
     with closing(postgres.connect("dagster")) as connection:
@@ -206,11 +209,13 @@ def test_postgres_instance_s3_stores_daemon_backfill_and_one_edited_partition(
             ["job", "backfill", "-j", "partitions_job", "--all", "all", "--noprompt"], daemon_env
         )
         assert backfill.returncode == 0, (backfill.stdout + backfill.stderr)[-4000:]
-        runs = _runs_when(home, lambda runs: _succeeded(runs, "partitions_job") == 4, daemon_log)
+        runs = _runs_when(
+            home, lambda runs: _succeeded(runs, "partitions_job") == PARTITIONS, daemon_log
+        )
         keys = sorted(
             run.tags["dagster/partition"] for run in runs if "dagster/backfill" in run.tags
         )
-        assert keys == ["p00", "p01", "p02", "p03"]
+        assert keys == partition_keys(PARTITIONS)
 
         text = (sample_corpus / EDITED).read_text()
         edited = (
@@ -282,4 +287,4 @@ def _runs_when(
 
 
 def _partition_of(rel_path: str) -> str:
-    return partition_keys(4)[bucket_of(document_id(rel_path), 4)]
+    return partition_keys(PARTITIONS)[bucket_of(document_id(rel_path), PARTITIONS)]
