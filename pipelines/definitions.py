@@ -30,8 +30,9 @@ NOT_INDEXING = "evals"
 
 def _ingest_definitions(settings: Settings) -> dg.Definitions:
     freshness_policy = index_freshness(settings)
-    versions = code_versions(Lorehouse(settings))
-    schemas = column_schemas()
+    lorehouse = Lorehouse(settings)
+    versions = code_versions(lorehouse)
+    schemas = column_schemas(lorehouse)
 
     def described(spec: dg.AssetSpec) -> dg.AssetSpec:
         spec = with_attributes(spec, versions, schemas)
