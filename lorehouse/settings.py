@@ -230,12 +230,12 @@ class Settings(BaseSettings):
     max_file_bytes: int = Field(
         default=200 * 1024 * 1024, gt=0, description="Larger files are recorded as too_large."
     )
-    parse_memory_mb: int | None = Field(
+    parse_memory_mb: int = Field(
         default=2048,
-        ge=64,
+        ge=0,
         description=(
-            "Memory one parse worker may take on top of what it starts with; a file needing "
-            "more is recorded as too_large. Unset (empty) means no ceiling."
+            "Memory (MB) one parse worker may take on top of what it starts with; a file "
+            "needing more is recorded as too_large. 0 means no ceiling."
         ),
     )
     pdf_ocr_languages: str | None = Field(

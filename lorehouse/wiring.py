@@ -290,7 +290,7 @@ class Lorehouse:
             timeout_seconds=self.settings.parse_timeout_seconds,
             timeout_seconds_per_mb=self.settings.parse_timeout_seconds_per_mb,
             max_file_bytes=self.settings.max_file_bytes,
-            memory_mb=self.settings.parse_memory_mb,
+            memory_mb=self.settings.parse_memory_mb or None,  # 0: no ceiling
         )
 
     def chunker(self) -> Chunker:

@@ -127,8 +127,9 @@ class ParsingResource(SettingsResource):
 
     workers: int = _setting("workers", ge=1)
     parse_timeout_seconds: float = _setting("parse_timeout_seconds", gt=0)
+    parse_timeout_seconds_per_mb: float = _setting("parse_timeout_seconds_per_mb", ge=0)
     max_file_bytes: int = _setting("max_file_bytes", gt=0)
-    parse_memory_mb: int | None = _setting("parse_memory_mb", default=None, ge=64)
+    parse_memory_mb: int = _setting("parse_memory_mb", ge=0)
     pdf_ocr_languages: str | None = _setting("pdf_ocr_languages", default=None)
     pdf_ocr_dpi: int = _setting("pdf_ocr_dpi", ge=72, le=600)
 
@@ -183,6 +184,7 @@ class VectorIndexResource(SettingsResource):
     index_batch_documents: int = _setting("index_batch_documents", ge=1)
     index_token_vectors: bool = _setting("index_token_vectors")
     ann_index_min_rows: int = _setting("ann_index_min_rows", ge=1)
+    citation_retention_hours: float = _setting("citation_retention_hours", ge=1)
     s3_endpoint_url: str | None = _setting("s3_endpoint_url", default=None)
     s3_region: str | None = _setting("s3_region", default=None)
 
@@ -203,6 +205,8 @@ class EvalResource(SettingsResource):
     eval_golden_set: str = _setting("eval_golden_set")
     eval_gate: str = _setting("eval_gate", pattern="^(warn|error)$")
     search_candidates: int = _setting("search_candidates", ge=1)
+    search_query_cache_size: int = _setting("search_query_cache_size", ge=0)
+    search_split_asks: bool = _setting("search_split_asks")
     rerank: str = _setting("rerank")
     rerank_api_base: str | None = _setting("rerank_api_base", default=None)
     ask_context_chunks: int = _setting("ask_context_chunks", ge=1)
