@@ -13,28 +13,46 @@ export LITELLM_LOCAL_MODEL_COST_MAP := True
 export UNSTRUCTURED_DISABLE_NOTICE := 1
 export DO_NOT_TRACK := 1
 export DAGSTER_DISABLE_TELEMETRY := 1
+# mkdocs-material announces its successor on every build; the site builds with mkdocs 1.6.
+export NO_MKDOCS_2_WARNING := 1
 
-.PHONY: install demo test lint dev serve bench sample-corpus clean
+.PHONY: install install-dev demo test docs dev serve bench sample-corpus clean
 
-# System packages: Tesseract reads scanned PDF pages when LOREHOUSE_PDF_OCR_LANGUAGES is set;
-# Chromium is the browser the chat page's tests drive (Playwright, the system browser);
-# PostgreSQL is the Dagster instance storage of the shared-instance test (as on a cluster).
+# `make demo` installs what Lorehouse itself needs. `make test` adds the test tools and the
+# system packages only tests use: Tesseract (scanned PDF pages, when
+# LOREHOUSE_PDF_OCR_LANGUAGES is set), Chromium (the chat page's browser test, driven by
+# Playwright without a browser download) and PostgreSQL (the shared-instance test's Dagster
+# storage, as on a cluster).
 PG_CTL := $(firstword $(wildcard /usr/lib/postgresql/*/bin/pg_ctl) $(shell command -v pg_ctl))
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_INSTALL := DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q
+DEV_STAMP := $(VENV)/.installed-dev-stamp
+# uv installs the same packages as pip from the same indexes, resolving and unpacking in
+# parallel: the install is most of a first `make demo`. It reads pip's configured indexes.
+UV := $(BIN)/uv
+PIP_INDEXES = $(shell $(PYTHON) scripts/pip_index_args.py)
+UV_INSTALL = $(UV) pip install --quiet --python $(BIN)/python $(PIP_INDEXES) -c constraints.txt
 
-$(STAMP): pyproject.toml constraints.txt
+$(UV):
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet uv
+
+$(STAMP): pyproject.toml constraints.txt | $(UV)
+	$(UV_INSTALL) -e .
+	touch $(STAMP)
+
+$(DEV_STAMP): $(STAMP)
 	{ command -v tesseract && command -v chromium && test -n "$(PG_CTL)"; } >/dev/null \
 		|| $(SUDO) apt-get update -q
 	command -v tesseract >/dev/null || $(APT_INSTALL) tesseract-ocr
 	command -v chromium >/dev/null || $(APT_INSTALL) --no-install-recommends chromium
 	test -n "$(PG_CTL)" || $(APT_INSTALL) --no-install-recommends postgresql
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev]'
-	touch $(STAMP)
+	$(UV_INSTALL) -e '.[dev]'
+	touch $(DEV_STAMP)
 
 install: $(STAMP)
+
+install-dev: $(DEV_STAMP)
 
 $(DAGSTER_HOME)/dagster.yaml: pipelines/dagster.yaml
 	mkdir -p $(DAGSTER_HOME)
@@ -44,7 +62,13 @@ demo: install $(DAGSTER_HOME)/dagster.yaml
 	$(BIN)/lorehouse materialize
 	$(BIN)/lorehouse docs
 	$(BIN)/lorehouse search "How many weeks of parental leave do primary caregivers get?" --top-k 3
-	$(BIN)/lorehouse ask "How many weeks of parental leave do primary caregivers get?" --trace
+	$(BIN)/lorehouse ask "How many weeks of parental leave do primary caregivers get?"
+	@echo
+	@echo "Next:"
+	@echo "  make serve   then open http://127.0.0.1:8000/chat  (the API's reference: /docs)"
+	@echo "  make dev     the Dagster UI at http://127.0.0.1:3000"
+	@echo "  .venv/bin/lorehouse --help   search, ask and evaluate from the shell"
+	@echo "  Your own documents: LOREHOUSE_SOURCE_URI (docs/getting-started.md)"
 
 # Tests run in TEST_WORKERS processes, one test file per process at a time (so a module's
 # fixtures are built once), in the order tests/conftest.py gives them: slow files first.
@@ -56,22 +80,28 @@ TEST_WORKERS ?= 2
 
 # Both runs share one fresh folder for the sample corpus's build (tests/conftest.py), so it is
 # materialized once per `make test`.
-test: install
+test: install-dev
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mkdocs build --strict --quiet --site-dir "$$(mktemp -d)"
 	export TEST_SAMPLE_STORE_DIR="$$(mktemp -d)" && trap 'rm -rf "$$TEST_SAMPLE_STORE_DIR"' EXIT \
 		&& $(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder \
 			-m "not benchmark and not serial" --durations=15 \
 		&& $(BIN)/pytest -m serial
 
-# `dg dev` finds the code location in pyproject.toml's [tool.dg] and runs it in .venv.
+# The Dagster UI and daemon on workspace.yaml's code location (pipelines.definitions).
 dev: install $(DAGSTER_HOME)/dagster.yaml
-	VIRTUAL_ENV=$(CURDIR)/$(VENV) $(BIN)/dg dev -h 127.0.0.1 -p 3000
+	$(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
+
+# The documentation site at http://127.0.0.1:8001, rebuilt as pages change.
+docs: install-dev
+	$(BIN)/python -m lorehouse.settings_docs
+	$(BIN)/mkdocs serve -a 127.0.0.1:8001
 
 serve: install
 	$(BIN)/lorehouse serve
 
-bench: install
+bench: install-dev
 	$(BIN)/python bench/parse.py
 	$(BIN)/python bench/embed.py
 	$(BIN)/python bench/search.py

@@ -109,17 +109,6 @@ def test_docs_before_any_run_says_what_to_do(tmp_path: Path) -> None:
     assert "lorehouse materialize" in run.stderr
 
 
-def test_definitions_load_as_dg_dev_loads_them(tmp_path: Path) -> None:
-    """`make dev` runs `dg dev`, which finds the code location through [tool.dg]."""
-    run = _run(
-        [str(BIN / "dg"), "check", "defs"], tmp_path, VIRTUAL_ENV=str(BIN.parent), TERM="dumb"
-    )
-    log = run.stderr + run.stdout
-    assert run.returncode == 0, log[-3000:]
-    assert "All definitions loaded successfully" in log
-    assert "virtual environment" not in log  # the venv warning `make dev` would show
-
-
 def test_lorehouse_search_prints_json_hits(materialized_sample: Path) -> None:
     run = _run(
         [str(BIN / "lorehouse"), "search", "How many weeks of parental leave?", "--json"],
