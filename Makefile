@@ -35,7 +35,7 @@ UV_INSTALL = $(UV) pip install --quiet --python $(BIN)/python $(PIP_INDEXES) -c 
 
 $(UV):
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet uv
+	$(BIN)/python -m pip install --quiet -c constraints.txt uv
 
 $(STAMP): pyproject.toml constraints.txt | $(UV)
 	$(UV_INSTALL) -e .
