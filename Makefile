@@ -28,10 +28,12 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_INSTALL := DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q
 DEV_STAMP := $(VENV)/.installed-dev-stamp
 # uv installs the same packages as pip from the same indexes, resolving and unpacking in
-# parallel: the install is most of a first `make demo`. It reads pip's configured indexes.
+# parallel: the install is most of a first `make demo`. It reads pip's configured indexes
+# and, as pip does, takes the best version any of them offers.
 UV := $(BIN)/uv
 PIP_INDEXES = $(shell $(PYTHON) scripts/pip_index_args.py)
-UV_INSTALL = $(UV) pip install --quiet --python $(BIN)/python $(PIP_INDEXES) -c constraints.txt
+UV_INSTALL = $(UV) pip install --quiet --python $(BIN)/python $(PIP_INDEXES) \
+	--index-strategy unsafe-best-match -c constraints.txt
 
 $(UV):
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
