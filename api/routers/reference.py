@@ -27,9 +27,9 @@ _POLICY = (
     "default-src 'self'; script-src 'self' blob:; worker-src 'self' blob:; "
     "style-src 'self' 'unsafe-inline'; img-src 'self' data:; frame-ancestors 'none'"
 )
+_VENDOR_LINK = "a[href*='redocly.com']"
 _HIDE_VENDOR_LINK = (
-    "<style>a[href*='redocly.com'],*:has(> a[href*='redocly.com'])"
-    "{display:none !important}</style>"
+    f"<style>{_VENDOR_LINK},*:has(> {_VENDOR_LINK}){{display:none !important}}</style>"
 )
 
 
