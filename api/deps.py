@@ -94,8 +94,9 @@ class Service:
         """The DuckDB feature store, once a materialization has written it.
 
         Built once per process: building one checks the schema, a write transaction on the
-        file (about 30 ms of CPU, and a wait whenever a reindex holds the lock) that every
-        document list, feedback and health probe paid before.
+        file (CPU time of its own, and a wait whenever a reindex holds the lock) that every
+        document list, feedback and health probe paid before
+        (docs/experiments/2026-11-26-request-cpu-under-load.md).
         """
         if not self.settings.duckdb_path.exists():
             raise StoreUnavailable(NOT_MATERIALIZED.format(store="DuckDB"))

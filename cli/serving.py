@@ -2,14 +2,14 @@
 
 With `lorehouse serve --workers N` the processes accept connections from one listening
 socket, and HTTP clients keep their connection for request after request. Uvicorn's
-processes accept whatever is waiting when they wake, so 50 clients connecting at once ended
-up 32 / 18 on two processes in every run measured: the process with 32 answered its clients
-no faster than the other (each has its cores' share), so their requests waited 1.8 times as
-long, and that process set the 95th percentile.
+processes accept whatever is waiting when they wake, so clients connecting at once ended up
+unevenly split between the processes: the process holding more answered its clients no
+faster than the other (each has its cores' share), so their requests waited longer, and that
+process set the 95th percentile (docs/experiments/2026-11-28-clients-split-evenly.md).
 
 Here each process waits before accepting for a time that grows with the connections it
-already holds, so the process holding fewer takes the newcomer: the same 50 clients split
-25 / 25. A process holding no connection accepts at once, and a single process never waits.
+already holds, so the process holding fewer takes the newcomer and the clients split evenly.
+A process holding no connection accepts at once, and a single process never waits.
 """
 
 from __future__ import annotations

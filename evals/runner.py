@@ -113,7 +113,7 @@ def check_cited_files_indexed(
 
     Scored against another corpus (the sample golden set over a store of your own documents),
     every case is a miss: a run of recall 0 that spends minutes matching excerpts against
-    every chunk (4 min 40 s on 20 10-Q filings), and a gate comparing it with the next.
+    every chunk, and a gate comparing it with the next.
     """
     cited = sorted({item.file for case in cases for item in case.evidence})
     if not cited:

@@ -9,7 +9,7 @@ responsiveness nor its memory, only a failed preview.
 
 Run as a script (what `render_page` does), this module reads a request on stdin and writes
 the picture on stdout. It imports nothing of Lorehouse and only PyMuPDF's core, so a render
-starts in about a fifth of a second.
+pays no start-up for code that drawing a page does not use.
 """
 
 from __future__ import annotations
@@ -160,8 +160,9 @@ def _draw(pdf: bytes, page_number: int, chunk_text: str, max_pixels: int) -> tup
 def _main() -> int:
     """The rendering process: a JSON request line and the PDF on stdin, a JSON line and the
     PNG on stdout; the exit status says which failure it was, stderr what it was."""
-    # PyMuPDF imports its layout analysis and pymupdf4llm whenever they are installed: over a
-    # second of start-up, for every page, that drawing a page does not use.
+    # PyMuPDF imports its layout analysis and pymupdf4llm whenever they are installed: a
+    # start-up paid for every page, longer than drawing most pages, for code drawing does
+    # not use.
     for optional in ("pymupdf.layout", "pymupdf4llm"):
         sys.modules[optional] = None
     import pymupdf

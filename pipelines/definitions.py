@@ -69,7 +69,7 @@ def _executor(settings: Settings) -> dg.ExecutorDefinition:
     pool, so one process loses nothing and keeps steps from queueing on the DuckDB file lock.
     Multiprocess runs each step (and check) in its own process, as a cluster executor would.
     Its processes fork from a server that has imported the code location once, so a step
-    starts in well under a second instead of paying the imports (~5 s) again."""
+    starts without paying again for the imports, which take far longer than the fork."""
     if settings.dagster_executor == "multiprocess":
         return dg.multiprocess_executor.configured(
             {

@@ -40,9 +40,9 @@ MAX_SEQUENCE_TOKENS = 256
 DEFAULT_MODEL_NAME = "all-MiniLM-L6-v2-int8"
 #: Most tokens (rows x padded length) one model run takes. Attention memory grows with
 #: rows x length², and ONNX Runtime's arena keeps the largest buffers it ever allocated, so
-#: 64 chunks of 256 tokens held 3.5 GB for good; capped at 16 x 256 tokens, the same texts
-#: need 1.9 GB and run 20 % faster (smaller matrices stay in cache). Short texts (sentence
-#: windows) still go up to the caller's batch size per run.
+#: a batch of many full-length chunks held its peak for the rest of the process; capped, the
+#: same texts need much less memory and run faster (smaller matrices stay in cache). Short
+#: texts (sentence windows) still go up to the caller's batch size per run.
 MAX_BATCH_TOKENS = 16 * MAX_SEQUENCE_TOKENS
 QUERY_CACHE_MAX_CHARS = 1000
 
@@ -232,9 +232,9 @@ class OnnxMiniLMEmbedder:
         `query_cache_bytes` (a question of 25 tokens takes about 40 KB). The cap is in bytes,
         not entries, because a query's token vectors grow with its length: a count sized for
         short questions would let long ones take hundreds of megabytes, and one sized for long
-        ones re-encoded every question of a cycle longer than it (the handbook's 194 dev and
-        test questions with their asks, cycling through 256 entries: 22 ms of CPU a search
-        instead of 4.3).
+        ones re-encoded every question of a cycle longer than it, so that a server cycling
+        through the dev and test questions encoded each query again for every search
+        (docs/experiments/2026-11-27-searches-taking-turns.md).
         """
         with self._session_lock:
             cached = self._query_cache.get(text)
@@ -242,8 +242,9 @@ class OnnxMiniLMEmbedder:
                 self._query_cache.move_to_end(text)
                 return cached
         # On its own session of `query_threads` (1): a second thread shortens one short text
-        # by about a millisecond (5.4 against 6.5 ms) and then spins, 9.2 ms of CPU against
-        # 6.5, which a server answering many queries at once takes from other requests.
+        # only a little and then spins, spending more CPU than the text saves, which a server
+        # answering many queries at once takes from other requests
+        # (docs/experiments/2026-11-28-clients-split-evenly.md).
         ((_, hidden, attention_mask),) = self._hidden_states([text], 1, self._query_threads)
         cached = (
             _mean_pool_normalize(hidden, attention_mask)[0],

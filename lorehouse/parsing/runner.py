@@ -58,9 +58,9 @@ class ParseLimits:
     def timeout_for(self, size_bytes: int) -> float:
         """Seconds one file may take: a base every file gets, plus an allowance per MB.
 
-        Parsing time grows with what a file holds: a 260-page annual report took 72 s alone
-        and over 120 s beside another parse on 2 cores, so one limit for every file either
-        fails large reports or lets a hung small file hold a worker for minutes.
+        Parsing time grows with what a file holds, and more so beside another parse on the
+        same cores, so one limit for every file either fails large reports or lets a hung
+        small file hold a worker for minutes (docs/experiments/2026-11-25-financebench.md).
         """
         return self.timeout_seconds + self.timeout_seconds_per_mb * size_bytes / 2**20
 

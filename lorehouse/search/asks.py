@@ -2,12 +2,12 @@
 
 "How long do I have to submit an expense, and what happens if it is older than that?" asks
 two things that two documents answer. Searched whole, the first document's chunks fill the
-top of the ranking and the second document's answer lands at rank 10-40. Uber's Genie splits
-such questions with an LLM (query decomposition); this module does it offline, from the
-question's own syntax: a question sentence is cut where a conjunction opens a new ask
-("..., and what ...", "... or is ..."), a comparison is cut into its two sides ("What am I
-paid on parental leave compared with medical leave?" asks about each leave), and statements
-around it ("I'm planning to move abroad.") stay with every ask as its context.
+top of the ranking and the second document's answer lands far below the hits a reader sees.
+Uber's Genie splits such questions with an LLM (query decomposition); this module does it
+offline, from the question's own syntax: a question sentence is cut where a conjunction opens
+a new ask ("..., and what ...", "... or is ..."), a comparison is cut into its two sides
+("What am I paid on parental leave compared with medical leave?" asks about each leave), and
+statements around it ("I'm planning to move abroad.") stay with every ask as its context.
 
 The rankings are then interleaved, not fused by score: each ask's best chunks take turns
 with the whole question's, so every ask is represented in the first few hits. Fusing the
@@ -47,13 +47,14 @@ _SENTENCE_END = re.compile(r"(?<=[?.!])\s+(?=[A-Z])")
 MIN_ASK_WORDS = 3
 #: Hits of the whole question per turn, before each ask's next best hit: the whole
 #: question still leads (it matches what all asks share), and each ask has a place within
-#: the first 2 + n hits. Measured 1, 2 and 3 on the handbook dev set: multi-document
-#: recall@8 0.55 / 0.58 / 0.52, against 0.48 unsplit.
+#: the first 2 + n hits. Of the leads tried on the handbook dev set (1, 2 and 3), 2 found
+#: the most multi-document questions, and each found more than the question searched whole
+#: (docs/experiments/2026-11-23-retrieval-quality-dev-sets.md).
 WHOLE_QUESTION_LEAD = 2
 #: Asks searched on their own; the rest are found by the whole question's search only. Each
-#: ask is one more search (about 10 ms on the handbook), and a 2,000-character question can
-#: hold 45 of them: 30 asks took 431 ms against 10 ms for one. Every dev-set question has one
-#: or two; with 8 hits and the lead above, a fifth ask would already miss the first turn.
+#: ask is one more search, and a question as long as the API accepts can hold dozens of
+#: them. Every dev-set question has one or two; with 8 hits and the lead above, a fifth ask
+#: would already miss the first turn (docs/experiments/2026-11-26-retrieval-after-the-changes.md).
 MAX_ASKS = 4
 
 

@@ -1,14 +1,14 @@
 """Passages: a hit grown into the run of consecutive chunks of its document that holds it.
 
 Chunks are cut to what the embedding model reads (256 tokens) and to their section, so a
-handbook chunk is a median 84 words: often one short section, whose neighbours say the rest.
+handbook chunk is short: often one short section, whose neighbours say the rest.
 An application feeding its own LLM wants the passage, not the fragment. Every document is
 divided once per table version into runs of consecutive chunks up to a word budget (a table
 is never joined to prose, as the chunker keeps them apart); a search ranks chunks as always
 and returns, for each ranked chunk, its run, each run once.
 
-Passages raise recall at 8 because 8 passages hold about three times the text of 8 chunks,
-but extractive answers read from passages state no more of the reference's facts, so it is a
+Passages raise recall at 8 because 8 passages hold several times the text of 8 chunks, but
+extractive answers read from passages state no more of the reference's facts, so it is a
 choice per search, off by default (figures: docs/benchmarks.md, "Retrieval quality", and
 docs/experiments/2026-11-27-passages.md).
 """

@@ -3,7 +3,7 @@
 No cross-encoder ships as an offline package. Offline, `maxsim` (the default) reorders the
 first stage's best candidates by late interaction over the bundled MiniLM's token vectors,
 which the embedding stage stores per chunk, so a query reads them instead of encoding its
-candidates (which cost about 1.5 s a query on 2 cores). A hosted reranker (Cohere, Voyage,
+candidates, which cost many times the rest of a search. A hosted reranker (Cohere, Voyage,
 Together, a self-hosted Infinity server...) plugs in through litellm's rerank API when one is
 configured. A field-level rank fusion was offered offline and removed: it lowered recall on
 every set it was measured on (docs/experiments/2026-11-23-retrieval-quality-dev-sets.md).
@@ -31,8 +31,8 @@ RRF_K = 60
 NONE = "none"
 MAXSIM = "maxsim"
 #: Candidates late interaction reorders: the first stage's best 20 (the rest keep their
-#: order behind them). With the weight below, the one setting of 12 measured (depth 10, 20,
-#: 30; weight 0.5-3) that gained on the handbook, the docs and SciFact alike
+#: order behind them). With the weight below, the one setting among the depths and weights
+#: tried that gained on the handbook, the docs and SciFact alike
 #: (docs/experiments/2026-11-23-retrieval-quality-dev-sets.md): deeper or heavier gains more on
 #: the dev sets and loses on SciFact.
 MAXSIM_DEPTH = 20
@@ -151,8 +151,8 @@ class LateInteractionReranker:
         texts = {c.chunk_id: c.row.get("text_embed") or c.row["text_chat"] for c in head}
         stored = self._stored(texts)
         missing = [chunk_id for chunk_id in texts if chunk_id not in stored]
-        # Small batches: passages differ in length, and padding them to the longest of 32
-        # doubled the encoder's time.
+        # Small batches: passages differ in length, and in a large batch every passage is
+        # padded to the longest, so the encoder spends much of its time on padding.
         query_tokens, *encoded = self.encoder.token_vectors(
             [query, *(texts[chunk_id] for chunk_id in missing)], batch_size=8
         )

@@ -247,9 +247,9 @@ class Retriever:
         index to warm (the first search reports why).
 
         The first search of a table version loads its vectors and builds the BM25 postings
-        of the caller's scope: 2.2-2.9 s on the handbook copied 9 times (10,719 chunks),
-        which a process serving requests made its first callers wait for, and every request
-        queued behind them.
+        of the caller's scope, which takes far longer than any later search: a process
+        serving requests made its first callers wait for it, and every request queued behind
+        them (docs/experiments/2026-11-28-clients-split-evenly.md).
         """
         started = time.perf_counter()
         # A reranker behind an API is not called: the warm-up reads only what is local.
@@ -361,8 +361,9 @@ class Retriever:
         queries = split.queries()
         result = self._search_one(query, top_k, plan)
         timings = dict(result.timings_ms)
-        # One after the other: searched on threads beside the whole question, a question of
-        # two asks took 21 ms instead of 9 (median, handbook dev), the threads contending.
+        # One after the other: searched on threads beside the whole question, the searches
+        # contend for the cores and a question of two asks takes longer, not less
+        # (docs/experiments/2026-11-25-version-checks-and-shared-products.md).
         per_ask: list[SearchResult] = _timed(
             timings,
             "asks",
@@ -422,8 +423,8 @@ class Retriever:
                 )
             )
         # The legs run one after the other in the calling thread. On threads beside each
-        # other they took as long (6.8 ms a search on the handbook copied 9 times, one BLAS
-        # thread) for 15 % more CPU, and under load every core is already busy.
+        # other a search took as long for more CPU, and under load every core is already
+        # busy (docs/experiments/2026-11-28-clients-split-evenly.md).
         if mode in (SearchMode.BM25, SearchMode.HYBRID):
             # Terms are weighted by what the caller may see, whatever the filters narrow to.
             scope = access_clause(plan.caller_groups)
@@ -545,7 +546,7 @@ class Retriever:
             SearchMode.HYBRID: ["vector", "bm25"],
         }[mode]
         # Scores gathered in plain dicts and sorted once: a Candidate per id and a sort
-        # through its properties cost more than the rest of a 10,000-row search.
+        # through its properties cost more than the rest of the search.
         scores: dict[str, dict[str, float]] = {}
         for stage, ranking in zip(stages, rankings, strict=True):
             for chunk_id, score in ranking:

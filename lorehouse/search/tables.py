@@ -68,9 +68,11 @@ _CACHED_MASKS = 64
 
 
 # With an ANN index, candidates proposed per result asked (and at least), rescored with the
-# full vectors: at 100,000 rows 2 per result gave recall@50 1.000 against exact, 1 gave 0.980;
-# for a top 10, 20 candidates gave recall 0.975 (tests/unit/test_vector_search.py). The index
-# returns 100 row ids in about the time of 20.
+# full vectors: the index ranks by quantized distances, which alone miss some of the exact
+# nearest rows, and rescoring more candidates than asked finds them again
+# (tests/unit/test_vector_search.py; figures in
+# docs/experiments/2026-11-24-search-at-the-speed-of-the-store.md). Extra row ids cost the
+# index little beside the search itself.
 _ANN_CANDIDATES_PER_RESULT = 2
 
 
@@ -82,8 +84,9 @@ _POSTFILTER_MIN_SHARE = 0.5
 
 
 # Token-vector rows a TokenVectorIndex keeps from its last reads: about 60 KB each for a
-# 150-token passage, so at most about 240 MB. The load test (134 questions, 20 passages
-# read each) cycled through 1,024 without a hit.
+# 150-token passage, so at most about 240 MB. Enough for the passages a cycle of distinct
+# questions reads: a smaller cache let such a cycle (the load test's) evict every row
+# before its question came round again, so no read was ever a hit.
 _CACHED_TOKEN_ROWS = 4096
 
 
@@ -147,8 +150,9 @@ def local_folder(uri: str) -> Path | None:
 
 class VersionsFolderWatch:
     """Tells, for a table in a local folder, its latest version while no commit can have
-    happened, from one `stat` of its `_versions` folder (2 microseconds) instead of
-    LanceDB's check (about 0.3 ms a table, and a search reads three).
+    happened, from one `stat` of its `_versions` folder instead of LanceDB's check, which
+    costs far more and is asked for every table a search reads
+    (docs/experiments/2026-11-25-version-checks-and-shared-products.md).
 
     Every commit writes a new manifest into `_versions`, which gives the folder a new
     modification time. That time ticks coarsely, so a commit in the same tick as the last
@@ -218,16 +222,17 @@ class TableSnapshot:
       (the one evaluator of predicates) once per predicate; most callers share a handful.
     * **BM25 postings** of the text columns (see `lorehouse.search.bm25`).
     * **The rows**, every column but the vector, and the vectors as one normalised float32
-      matrix (1.5 KB a row at 384 dimensions). Reading even 10 rows back from LanceDB costs
-      2-4 ms whatever the table size, more than the rest of a search; from memory the rows a
-      search shows cost microseconds.
+      matrix (1.5 KB a row at 384 dimensions). Reading even a few rows back from LanceDB
+      costs more than the rest of a search, whatever the table size; from memory the rows a
+      search shows cost next to nothing
+      (docs/experiments/2026-11-24-search-at-the-speed-of-the-store.md).
 
     Vector search, without a vector index (below the ANN threshold), is one matrix-vector
-    product with the mask applied: exact like LanceDB's flat scan, without its per-query cost
-    (about 2 ms per 1,000 rows with an access filter). With the index, the IVF_HNSW_SQ search
-    proposes twice the asked number of candidates (at least 100) by quantized distance and
-    the product rescores them with the full vectors, which is what LanceDB's `refine_factor`
-    does by reading the vectors back from disk.
+    product with the mask applied: exact like LanceDB's flat scan, without that scan's cost
+    per query, which grows with the table (docs/experiments/2026-11-22-search-latency.md).
+    With the index, the IVF_HNSW_SQ search proposes twice the asked number of candidates (at
+    least 100) by quantized distance and the product rescores them with the full vectors,
+    which is what LanceDB's `refine_factor` does by reading the vectors back from disk.
     """
 
     def __init__(self, owner: TableReader, pinned: lancedb.table.Table, version: int) -> None:
@@ -298,8 +303,8 @@ class TableSnapshot:
         """Every row with its row id, without the vector, and the unit vectors in row order.
 
         Batch by batch, each batch's vectors copied into one preallocated matrix and then
-        dropped: reading the whole table first held it twice (730 MB at 100,000 rows for
-        300 MB kept).
+        dropped: reading the whole table first held more than twice what is kept, at its
+        peak.
         """
         width = self._table.schema.field("vector").type.list_size
         unit_vectors = np.zeros((limit, width), dtype=np.float32)
@@ -336,8 +341,8 @@ class TableSnapshot:
         mask = np.ones(self._row_count, dtype=bool)
         if where:
             limit = max(1, self._row_count)
-            # The key column rides along: with no column selected LanceDB reads them all
-            # (320 MB at 100,000 rows against 30 MB).
+            # The key column rides along: with no column selected LanceDB reads them all,
+            # the vectors included, many times the bytes of the key column alone.
             query = self._table.search().where(where).select([self.key_column])
             query = query.with_row_id(True)
             matching = query.limit(limit).to_arrow()["_rowid"].to_numpy()
@@ -374,8 +379,9 @@ class TableSnapshot:
         self, vector: np.ndarray, where: str | None, limit: int, column: str | None = None
     ) -> list[tuple[str, float]]:
         """(value of `column`, default the key; cosine) of the nearest rows, best first:
-        `vector_search` without a dict per row, for a leg that ranks ids (as dicts, the 200 rows
-        of a question's chunk and sentence-window searches cost about 0.1 ms)."""
+        `vector_search` without a dict per row, for a leg that ranks ids: a question's chunk
+        and sentence-window searches would build hundreds of dicts to read two values of
+        each."""
         positions, cosines = self._nearest(vector, where, limit)
         keys = self._column(column or self.key_column)
         pairs = zip(positions.tolist(), cosines.tolist(), strict=True)
@@ -419,9 +425,9 @@ class TableSnapshot:
         """Positions of the rows the ANN index proposes for the `limit` nearest allowed ones.
 
         When most rows are allowed (an access filter, every caller), the index is searched
-        unfiltered for enough extra candidates and the mask applied after: LanceDB's
-        prefilter costs about a millisecond more per query. A narrow predicate (a filter on
-        one document), or too few candidates left after the mask, uses the prefilter.
+        unfiltered for enough extra candidates and the mask applied after, which costs less
+        per query than LanceDB's prefilter. A narrow predicate (a filter on one document), or
+        too few candidates left after the mask, uses the prefilter.
         """
         wanted = max(_ANN_CANDIDATES_PER_RESULT * limit, _ANN_MIN_CANDIDATES)
         share = float(allowed.mean()) if len(allowed) else 0.0
@@ -441,8 +447,8 @@ class TableSnapshot:
         query = self._table.search(vector, vector_column_name="vector").distance_type("cosine")
         if where:
             query = query.where(where, prefilter=True)
-        # Row ids alone: asking for the key column too costs a read of those rows (1.7 ms
-        # of 3.8 for 100 rows at 100,000).
+        # Row ids alone: asking for the key column too costs a read of those rows, a large
+        # part of the search (docs/experiments/2026-11-24-search-at-the-speed-of-the-store.md).
         arrow = query.select(["_distance"]).with_row_id(True).limit(limit).to_arrow()
         return self._positions_of(arrow["_rowid"].to_numpy())
 
@@ -601,8 +607,9 @@ class TableReader:
         self.uri = uri
         self._storage_options = storage_options
         # Every read of the latest version sees what another process (a materialization)
-        # committed since: LanceDB checks for a newer version on each call, which costs half
-        # of a checkout_latest() before each read.
+        # committed since: LanceDB checks for a newer version on each call, which costs less
+        # than a checkout_latest() before each read
+        # (docs/experiments/2026-11-24-search-at-the-speed-of-the-store.md).
         self._db = db or lancedb.connect(
             uri, storage_options=storage_options, read_consistency_interval=timedelta(0)
         )
@@ -624,7 +631,8 @@ class TableReader:
         """Whether the embedding stage has created the table.
 
         A local table without its folder is missing without asking LanceDB to list the
-        database (0.4 ms): a search of an index built before sentence windows asks each time.
+        database, a call that costs far more than a look at the folder: a search of an index
+        built before sentence windows asks each time.
         """
         if self._folder is not None and not self._folder.is_dir():
             return False
@@ -819,12 +827,12 @@ class TokenVectorTable(TableReader):
 
     def _row_offsets(self, version: int) -> _TokenRowOffsets:
         """The Lance dataset of `version` and each chunk id's row offset in it, read once per
-        version (the key column alone: 10,719 ids in about 10 ms).
+        version (the key column alone).
 
         A take by offset skips what LanceDB's query builder does for each read (the schema
-        fetched three times, a filter planned and run against the chunk_id index): 20
-        passages cost 1.9 ms instead of 5.9 (median of 55 reads on the handbook copied 9
-        times), the largest part of a question the server has not seen before.
+        fetched three times, a filter planned and run against the chunk_id index), which was
+        the largest part of a question the server has not seen before
+        (docs/experiments/2026-11-28-lighter-load-generator.md).
         """
         with self._offsets_lock:
             offsets = self._offsets

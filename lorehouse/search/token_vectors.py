@@ -78,10 +78,11 @@ def maxsim_of_packed(
     All passages' tokens stacked into one matrix, each token's scale applied to its row of
     the product rather than to its components: the reranker's 20 passages of ~150 tokens
     cost a few block products instead of twenty. The product is taken as passage tokens x
-    query tokens: OpenBLAS computes (5,444 x 384) @ (384 x 16) in 1.6 ms on this machine's
-    cores, and the same numbers as (16 x 384) @ (384 x 5,444) in 3.2 ms. It runs in blocks of
-    512 tokens (see `_token_blocks`): under load, two server processes converting 5 MB of
-    floats each evicted the vectors their searches scan from the shared cache.
+    query tokens: OpenBLAS computes a tall matrix times a narrow one faster than the same
+    numbers the other way round (docs/experiments/2026-11-27-searches-taking-turns.md). It
+    runs in blocks of 512 tokens (see `_token_blocks`): under load, two server processes
+    converting 5 MB of floats each evicted the vectors their searches scan from the shared
+    cache (docs/experiments/2026-11-28-lighter-load-generator.md).
     """
     split = [split_packed(packed, dimension) for packed in passages]
     counts = np.array([len(scales) for scales, _ in split], dtype=np.int64)

@@ -9,9 +9,9 @@ the inventory re-labels the document's chunks without parsing or embedding it ag
 Google Docs, Sheets and Slides are exported as DOCX, XLSX and PPTX (their tables and
 headings survive); other files are downloaded as they are.
 
-Plain HTTP (httpx) rather than google-api-python-client: the client installs 111 MB of
-discovery documents for every Google API, and it ignores Retry-After, which this connector
-honours per request (`send`). google-auth signs the service account's token requests.
+Plain HTTP (httpx) rather than google-api-python-client: the client installs the discovery
+documents of every Google API, and it ignores Retry-After, which this connector honours per
+request (`send`). google-auth signs the service account's token requests.
 """
 
 from __future__ import annotations

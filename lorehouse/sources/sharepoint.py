@@ -11,8 +11,8 @@ Sharing becomes principals: users and groups granted on the item (by e-mail wher
 gives one, else their id), site groups by name, and sharing links: "anonymous" is anyone,
 "organization" is the tenant (the permission map's domain "organization").
 
-Plain HTTP (httpx) rather than msgraph-sdk: the SDK and its Azure sign-in pull in 42
-packages and 470 MB installed for the four calls this needs (token, delta, permissions,
+Plain HTTP (httpx) rather than msgraph-sdk: the SDK and its Azure sign-in pull in dozens of
+packages and hundreds of megabytes for the four calls this needs (token, delta, permissions,
 content), and it signs in only against https token endpoints.
 """
 

@@ -53,8 +53,9 @@ def run_chunking(
 ) -> ChunkReport:
     """Chunks new and changed parsed documents and drops chunks of documents that left.
 
-    `batch_size` documents are held at a time: 100 read and written together re-chunk 1,000
-    documents of a 20,000-document store in 5 s, 25 in 10 s, one at a time in 45 s.
+    `batch_size` documents are held at a time, read over one connection and written in one
+    transaction: opening the store per document or writing in small batches cost more than
+    chunking itself (docs/experiments/2026-11-26-scale-20000-documents.md).
     """
     started = time.perf_counter()
     report = ChunkReport()

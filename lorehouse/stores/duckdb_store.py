@@ -518,8 +518,9 @@ class DuckDBStore:
         """These parsed documents with their page maps, by doc_id (absent ones left out).
 
         Read over one connection: opening the database file and closing it again costs
-        about 45 ms at 20,000 documents, nine times what chunking a document costs, so the
-        chunk stage reads its documents a batch at a time.
+        several times what chunking a document costs, and more as the file grows, so the
+        chunk stage reads its documents a batch at a time
+        (docs/experiments/2026-11-26-scale-20000-documents.md).
         """
         with self.connect() as connection:
             rows = connection.execute(
@@ -633,8 +634,9 @@ class DuckDBStore:
         A document's enrichment is current when it was written from the chunks it has now,
         under the same title, by the same enricher (`enrichment_fingerprint` of those, stored
         with it), and neither it nor any of its chunks failed. Checked here in one query, a
-        run that finds nothing changed reads no chunk and rewrites no row: on 20,000
-        documents it had read 54,526 chunks and rewritten their enrichment to learn that.
+        run that finds nothing changed reads no chunk and rewrites no row, where it had read
+        every chunk and rewritten its enrichment to learn that
+        (docs/experiments/2026-11-26-enrichment-fingerprints.md).
         """
         with self.connect() as connection:
             rows = connection.execute(
@@ -659,7 +661,8 @@ class DuckDBStore:
         """(doc_id, rel_path, title, chunks in order) for these chunked documents.
 
         Grouped from Arrow rows in Python: pandas' groupby with a `to_dict` per document took
-        16 s of a 20,000-document enrichment run that found nothing to do.
+        a large part of an enrichment run that found nothing to do
+        (docs/experiments/2026-11-26-scale-20000-documents.md).
         """
         wanted = _key_frame("doc_id", doc_ids)
         with self.connect() as connection:

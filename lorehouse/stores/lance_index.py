@@ -205,10 +205,11 @@ def _optimize(table: lancedb.table.Table, keep_versions: timedelta) -> None:
 
     Through Lance itself, because LanceDB's `optimize` takes no compaction target: it fills
     fragments to a million rows, so a table of wide rows was rewritten whole by every later
-    optimize (the token vectors at 56,000 rows: 3.2 GB written, a 2 GB rise in memory, after
-    one document changed). Indexes first: compaction only joins fragments the same indexes
-    cover, so a fragment no index covered yet waited for the next run. Compaction copies the
-    encoded pages where it can instead of decoding and encoding every value again.
+    optimize, the token vectors after a single changed document too (docs/benchmarks.md,
+    "Compaction of the token vectors"). Indexes first: compaction only joins fragments the
+    same indexes cover, so a fragment no index covered yet waited for the next run.
+    Compaction copies the encoded pages where it can instead of decoding and encoding every
+    value again.
     """
     table.checkout_latest()
     dataset = table.to_lance()
@@ -427,13 +428,14 @@ class LanceTable(TableReader):
     def index_new_vectors(self) -> bool:
         """Folds rows into the vector index once `ann_min_rows` of them are outside it.
 
-        Building an IVF_HNSW_SQ index holds about 2.6 KB per row it covers (740 MiB for
-        280,000 rows of 384 dimensions), and adding rows to an existing index about as much
-        per added row. Called after each batch of a build, this keeps every index step to at
-        most `ann_min_rows` rows and one batch: the first step creates the index when the
-        table reaches the threshold, each later one adds a delta index for the rows since.
-        Returns whether it indexed anything. Rows outside the index are still searched (by
-        scan), so this is about a build's memory, not about what searches find.
+        Building an IVF_HNSW_SQ index holds memory in proportion to the rows it covers, and
+        adding rows to an existing index about as much per added row (docs/benchmarks.md,
+        "The vector index built between batches"). Called after each batch of a build, this
+        keeps every index step to at most `ann_min_rows` rows and one batch: the first step
+        creates the index when the table reaches the threshold, each later one adds a delta
+        index for the rows since. Returns whether it indexed anything. Rows outside the index
+        are still searched (by scan), so this is about a build's memory, not about what
+        searches find.
         """
         if not (self.nearest_neighbour_search and self.search_indexes) or not self.exists():
             return False

@@ -1,11 +1,11 @@
 """The corpus in hash buckets: each bucket's parse, chunk and enrich tables in a file it owns.
 
 Why buckets of the document id, not a partition per source or per document: a partition
-per document costs Dagster a run's overhead per file (hundreds of ms), which at a million
-documents is more than parsing; a partition per source leaves one huge source in one
-process. A fixed number of buckets (`index_partitions`) spreads any corpus evenly, the
-bucket of a path is known without listing anything, and the count sets how many processes
-or pods can share the per-document work.
+per document costs Dagster a run's overhead per file, which at a million documents is more
+than parsing (docs/experiments/history-reindex-cost.md); a partition per source leaves one
+huge source in one process. A fixed number of buckets (`index_partitions`) spreads any
+corpus evenly, the bucket of a path is known without listing anything, and the count sets
+how many processes or pods can share the per-document work.
 
 Each bucket owns one DuckDB file (`partitions/pNN.duckdb`) opened as an ordinary
 `DuckDBStore`, so the stage runners, their batch-by-batch commits and their resume after a
