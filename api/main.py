@@ -28,6 +28,7 @@ from api.routers import (
     reference,
     search,
     slack,
+    suggestions,
 )
 from lorehouse.llm import LLMClient
 from lorehouse.search.rerankers import available_rerankers
@@ -38,6 +39,7 @@ ROUTERS = [
     ask.router,
     chunks.router,
     documents.router,
+    suggestions.router,
     feedback.router,
     health.router,
     chat.router,

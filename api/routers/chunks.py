@@ -15,7 +15,7 @@ from fastapi.concurrency import run_in_threadpool
 
 from api.deps import CallerDep, ServiceDep
 from api.errors import invalid_field
-from api.models import ChunkPreview, ErrorResponse
+from api.models import MAX_PAGE, ChunkPreview, ErrorResponse
 from api.openapi import NOT_READY, UNAUTHORIZED
 from lorehouse.errors import SourceError
 from lorehouse.page_images import RenderFailed, render_page
@@ -145,11 +145,25 @@ def chunk(
         **NOT_READY,
     },
 )
-async def chunk_page(service: ServiceDep, caller: CallerDep, chunk_id: ChunkId) -> Response:
-    """The PDF page a chunk starts on, as a PNG with the chunk's text highlighted; 404 for a
-    chunk of another format or without pages, 422 for a page that cannot be drawn within the
-    renderer's time and memory. When too many pages are being drawn at once the answer is a
-    503 with Retry-After.
+async def chunk_page(
+    service: ServiceDep,
+    caller: CallerDep,
+    chunk_id: ChunkId,
+    page: Annotated[
+        int | None,
+        Query(
+            ge=1,
+            le=MAX_PAGE,
+            description="Which of the chunk's pages, from its `page_start` to its `page_end`; "
+            "unset: the page it starts on.",
+        ),
+    ] = None,
+) -> Response:
+    """A PDF page of a chunk (the one it starts on, or `page` of those it spans), as a PNG
+    with the chunk's text highlighted; 404 for a chunk of another format or without pages,
+    422 for a `page` the chunk is not on or a page that cannot be drawn within the renderer's
+    time and memory. When too many pages are being drawn at once the answer is a 503 with
+    Retry-After.
     \f
     Pages are drawn in processes of their own, `PAGE_RENDERS` at once: a request waits for its
     turn on the event loop, holding no worker thread, and gets a 503 when none comes.
@@ -157,10 +171,15 @@ async def chunk_page(service: ServiceDep, caller: CallerDep, chunk_id: ChunkId) 
     row, _ = await run_in_threadpool(_visible_chunk, service, caller, chunk_id)
     if row["file_type"] != "pdf" or row["page_start"] is None:
         raise HTTPException(status_code=404, detail=f"chunk {chunk_id!r} is not on a PDF page")
+    first = int(row["page_start"])
+    last = max(first, int(row["page_end"] or first))
+    if page is not None and not first <= page <= last:
+        spans = f"page {first}" if first == last else f"pages {first} to {last}"
+        raise invalid_field(("query", "page"), f"the chunk is on {spans}, not on page {page}")
     pdf = await run_in_threadpool(_original, service, row)
     await service.page_turns.take()
     try:
-        png, _ = await run_in_threadpool(render_page, pdf, int(row["page_start"]), row["text_chat"])
+        png, _ = await run_in_threadpool(render_page, pdf, page or first, row["text_chat"])
     except ValueError as error:
         raise HTTPException(status_code=404, detail=str(error)) from error
     except RenderFailed as error:

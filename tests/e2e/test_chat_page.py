@@ -1,6 +1,10 @@
 """The chat page in a real browser (Debian's chromium, driven by Playwright) against a real
-server: sign in, ask, watch the answer stream in, open a citation with its highlighted page,
-filter, send feedback; an outsider never sees a restricted document.
+server, on a phone (390x844) and on a desktop (1280x800): sign in (a wrong key, then the
+right one), start from a suggested question, watch the answer arrive, open a citation (a
+full-screen sheet on the phone, a column beside the answer on the desktop) with its
+supporting sentence marked, its PDF pages and its tables as tables, filter (also down to
+nothing), lose the server and retry, send feedback; an outsider never sees a restricted
+document. The page never scrolls sideways.
 
 Screenshots of each step are written to `LOREHOUSE_SCREENSHOT_DIR` (the docs' come from
 there) or to the test's temporary folder.
@@ -8,68 +12,239 @@ there) or to the test's temporary folder.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
-from playwright.sync_api import Browser, Page, Route, expect
+from playwright.sync_api import Browser, Locator, Page, Request, Route, expect
 
 from lorehouse.stores.duckdb_store import DuckDBStore
 
+PHONE = {"width": 390, "height": 844}
+DESKTOP = {"width": 1280, "height": 800}
 REMOTE_WORK = "For how many days a year may I work from another country?"
 LEAVE = "How many weeks of parental leave do primary caregivers get?"
 INCIDENTS = "Who declares a security incident and how are severities defined?"
+LONDON_HOTEL = "What is the hotel limit per night in London?"
+ANSWER_SECONDS = 60
 
 
-def _signed_in(browser: Browser, server: str, key: str) -> Page:
-    page = browser.new_page(viewport={"width": 1400, "height": 900})
-    page.goto(f"{server}/chat")
+def _sign_in(page: Page, key: str) -> None:
     page.fill("#api-key", key)
     page.click("#sign-in button[type=submit]")
-    expect(page.locator("#who")).to_contain_text("signed in")
+
+
+def _signed_in(browser: Browser, server: str, key: str, viewport: dict | None = None) -> Page:
+    page = browser.new_page(viewport=viewport or DESKTOP)
+    page.goto(f"{server}/chat")
+    _sign_in(page, key)
+    expect(page.locator("#sign-out")).to_be_visible()
     return page
+
+
+def _answered(page: Page) -> None:
+    turn = page.locator("[data-testid=turn]").last
+    expect(turn.locator("[data-testid=feedback]")).to_be_visible(timeout=ANSWER_SECONDS * 1000)
 
 
 def _ask(page: Page, question: str) -> None:
     page.fill("#question", question)
     page.click("#send")
+    _answered(page)
+
+
+def _fits(page: Page) -> None:
+    """Nothing is wider than the screen: the page never scrolls sideways."""
+    widths = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
+    assert widths[0] <= widths[1], f"the page is {widths[0]} px wide on a {widths[1]} px screen"
+
+
+def _on_screen(page: Page, selector: str) -> None:
+    box = page.locator(selector).bounding_box()
+    height = page.viewport_size["height"] if page.viewport_size else 0
+    assert box and box["y"] >= 0 and box["y"] + box["height"] <= height, (selector, box)
+
+
+def _drawn(image: Locator) -> None:
+    """Waits for a page image to arrive and be decoded: a page, not a placeholder.
+
+    (`wait_for_function` cannot poll here: the page's policy forbids evaluating strings.)
+    """
+    expect(image).to_have_attribute("src", re.compile(r"^blob:"))
+    assert image.evaluate("image => image.decode().then(() => image.naturalWidth)") > 300
+
+
+def _chunk_id(stores: Path, rel_path: str, where: str) -> str:
+    with DuckDBStore(stores / "lorehouse.duckdb").connect() as connection:
+        row = connection.execute(
+            "SELECT c.chunk_id FROM chunks c JOIN documents_raw r USING (doc_id) "
+            f"WHERE r.rel_path = ? AND {where} ORDER BY c.position LIMIT 1",
+            [rel_path],
+        ).fetchone()
+    assert row, f"no chunk of {rel_path} where {where}"
+    return str(row[0])
+
+
+def _open_link(page: Page, chunk_id: str) -> None:
+    """What a link to a citation (from a Slack answer) does: /chat#chunk=<id>."""
+    page.evaluate("id => { window.location.hash = `chunk=${id}`; }", chunk_id)
+
+
+def test_on_a_phone_a_reader_signs_in_asks_a_suggested_question_and_opens_a_citation(
+    browser: Browser, server: str, keys: dict, screenshots: Path
+) -> None:
+    page = browser.new_page(viewport=PHONE)
+    page.goto(f"{server}/chat")
+    # Before anything is typed the page asks for a key, in words and not in red.
+    who = page.locator("#who")
+    expect(who).to_have_text("Enter your API key to start")
+    expect(who).not_to_have_class(re.compile("error"))
+    expect(page.locator("#question")).to_be_disabled()
+    assert page.locator("#bar").bounding_box()["height"] < 0.15 * PHONE["height"]
+    _fits(page)
+    page.screenshot(path=screenshots / "chat-phone-sign-in.png")
+
+    _sign_in(page, "not-a-key")
+    expect(who).to_have_text("That key was not accepted")
+    expect(who).to_have_class(re.compile("error"))
+    page.screenshot(path=screenshots / "chat-phone-wrong-key.png")
+
+    _sign_in(page, keys["reader"])
+    expect(page.locator("#sign-out")).to_be_visible()
+    expect(page.locator("#api-key")).to_be_hidden()
+    # Before the first question: what to ask, and which documents there are.
+    suggestion = page.locator("[data-testid=suggestion]", has_text="parental leave").first
+    expect(suggestion).to_be_visible()
+    expect(page.locator("#library-list")).to_contain_text("Employee Handbook")
+    assert page.locator("#bar").bounding_box()["height"] < 0.1 * PHONE["height"]
+    _fits(page)
+    page.screenshot(path=screenshots / "chat-phone-signed-in.png")
+
+    suggestion.click()
+    _answered(page)
     turn = page.locator("[data-testid=turn]").last
-    expect(turn.locator("[data-testid=feedback]")).to_be_visible(timeout=60_000)
+    expect(turn.locator(".question")).to_contain_text("parental leave")
+    expect(turn.locator("[data-testid=answer]")).to_contain_text("weeks")
+    _on_screen(page, "#ask")  # the composer stays pinned at the bottom
+    _fits(page)
+    page.screenshot(path=screenshots / "chat-phone-answer.png")
+
+    # [1] opens the source as a sheet over the whole screen, the supporting sentence marked.
+    turn.locator("[data-testid=citation]").first.click()
+    sheet = page.locator("#source")
+    expect(sheet).to_be_visible()
+    marks = page.locator("[data-testid=cited-chunk] mark")
+    expect(marks.first).to_be_visible()
+    assert "20 weeks" in " ".join(marks.all_inner_texts())
+    assert sheet.bounding_box() == {"x": 0, "y": 0, **PHONE}
+    expect(page.locator("#close-source")).to_be_in_viewport()
+    _fits(page)
+    page.screenshot(path=screenshots / "chat-phone-citation.png")
+    page.click("#close-source")
+    expect(sheet).to_be_hidden()
+    expect(turn.locator("[data-testid=citation]").first).to_be_focused()
+    _fits(page)
+
+    # The narrowest phone, the filters open: still nothing to scroll sideways.
+    page.set_viewport_size({"width": 360, "height": 740})
+    page.click("#filters-toggle")
+    expect(page.locator("#doc-options [data-rel-path]").first).to_be_visible()
+    _fits(page)
+    page.screenshot(path=screenshots / "chat-phone-filters.png")
 
 
-def test_a_reader_asks_checks_a_source_filters_and_gives_feedback(
+def test_on_a_desktop_a_reader_asks_checks_sources_filters_retries_and_gives_feedback(
     browser: Browser, server: str, keys: dict, stores: Path, screenshots: Path
 ) -> None:
     page = _signed_in(browser, server, keys["reader"])
+    expect(page.locator("#who")).to_have_text("Signed in")
+    expect(page.locator("[data-testid=suggestion]").nth(2)).to_be_visible()
+    expect(page.locator("#library-list")).to_contain_text("Travel and Expenses Policy")
+    assert page.locator("#bar").bounding_box()["height"] <= 60
     page.screenshot(path=screenshots / "chat-1-signed-in.png")
 
     _ask(page, REMOTE_WORK)
     turn = page.locator("[data-testid=turn]").last
-    # The steps before the answer arrived as they finished, then the answer with citations.
-    expect(turn.locator("[data-testid=thinking] li")).to_have_count(4)
     expect(turn.locator("[data-testid=answer]")).to_contain_text("20 working days")
-    citations = turn.locator("[data-testid=citation]")
-    expect(citations.first).to_be_visible()
+    # The steps and their timings wait behind "Details".
+    assert "retrieval" not in turn.inner_text()
+    steps = turn.locator("[data-testid=thinking] li")
+    expect(steps.first).to_be_hidden()
+    turn.locator("[data-testid=details] summary").click()
+    expect(steps.first).to_be_visible()
+    assert steps.count() >= 4 and "ms" in steps.first.inner_text()
+    turn.locator("[data-testid=details] summary").click()
+    # The view follows the answer and the composer stays in reach.
+    expect(turn).to_be_in_viewport()
+    _on_screen(page, "#ask")
+    _fits(page)
     page.screenshot(path=screenshots / "chat-2-answer.png")
 
-    # A citation opens the source: the passage between its neighbours and the PDF page.
-    pdf_citation = turn.locator(".sources .cite", has_text="Employee Handbook").first
-    pdf_citation.click()
-    expect(page.locator("#source")).to_be_visible()
-    expect(page.locator("[data-testid=cited-chunk]")).to_contain_text("20 working days")
+    # A PDF citation: the page first (every page the passage spans), then the passage.
+    turn.locator(".sources .cite", has_text="Employee Handbook").first.click()
+    source = page.locator("#source")
+    expect(source).to_be_visible()
+    cited = page.locator("[data-testid=cited-chunk]")
+    expect(cited).to_contain_text("20 working days")
     expect(page.locator("#source-where")).to_contain_text("employee-handbook.pdf")
-    image = page.locator("#source-page")
+    image = page.locator("[data-testid=source-page]").first
     expect(image).to_be_visible()
-    page.wait_for_function("document.getElementById('source-page').naturalWidth > 300")
-    page.screenshot(path=screenshots / "chat-3-source.png")
-    image.scroll_into_view_if_needed()
+    _drawn(image)
+    assert image.bounding_box()["y"] < cited.bounding_box()["y"]
+    expect(turn).to_be_in_viewport()  # the answer stays beside the source
+    _fits(page)
     page.screenshot(path=screenshots / "chat-3-source-page.png")
+    cited.scroll_into_view_if_needed()
+    page.screenshot(path=screenshots / "chat-3-source.png")
 
-    # A filter on Markdown files: every source of the next answer is a Markdown file.
-    page.click("#filters summary")
+    # A table across two pages: both pages, the table as a table.
+    holidays = _chunk_id(
+        stores, "handbook/employee-handbook.pdf", "c.page_end = c.page_start + 1 AND c.is_table"
+    )
+    _open_link(page, holidays)
+    expect(page.locator("#source-where")).to_contain_text("pp. 8-9")
+    pages = page.locator("[data-testid=source-page]")
+    expect(pages).to_have_count(2)
+    assert [pages.nth(i).get_attribute("data-page") for i in range(2)] == ["8", "9"]
+    for number in range(2):
+        _drawn(pages.nth(number))
+    expect(cited.locator("table th").first).to_have_text("Date")
+    page.screenshot(path=screenshots / "chat-desktop-pages.png")
+
+    # A table is a table, the row the answer rests on marked.
+    _ask(page, LONDON_HOTEL)
+    turn = page.locator("[data-testid=turn]").last
+    turn.locator("[data-testid=citation]").first.click()
+    expect(cited.locator("table th").first).to_have_text("City")
+    supporting = page.locator("[data-testid=supporting-row]")
+    expect(supporting.filter(has_text="London").first).to_be_visible()
+    assert "| ---" not in cited.inner_text() and "| London |" not in cited.inner_text()
+    _fits(page)
+    page.screenshot(path=screenshots / "chat-desktop-table.png")
+
+    # A table cut from its header row gets the column names of the table it continues.
+    cut = _chunk_id(stores, "finance/budget-2026.xlsx", "c.text_chat LIKE '%| 30 | 2005 |%'")
+    _open_link(page, cut)
+    header = cited.locator("[data-testid=repeated-header]")
+    expect(header).to_contain_text("Training")
+    expect(header).to_contain_text("Total")
+    expect(cited.locator("tbody tr").first).to_contain_text("2005")
+    page.screenshot(path=screenshots / "chat-desktop-cut-table.png")
+    page.click("#close-source")
+    expect(source).to_be_hidden()
+
+    # Filters offer the file types the reader's documents have, and show on the answer.
+    page.click("#filters-toggle")
+    types = page.locator("#file-types input")
+    offered = {types.nth(i).get_attribute("value") for i in range(types.count())}
+    assert offered == {"pdf", "docx", "pptx", "xlsx", "html", "md"}
     page.check("#file-types input[value=md]")
-    expect(page.locator("#filter-summary")).to_contain_text("file_types")
+    expect(page.locator("[data-testid=filter-summary]")).to_have_text(
+        re.compile(r"Filtered: Markdown")
+    )
     _ask(page, LEAVE)
     turn = page.locator("[data-testid=turn]").last
     expect(turn.locator("[data-testid=answer]")).to_contain_text("20 weeks")
+    expect(turn.locator("[data-testid=applied-filters]")).to_have_text("Filtered: Markdown")
     for text in turn.locator(".sources li").all_inner_texts():
         assert ".pdf" not in text and ".docx" not in text, text
     page.screenshot(path=screenshots / "chat-4-filtered.png")
@@ -84,20 +259,59 @@ def test_a_reader_asks_checks_a_source_filters_and_gives_feedback(
     assert rows.iloc[0]["question"] == LEAVE
     assert rows.iloc[0]["comment"] == "Say whether it is paid."
 
+    # A filter no document matches is said so, from the reader's own document list.
+    page.click("#filters-toggle")
+    page.fill("#doc-search", "parental")
+    page.check("#doc-options [data-rel-path='hr/parental-leave-faq.md'] input")
+    page.uncheck("#file-types input[value=md]")
+    page.check("#file-types input[value=pdf]")
+    expect(page.locator("[data-testid=filter-summary]")).to_contain_text(
+        "No document matches these filters"
+    )
+    asked: list[Request] = []
+    page.on("request", lambda request: asked.append(request) if "/v1/ask" in request.url else None)
+    page.fill("#question", REMOTE_WORK)
+    page.click("#send")
+    expect(
+        page.locator("[data-testid=turn]").last.locator("[data-testid=no-match]")
+    ).to_contain_text("No document matches these filters")
+    assert asked == []
+    page.screenshot(path=screenshots / "chat-desktop-no-match.png")
+    page.click("#clear-filters-inline")
+    expect(page.locator("[data-testid=filter-summary]")).to_be_hidden()
+
+    # The server cannot be reached: the question stays in the composer and Retry asks again.
+    page.route("**/v1/ask", lambda route: route.abort("connectionrefused"))
+    page.fill("#question", REMOTE_WORK)
+    page.click("#send")
+    turn = page.locator("[data-testid=turn]").last
+    expect(turn.locator("[data-testid=failure]")).to_contain_text("Cannot reach the server")
+    expect(page.locator("#question")).to_have_value(REMOTE_WORK)
+    page.screenshot(path=screenshots / "chat-desktop-offline.png")
+    page.unroute("**/v1/ask")
+    turn.locator("[data-testid=retry]").click()
+    _answered(page)
+    turn = page.locator("[data-testid=turn]").last
+    expect(turn.locator("[data-testid=answer]")).to_contain_text("20 working days")
+    expect(page.locator("#question")).to_have_value("")
+    expect(page.locator("[data-testid=failure]")).to_have_count(0)
+
     # A link to a citation, as a Slack answer carries it, opens the passage directly.
-    cited = rows.iloc[0]["cited_chunk_ids"][0]
-    page.goto(f"{server}/chat#chunk={cited}")
-    expect(page.locator("[data-testid=cited-chunk]")).to_contain_text("20 weeks")
+    _open_link(page, rows.iloc[0]["cited_chunk_ids"][0])
+    expect(cited).to_contain_text("20 weeks")
 
 
 def test_a_restricted_document_never_appears_for_an_outsider(
     browser: Browser, server: str, keys: dict
 ) -> None:
     outsider = _signed_in(browser, server, keys["reader"])
-    options = outsider.locator("#doc-list option")
+    options = outsider.locator("#doc-options [data-rel-path]")
     expect(options.first).to_be_attached()
-    listed = [options.nth(i).get_attribute("value") or "" for i in range(options.count())]
-    assert listed and not [label for label in listed if "security/" in label]
+    listed = [options.nth(i).get_attribute("data-rel-path") or "" for i in range(options.count())]
+    assert listed and not [path for path in listed if path.startswith("security/")]
+    expect(outsider.locator("[data-testid=suggestion]").first).to_be_visible()
+    assert "security/" not in outsider.locator("#welcome").inner_text()
+    assert "Security Incident" not in outsider.locator("#welcome").inner_text()
     _ask(outsider, INCIDENTS)
     turn = outsider.locator("[data-testid=turn]").last
     # The public runbook names the plan; the plan itself is never a source.
@@ -107,7 +321,7 @@ def test_a_restricted_document_never_appears_for_an_outsider(
 
     # Control: a member of the group sees the document in the list and in the sources.
     member = _signed_in(browser, server, keys["security"])
-    expect(member.locator("#doc-list option[value*='security/']").first).to_be_attached()
+    expect(member.locator("#doc-options [data-rel-path^='security/']").first).to_be_attached()
     _ask(member, INCIDENTS)
     expect(member.locator("[data-testid=turn] .sources").last).to_contain_text("security/")
 
@@ -115,7 +329,7 @@ def test_a_restricted_document_never_appears_for_an_outsider(
 def test_a_key_entered_while_the_page_still_loads_stays_signed_in(
     browser: Browser, server: str, keys: dict
 ) -> None:
-    """The page signs in with its stored key (none here) as it loads. When that answer comes
+    """The page checks whether the server needs a key as it loads. When that answer comes
     late, after the reader signed in with their key, it must not sign them out."""
     page = browser.new_page()
     held: list[Route] = []
@@ -128,14 +342,31 @@ def test_a_key_entered_while_the_page_still_loads_stays_signed_in(
 
     page.route("**/v1/health", hold_the_keyless_check)
     page.goto(f"{server}/chat")
-    page.fill("#api-key", keys["reader"])
-    page.click("#sign-in button[type=submit]")
-    expect(page.locator("#who")).to_contain_text("signed in")
-    assert len(held) == 1, "the page's own sign-in was not held"
+    expect(page.locator("#who")).to_have_text("Connecting…")
+    _sign_in(page, keys["reader"])
+    expect(page.locator("#who")).to_have_text("Signed in")
+    assert len(held) == 1, "the page's own check was not held"
 
     with page.expect_response(lambda response: response.status == 401):
         held[0].continue_()
     page.wait_for_timeout(300)  # the page handles the late answer
 
-    expect(page.locator("#who")).to_contain_text("signed in")
-    expect(page.locator("#doc-list option").first).to_be_attached()
+    expect(page.locator("#who")).to_have_text("Signed in")
+    expect(page.locator("#doc-options [data-rel-path]").first).to_be_attached()
+
+
+def test_a_server_without_keys_shows_no_sign_in(browser: Browser, server: str, keys: dict) -> None:
+    """Without a keys file every request is answered without a key; the page then has
+    nothing to sign in to. (Simulated: each request gets a key on its way.)"""
+    page = browser.new_page()
+    page.route(
+        "**/v1/**",
+        lambda route: route.continue_(
+            headers={**route.request.headers, "x-api-key": keys["reader"]}
+        ),
+    )
+    page.goto(f"{server}/chat")
+    expect(page.locator("[data-testid=suggestion]").first).to_be_visible()
+    expect(page.locator("#question")).to_be_enabled()
+    for absent in ("#sign-in", "#sign-out", "#who"):
+        expect(page.locator(absent)).to_be_hidden()
