@@ -7,8 +7,10 @@ it is printed as text: never read as Rich markup, never obeyed as a terminal con
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
+import shlex
 import sys
 import warnings
 from collections import Counter
@@ -21,7 +23,7 @@ from rich.console import Console
 from rich.padding import Padding
 from rich.table import Table
 
-from lorehouse.display import cut_right, pages_label, passage, shown
+from lorehouse.display import pages_label, shown
 from lorehouse.models import SearchMode
 from lorehouse.settings import Settings, get_settings
 from lorehouse.stages.progress import ProgressCallback
@@ -52,8 +54,9 @@ app = typer.Typer(
 )
 # No emoji codes: a comment or a title saying ":warning:" is printed as written.
 console = Console(stderr=True, emoji=False)
-# Piped output (CI logs, `| less`) gets a wide table instead of rich's 80-column default.
-out = Console(width=None if sys.stdout.isatty() else 160, emoji=False)
+# Piped output (CI logs, `| less`) gets a wide table instead of rich's 80-column default,
+# unless COLUMNS says how wide to print.
+out = Console(width=None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 160, emoji=False)
 
 
 @app.command()
@@ -70,7 +73,10 @@ def materialize(
         ),
     ] = None,
 ) -> None:
-    """Run the asset graph in this process, with progress, then print what it holds."""
+    """Build the index: parse, chunk and embed the documents.
+
+    Runs the asset graph in this process, with progress, then prints what the store holds.
+    """
     import dagster as dg
 
     from lorehouse.stores.partitions import partition_keys
@@ -146,7 +152,11 @@ def docs(
         str | None, typer.Option(help="Only documents with this status: parsed, failed, pending")
     ] = None,
 ) -> None:
-    """List documents with their status: parsed, or failed and why."""
+    """List the documents and whether each was parsed.
+
+    Each document's format, status (parsed, failed or pending), why it failed, who may read
+    it, and its title.
+    """
     settings = get_settings()
     if not settings.duckdb_path.exists():
         console.print(
@@ -198,10 +208,13 @@ def search(
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON")] = False,
 ) -> None:
-    """Search the index as the API does; without --group only public documents are seen.
+    """Search the index and print the best passages.
 
-    Each hit shows a short chunk id: `lorehouse show ID` prints the chunk in full.
+    It searches as the API does: without --group only public documents are seen. Each hit
+    is its title, section, page and short chunk id, then its passage around the lines that
+    match (the rest marked "…"); `lorehouse show ID` prints the chunk in full.
     """
+    _defer_namespace_client()
     from lorehouse.search.retriever import SearchFilters
 
     settings = get_settings()
@@ -221,25 +234,21 @@ def search(
     if as_json:
         print(result.model_dump_json(indent=2))
         return
-    table = Table("#", "document", "section", "page", "id", "text")
-    stages = sorted({stage for hit in result.hits for stage in hit.scores})
-    if explain:
-        for stage in stages:
-            table.add_column(stage)
-    for hit in result.hits:
-        section = hit.heading_path[1:] if hit.heading_path[:1] == [hit.title] else hit.heading_path
-        row = [
-            str(hit.rank),
-            shown(hit.title or hit.rel_path),
-            shown(cut_right(" > ".join(section), 50)),
-            pages_label(hit.rel_path, hit.page_start, hit.page_end),
-            shown(hit.chunk_id[:SHORT_ID]),
-            shown(passage(hit.text_chat, hit.heading_path, 160)),
-        ]
-        if explain:
-            row += [f"{hit.scores[stage]:.3f}" if stage in hit.scores else "" for stage in stages]
-        table.add_row(*row)
-    out.print(table)
+    from cli.hits import PASSAGE_WORDS, Matcher, hit_block
+
+    matcher = Matcher(query)
+    stages = sorted({stage for hit in result.hits for stage in hit.scores}) if explain else []
+    words = max(PASSAGE_WORDS, passage_words or 0)
+    for number, hit in enumerate(result.hits):
+        if number:
+            out.print()
+        out.print(hit_block(hit, matcher, out.width, SHORT_ID, words, stages), highlight=False)
+    if not result.hits:
+        console.print(
+            "No passage matches."
+            if group
+            else "No public passage matches; --group searches as a member of a group too."
+        )
     if result.asks:
         asks = "; ".join(f"'{shown(ask)}'" for ask in result.asks)
         console.print(f"Searched whole and per ask ({asks}); the hits take turns.")
@@ -255,11 +264,18 @@ def show(
         typer.Option("--group", "-g", help="Access group to read as (repeatable)"),
     ] = None,
 ) -> None:
-    """Print one chunk in full, with where it comes from (the ids `search` shows)."""
+    """Print one chunk in full, by the id search shows.
+
+    First its title, file and page, then its section and full id, then its text, tables
+    drawn as tables.
+    """
+    _defer_namespace_client()
+    from cli.hits import Indented, passage_view
     from lorehouse.search.tables import sql_string
 
     settings = get_settings()
-    index = _require_index(settings)
+    lorehouse = Lorehouse(settings)
+    index = _require_index(settings, lorehouse)
     prefix = chunk.strip().lower()
     if not prefix.isalnum():
         console.print("[red]A chunk id is letters and digits.[/red]")
@@ -271,9 +287,7 @@ def show(
             f"{shown(repr(chunk))}.[/red]"
         )
         raise typer.Exit(1)
-    found = (
-        Lorehouse(settings).retriever().chunk_preview(matches[0]["chunk_id"], group or [], window=0)
-    )
+    found = lorehouse.retriever().chunk_preview(matches[0]["chunk_id"], group or [], window=0)
     if found is None:
         console.print(f"[red]No chunk {shown(repr(chunk))} you may read.[/red]")
         raise typer.Exit(1)
@@ -281,10 +295,14 @@ def show(
     where = " > ".join(row["heading_path"])
     page = pages_label(row["rel_path"], row["page_start"], row["page_end"])
     out.print(
-        f"[bold]{shown(row['title'] or row['rel_path'])}[/bold]  {shown(row['rel_path'])}  {page}"
+        f"[bold]{shown(row['title'] or row['rel_path'])}[/bold]  {shown(row['rel_path'])}"
+        + (f"  {page}" if page else "")
     )
-    out.print(f"[dim]{shown(where)}  ·  {shown(row['chunk_id'])}[/dim]\n")
-    out.print(shown(row["text_chat"]), highlight=False)
+    out.print(f"[dim]{shown(where) + '  ·  ' if where else ''}{shown(row['chunk_id'])}[/dim]\n")
+    # The breadcrumb is the line above: the text without the one it starts with.
+    out.print(
+        Indented(passage_view(row["text_chat"], row["heading_path"], words=None, plain=False), 0)
+    )
 
 
 @app.command()
@@ -305,8 +323,8 @@ def ask(
     question, choose sources and write the answer.
     """
     settings = get_settings()
-    _require_index(settings)
     lorehouse = Lorehouse(settings)
+    _require_index(settings, lorehouse)
     pipeline = lorehouse.ask_pipeline()
     response = _or_exit(lambda: pipeline.ask(question, top_k=top_k, caller_groups=group or []))
     if as_json:
@@ -395,13 +413,16 @@ def _or_exit(
 
 def _retriever(settings: Settings) -> Retriever:
     """The retriever the API builds, or a clear exit when the index is not there."""
-    _require_index(settings)
-    return Lorehouse(settings).retriever()
+    lorehouse = Lorehouse(settings)
+    _require_index(settings, lorehouse)
+    return lorehouse.retriever()
 
 
-def _require_index(settings: Settings) -> ChunkIndex:
-    """The chunk index, or a clear exit telling the user to materialize first."""
-    index = Lorehouse(settings).chunk_index()
+def _require_index(settings: Settings, lorehouse: Lorehouse | None = None) -> ChunkIndex:
+    """The chunk index (`lorehouse`'s, opened once for the command), or a clear exit telling
+    the user to materialize first."""
+    _defer_namespace_client()
+    index = (lorehouse or Lorehouse(settings)).chunk_index()
     if not index.exists():
         chosen = (
             "LOREHOUSE_DATA_DIR"
@@ -417,6 +438,37 @@ def _require_index(settings: Settings) -> ChunkIndex:
     return index
 
 
+#: The REST client of Lance namespaces, which `lancedb` imports with itself.
+NAMESPACE_CLIENT = "lance_namespace_urllib3_client"
+
+
+def _defer_namespace_client() -> None:
+    """Import the Lance namespace REST client's package without running its `__init__` yet.
+
+    Importing `lancedb` imports that package, whose `__init__` builds some 370 API methods
+    validated by pydantic: a large share of a whole `lorehouse search`, for a client that an
+    index on disk or object storage never calls (docs/benchmarks.md, "The command line").
+    Here the package is put in place with its `__init__` held back: its submodules (the
+    models `lance_namespace` re-exports) import as before, and the first name asked of the
+    package itself runs the `__init__` then, so whatever does use the client gets all of it.
+    """
+    if NAMESPACE_CLIENT in sys.modules:
+        return
+    spec = importlib.util.find_spec(NAMESPACE_CLIENT)
+    if spec is None or spec.loader is None or spec.submodule_search_locations is None:
+        return
+    package = importlib.util.module_from_spec(spec)
+    loader = spec.loader
+
+    def load(name: str) -> object:
+        del package.__getattr__  # a name the __init__ itself asks for is not looked up here
+        loader.exec_module(package)
+        return getattr(package, name)
+
+    package.__getattr__ = load  # type: ignore[method-assign]
+    sys.modules[NAMESPACE_CLIENT] = package
+
+
 @app.command()
 def serve(
     host: Annotated[str | None, typer.Option(help="Interface; default LOREHOUSE_API_HOST")] = None,
@@ -425,7 +477,11 @@ def serve(
         int | None, typer.Option(min=1, help="Server processes; default LOREHOUSE_API_WORKERS")
     ] = None,
 ) -> None:
-    """Serve the HTTP API (127.0.0.1:8000 unless configured otherwise)."""
+    """Serve the HTTP API.
+
+    On 127.0.0.1:8000 unless configured otherwise. With LOREHOUSE_API_KEYS_FILE set, every
+    request needs a key from that file (`lorehouse keys create`).
+    """
     from cli.serving import serve_api
 
     settings = get_settings()
@@ -473,7 +529,9 @@ def eval_retrieval(
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object")] = False,
 ) -> None:
-    """Recall@k (k = 1..K) and MRR of every retriever configuration on a golden set.
+    """Score every retriever's recall and MRR on a golden set.
+
+    Recall@k (k = 1..K) and MRR of every retriever configuration.
 
     Why each miss was missed is always stored with the run (DuckDB eval_retrieval_misses);
     --explain prints it.
@@ -544,11 +602,11 @@ def eval_answers(
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object")] = False,
 ) -> None:
-    """Ask every golden question as /v1/ask does and score each answer.
+    """Ask every golden question and score each answer.
 
-    Always: the share of the reference answer's key facts (numbers, named terms) the answer
-    states, and whether unanswerable questions are declined. With LOREHOUSE_JUDGE_MODEL set,
-    the judge model also grades each answer 0-5.
+    Each question is asked as /v1/ask does. Always: the share of the reference answer's key
+    facts (numbers, named terms) the answer states, and whether unanswerable questions are
+    declined. With LOREHOUSE_JUDGE_MODEL set, the judge model also grades each answer 0-5.
     """
     from rich.progress import Progress
 
@@ -639,10 +697,11 @@ def eval_feedback(
         str | None, typer.Option("--rating", help="Only 'up' or only 'down' verdicts")
     ] = None,
 ) -> None:
-    """Export readers' thumbs up and down as golden-set candidates for review.
+    """Export readers' verdicts as golden-set candidates.
 
-    Each candidate names the files its answer cited with an empty excerpt: copy the evidence
-    from the file, set the type, then check it with evals/check_golden.py.
+    Each thumbs up or down becomes a candidate to review. Each candidate names the files its
+    answer cited with an empty excerpt: copy the evidence from the file, set the type, then
+    check it with evals/check_golden.py.
     """
     from evals.feedback import feedback_candidates
 
@@ -686,7 +745,10 @@ def eval_beir(
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object")] = False,
 ) -> None:
-    """nDCG@10, recall@10 and recall@100 of every retrieval mode on a BEIR dataset."""
+    """Score every retrieval mode on a BEIR dataset.
+
+    nDCG@10, recall@10, recall@100 and MRR@10 of each mode, and its time per query.
+    """
     from rich.progress import Progress
 
     from evals.beir import BeirFormatError
@@ -768,10 +830,15 @@ def create_key(
         Path | None, typer.Option("--file", help="Keys file; default LOREHOUSE_API_KEYS_FILE")
     ] = None,
 ) -> None:
-    """Creates a key, stores only its SHA-256 digest, and prints the key once."""
+    """Create an API key and print it once.
+
+    Only the key's SHA-256 digest is stored, in the keys file; `lorehouse serve` accepts the
+    key when LOREHOUSE_API_KEYS_FILE names that file.
+    """
     from lorehouse.api_keys import KeysFileError, add_key
 
-    path = keys_file or get_settings().api_keys_file
+    configured = get_settings().api_keys_file
+    path = keys_file or configured
     if path is None:
         console.print("[red]Give --file or set LOREHOUSE_API_KEYS_FILE.[/red]")
         raise typer.Exit(2)
@@ -782,7 +849,26 @@ def create_key(
         raise typer.Exit(1) from error
     groups = ", ".join(group or []) or "public only"
     console.print(f"Key for {shown(repr(name))} (groups: {shown(groups)}):")
-    print(key)
+    print(key, flush=True)
+    written = path.resolve()
+    console.print(
+        f"Only its digest is stored, in {shown(written)}; the key is not shown again.",
+        highlight=False,
+    )
+    if configured is not None and configured.resolve() == written:
+        console.print(
+            "`lorehouse serve` reads this file (LOREHOUSE_API_KEYS_FILE) when it starts: "
+            "restart a running server to accept the key.",
+            highlight=False,
+        )
+    else:
+        console.print(
+            "`lorehouse serve` accepts the key when LOREHOUSE_API_KEYS_FILE names this file "
+            "(read when the server starts):\n"
+            f"  export LOREHOUSE_API_KEYS_FILE={shown(shlex.quote(str(written)))}",
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 #: Failed documents a run's summary names; `lorehouse docs --status failed` lists them all.
