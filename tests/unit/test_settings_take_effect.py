@@ -21,6 +21,8 @@ from __future__ import annotations
 import base64
 import json
 import os
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -34,7 +36,6 @@ from urllib.parse import parse_qs
 import pytest
 import uvicorn
 from fastapi.testclient import TestClient
-from threadpoolctl import threadpool_info, threadpool_limits
 from typer.testing import CliRunner
 
 from api.main import create_app
@@ -523,20 +524,43 @@ def test_a_body_over_api_max_body_bytes_is_refused_with_413(deployment: Deployme
     assert status() != 413  # read, and refused for what it says
 
 
-def test_api_blas_threads_limits_the_server_process_blas(deployment: Deployment) -> None:
-    def blas_threads() -> set[int]:
-        return {pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"}
+BLAS_PROBE = """
+import json, sys
+from fastapi.testclient import TestClient
+from threadpoolctl import threadpool_info
+from api.main import create_app
+from lorehouse.settings import Settings
 
-    before = blas_threads()
-    if not before:
-        pytest.skip("numpy here has no BLAS threadpoolctl can see")
-    try:
-        for value, expected in (("2", {2}), (None, {1})):
-            variables = {"api_blas_threads": value} if value else {}
-            with TestClient(create_app(deployment.settings(**variables))):
-                assert blas_threads() == expected
-    finally:
-        threadpool_limits(limits=max(before), user_api="blas")
+def blas():
+    return sorted({p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"})
+
+before = blas()
+with TestClient(create_app(Settings(_env_file=None, api_blas_threads=int(sys.argv[1])))):
+    print(json.dumps([before, blas()]))
+"""
+
+
+def test_api_blas_threads_limits_the_server_process_blas(deployment: Deployment) -> None:
+    """A server process's BLAS threads follow the setting. Each server is a process of its
+    own here, as in production: BLAS pools are process-wide, set once as the server starts."""
+    deployment.settings()
+
+    def served(threads: int) -> tuple[list[int], list[int]]:
+        probe = subprocess.run(
+            [sys.executable, "-c", BLAS_PROBE, str(threads)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert probe.returncode == 0, probe.stderr[-2000:]
+        before, after = json.loads(probe.stdout.strip().splitlines()[-1])
+        return before, after
+
+    before, after = served(1)
+    if before in ([], [1]):
+        pytest.skip("this machine's BLAS runs one thread whatever the setting")
+    assert after == [1]
+    assert served(2)[1] == [2]
 
 
 def test_api_feedback_window_seconds_is_how_long_a_refused_key_waits(
