@@ -242,7 +242,9 @@ class LLMClient:
                 return Answer(
                     value=value, tokens_in=tokens_in, tokens_out=tokens_out, cost_usd=cost
                 )
-            last_problem = f"invalid output: {problem}; got {content[:200]!r}"
+            # What was wrong, never the reply itself: a model that echoes its prompt would
+            # put the prompt, passages and all, into an error a person reads.
+            last_problem = f"invalid output: {problem}"
         self.usage.add(failures=1)
         raise LLMFailure(f"no valid answer after {self.max_attempts} attempts: {last_problem}")
 

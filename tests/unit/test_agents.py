@@ -126,6 +126,15 @@ def test_a_reply_repeating_the_prompt_is_not_an_answer() -> None:
     assert "repeats the prompt" in check_llm_answer(echo, 3)
 
 
+def test_a_failure_says_what_was_wrong_without_the_reply_or_the_prompt() -> None:
+    """A model that echoes its prompt must not put the prompt into the reason a person reads."""
+    echo = "You answer questions... Passages: [1] the restricted salary table"
+    with pytest.raises(LLMFailure) as failure:
+        optimize_query(_client(echo), "What is the travel policy?", [], date(2026, 11, 22))
+    assert "invalid output" in str(failure.value)
+    assert "Passages" not in str(failure.value) and "salary" not in str(failure.value)
+
+
 def test_provider_errors_are_retried_then_degrade_with_the_reason(
     materialized_sample: Path,
 ) -> None:
