@@ -170,14 +170,22 @@ def answer_eval(
     The judge-free measures always run: whether the lead states a reference fact, the key
     facts the lead and excerpts state, the lead's length, and the declines, right and wrong.
     With a judge model configured (LOREHOUSE_JUDGE_MODEL) it also grades each answer 0-5
-    with its reasoning. A score is never invented: without a judge there is none.
+    with its reasoning. A score is never invented: without a judge there is none. Skipped,
+    with the reason in its metadata, when the golden set cites none of the indexed documents.
     """
     lorehouse = wiring_for(feature_store, vector_index, evaluation, enrichment)
     judged = lorehouse.settings.judge_model is not None
     if not judged:
         context.log.info("answer_eval: no judge model; judge-free measures only")
     logger = progress_logger(context, "answers judged" if judged else "answers scored")
-    report = run_answer_eval(lorehouse, evaluation.golden_set, on_case=logger)
+    try:
+        report = run_answer_eval(lorehouse, evaluation.golden_set, on_case=logger)
+    except GoldenSetNotIndexed as error:
+        # Another corpus's questions would only measure that they are not answered here.
+        context.log.warning(f"answer_eval skipped: {error}")
+        return dg.MaterializeResult(
+            metadata={"skipped": str(error), "golden_set": evaluation.golden_set.name}
+        )
     return dg.MaterializeResult(metadata=answer_eval_metadata(report, evaluation.golden_set))
 
 

@@ -54,9 +54,18 @@ app = typer.Typer(
 )
 # No emoji codes: a comment or a title saying ":warning:" is printed as written.
 console = Console(stderr=True, emoji=False)
-# Piped output (CI logs, `| less`) gets a wide table instead of rich's 80-column default,
-# unless COLUMNS says how wide to print.
-out = Console(width=None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 160, emoji=False)
+out = Console(emoji=False)
+#: Piped output's width (CI logs, `| less`) when COLUMNS does not say: rich's 80-column
+#: default would wrap tables and passages a reader then pieces together.
+PIPED_WIDTH = 160
+
+
+@app.callback()
+def _fit_output_to_terminal() -> None:
+    """Before every command: the terminal's width, COLUMNS when set, else PIPED_WIDTH. Decided
+    per command rather than at import, so a process running several commands (a test, a
+    notebook) prints each at the width of its own moment."""
+    out.width = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else PIPED_WIDTH
 
 
 @app.command()

@@ -242,6 +242,7 @@ def run_answer_eval(
         return response, context_text(index, response.trace.context_chunk_ids)
 
     cases = load_golden(golden_path)[:limit]
+    check_cited_files_indexed(store, cases, golden_path)
     report = evaluate_answers(
         cases, ask, lorehouse.judge_llm(), lorehouse.settings.llm_concurrency, on_case
     )

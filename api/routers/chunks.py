@@ -26,7 +26,23 @@ log = logging.getLogger("lorehouse.api")
 router = APIRouter(prefix="/v1")
 
 
-ChunkId = Annotated[str, Path(min_length=1, max_length=128)]
+#: A chunk of the bundled sample corpus (the parental-leave FAQ's entitlement), so "Try it
+#: out" in /docs works on `make demo`'s index; a test keeps it an id that index holds.
+SAMPLE_CHUNK_ID = "13c5e8efb99dcbb79efbd73a7fbe999b"
+ChunkId = Annotated[
+    str,
+    Path(
+        min_length=1,
+        max_length=128,
+        description="A chunk's id, as a search hit or a citation gives it.",
+        openapi_examples={
+            "sample": {
+                "summary": "A chunk of the sample corpus",
+                "value": SAMPLE_CHUNK_ID,
+            }
+        },
+    ),
+]
 _NO_SUCH_CHUNK: dict[int | str, dict[str, Any]] = {
     404: {
         "model": ErrorResponse,
@@ -111,6 +127,9 @@ def chunk(
         int | None,
         Query(
             ge=1,
+            # Lance numbers versions with unsigned 64-bit integers; JSON Schema readers and
+            # most clients hold signed ones, so the bound is the largest both can carry.
+            le=2**63 - 1,
             description="The index version a citation was made from: the chunk as it was "
             "then, and whether it changed since. Kept LOREHOUSE_CITATION_RETENTION_HOURS.",
         ),
@@ -196,8 +215,9 @@ async def chunk_page(
     response_class=Response,
     responses={
         200: {
-            "content": {"application/octet-stream": {}},
-            "description": "The original file the chunk was cut from.",
+            # The file's own type: PDF, Markdown or plain text, an Office file, HTML...
+            "content": {"*/*": {"schema": {"type": "string", "format": "binary"}}},
+            "description": "The original file the chunk was cut from, as its own media type.",
         },
         **UNAUTHORIZED,
         **_NO_SUCH_CHUNK,

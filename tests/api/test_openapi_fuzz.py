@@ -129,6 +129,19 @@ def test_every_bound_the_server_enforces_is_one_a_client_can_read(fuzzed_app: Fa
     assert stray(fuzzed_app.openapi(), "openapi") == []
 
 
+def test_the_chunk_routes_example_id_is_a_chunk_of_the_sample_corpus(
+    served_schema: schemathesis.BaseSchema, fuzzed_app: FastAPI, api_key: tuple[Path, str]
+) -> None:
+    """/docs pre-fills the example id, so "Try it out" on `make demo`'s index answers 200."""
+    paths = fuzzed_app.openapi()["paths"]
+    for path in ("/v1/chunks/{chunk_id}", "/v1/chunks/{chunk_id}/file"):
+        (parameter,) = [p for p in paths[path]["get"]["parameters"] if p["in"] == "path"]
+        example = parameter["examples"]["sample"]["value"]
+        case = served_schema[path]["GET"].Case(path_parameters={"chunk_id": example})
+        response = case.call_and_validate(headers={"X-API-Key": api_key[1]})
+        assert response.status_code == 200, (path, response.text)
+
+
 def test_operation_descriptions_speak_to_the_caller(fuzzed_app: FastAPI) -> None:
     """What a reader of /docs sees says what a caller gets; how the server schedules its work
     (threads, pools, render processes, settings' names) stays in the code."""

@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from cli import main as cli_main
 from cli.main import app as cli
 from lorehouse.settings import REPO_ROOT, default_data_dir, get_settings
 from lorehouse.stores.duckdb_store import DuckDBStore
@@ -169,7 +168,7 @@ def test_a_search_hit_shows_its_matching_lines_wrapped_to_the_terminal(
 def test_a_table_passage_prints_under_its_header(
     in_sample: Path, monkeypatch: pytest.MonkeyPatch, width: int
 ) -> None:
-    monkeypatch.setattr(cli_main.out, "width", width)
+    monkeypatch.setenv("COLUMNS", str(width))
     shown = _run("search", "consultant salary band in Lisbon", "-g", "hr", "--top-k", "2")
     assert "|" not in shown and "---" not in shown  # no Markdown table syntax
     if width == 100:  # a table: its header, then rows whose cells line up under it
