@@ -118,6 +118,7 @@ def test_feedback_comments_are_printed_as_text_never_as_markup_or_terminal_contr
         }
     )
     monkeypatch.setenv("LOREHOUSE_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("COLUMNS", "220")  # each field on one line of the table
     get_settings.cache_clear()
     try:
         shown = _run("eval", "feedback", "--out", str(tmp_path / "candidates.jsonl"))
