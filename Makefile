@@ -75,8 +75,8 @@ demo: install $(DAGSTER_HOME)/dagster.yaml
 # Tests run in TEST_WORKERS processes, one test file per process at a time (so a module's
 # fixtures are built once), in the order tests/conftest.py gives them: slow files first.
 # (pytest-xdist would start the files holding the most tests first, leaving the long
-# single-test builds to run alone at the end, about a minute of 13-14.) The tests marked
-# `serial` measure latency and run alone afterwards. The 15 slowest tests are listed at the
+# single-test builds to run alone at the end.) The tests marked `serial` measure latency, or
+# start a swarm of processes (the shared Dagster instance), and run alone afterwards. The 15 slowest tests are listed at the
 # end: the suite must stay under 15 minutes on 2 cores, and this shows where it goes.
 TEST_WORKERS ?= 2
 

@@ -30,8 +30,10 @@ from lorehouse.stores.partitions import bucket_of, partition_keys
 from lorehouse.wiring import lance_storage_options
 from tests.dagster.conftest import _free_port, s3_bucket
 
-# A build with a process per step, then runs the daemon launches: the slowest test here.
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+# A build with a process per step, then the runs the daemon launches, each a process of its
+# own: beside the parallel tests the swarm takes the cores from both workers, so it runs
+# alone, after them.
+pytestmark = [pytest.mark.serial, pytest.mark.timeout(600)]
 
 BIN = Path(sys.executable).parent
 EDITED = "hr/parental-leave-faq.md"
