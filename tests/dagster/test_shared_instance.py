@@ -7,6 +7,7 @@ inventory run after an edit on to that document's partition alone and the merge.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -163,6 +164,10 @@ def test_postgres_instance_s3_stores_daemon_backfill_and_one_edited_partition(
         # Two partitions: each partition step is a process of its own here, and two show
         # the backfill and the one-partition rerun as well as sixteen would.
         "LOREHOUSE_INDEX_PARTITIONS": str(PARTITIONS),
+        # The eval assets still run, each a step process of its own, but find this golden
+        # set's file is not indexed and skip scoring: scoring is tested elsewhere, and here it
+        # is only minutes of work beside the runs this test is about.
+        "LOREHOUSE_EVAL_GOLDEN_SET": str(_elsewhere_golden_set(tmp_path)),
     }
 
     first = _index_run(env)
@@ -250,6 +255,20 @@ def test_postgres_instance_s3_stores_daemon_backfill_and_one_edited_partition(
     # Only chunks of the edited document are embedded and written again; no other row moves.
     assert 0 < rerun["embedded"] <= rerun["rows_written"] <= len(edited_chunks)
     assert any("Adoptive parents" in row["text_chat"] for row in edited_chunks)
+
+
+def _elsewhere_golden_set(folder: Path) -> Path:
+    """A golden set whose one question cites a file no corpus here holds."""
+    case = {
+        "id": "elsewhere-1",
+        "question": "What does the archived memo say?",
+        "evidence": [{"file": "archive/memo.md", "excerpt": "The archived memo."}],
+        "answer": "Nothing indexed here.",
+        "type": "lookup",
+    }
+    path = folder / "elsewhere.jsonl"
+    path.write_text(json.dumps(case) + "\n")
+    return path
 
 
 def _dagster(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
