@@ -9,7 +9,6 @@ enrichment wrote for the chunks (with an LLM), the headings a document phrases a
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query
@@ -17,7 +16,6 @@ from pydantic import BaseModel, Field
 
 from api.deps import CallerDep, ServiceDep
 from api.openapi import NOT_READY, UNAUTHORIZED
-from lorehouse.stores import DuckDBStore
 
 router = APIRouter(prefix="/v1")
 
@@ -85,40 +83,8 @@ def suggestions(
     """Questions drawn from the documents the caller may read: their FAQs and the headings
     they phrase as questions first, then questions about their sections, taking a few from
     each document in turn so that the list covers several of them."""
-    rows = _candidates(service.feature_store(), caller.groups)
+    rows = service.feature_store().question_candidates(caller.groups, 4 * QUESTIONS_PER_DOCUMENT)
     return Suggestions(questions=_pick(rows, limit))
-
-
-def _candidates(store: DuckDBStore, caller_groups: Sequence[str]) -> list[dict]:
-    """Each visible document's questions (FAQs, then question headings) and section headings,
-    in reading order, newest documents first. Access is decided in the query, as for the
-    document list."""
-    visible = "(len(d.acl) = 0 OR list_has_any(d.acl, ?::VARCHAR[]))"
-    query = f"""
-        WITH asked AS (
-            SELECT f.doc_id, trim(f.question) AS text, 0 AS kind, min(c.position) AS position
-            FROM chunk_faqs f JOIN chunks c USING (chunk_id)
-            GROUP BY ALL
-            UNION ALL
-            SELECT c.doc_id, trim(c.heading_path[-1]) AS text,
-                CASE WHEN trim(c.heading_path[-1]) LIKE '%?' THEN 1 ELSE 2 END AS kind,
-                min(c.position) AS position
-            FROM chunks c WHERE len(c.heading_path) > 0
-            GROUP BY ALL
-        ), ranked AS (
-            SELECT a.*, row_number() OVER (
-                PARTITION BY a.doc_id, a.kind = 2 ORDER BY a.kind, a.position, a.text
-            ) AS nth
-            FROM asked a WHERE a.text <> ''
-        )
-        SELECT d.doc_id, d.title, d.rel_path, r.text, r.kind, r.nth
-        FROM ranked r JOIN documents d USING (doc_id)
-        WHERE {visible} AND r.nth <= ?
-        ORDER BY d.updated_at DESC, d.rel_path, r.kind, r.nth
-    """
-    with store.connect() as connection:
-        frame = connection.execute(query, [list(caller_groups), 4 * QUESTIONS_PER_DOCUMENT]).df()
-    return frame.to_dict("records")
 
 
 def _pick(rows: list[dict], limit: int) -> list[Suggestion]:

@@ -898,7 +898,7 @@ class DuckDBStore:
         into the page and then dropped.
         """
         groups = list(caller_groups)
-        visible = "(len(d.acl) = 0 OR list_has_any(d.acl, ?::VARCHAR[]))"
+        visible = _VISIBLE_DOCUMENT
         with self.connect() as connection:
             total_row = connection.execute(
                 f"SELECT count(*) FROM documents d WHERE {visible}", [groups]
@@ -911,6 +911,37 @@ class DuckDBStore:
             ).df()
         total = int(total_row[0]) if total_row else 0
         return total, frame.to_dict("records")
+
+    def question_candidates(self, caller_groups: Sequence[str], per_document: int) -> list[dict]:
+        """Each visible document's questions (its chunks' FAQs: kind 0; headings phrased as
+        questions: kind 1) and section headings (kind 2), at most `per_document` of each, in
+        reading order, newest documents first: what suggested questions are drawn from.
+        Access is decided in the query, as for the document list."""
+        query = f"""
+            WITH asked AS (
+                SELECT f.doc_id, trim(f.question) AS text, 0 AS kind, min(c.position) AS position
+                FROM chunk_faqs f JOIN chunks c USING (chunk_id)
+                GROUP BY ALL
+                UNION ALL
+                SELECT c.doc_id, trim(c.heading_path[-1]) AS text,
+                    CASE WHEN trim(c.heading_path[-1]) LIKE '%?' THEN 1 ELSE 2 END AS kind,
+                    min(c.position) AS position
+                FROM chunks c WHERE len(c.heading_path) > 0
+                GROUP BY ALL
+            ), ranked AS (
+                SELECT a.*, row_number() OVER (
+                    PARTITION BY a.doc_id, a.kind = 2 ORDER BY a.kind, a.position, a.text
+                ) AS nth
+                FROM asked a WHERE a.text <> ''
+            )
+            SELECT d.doc_id, d.title, d.rel_path, r.text, r.kind, r.nth
+            FROM ranked r JOIN documents d USING (doc_id)
+            WHERE {_VISIBLE_DOCUMENT} AND r.nth <= ?
+            ORDER BY d.updated_at DESC, d.rel_path, r.kind, r.nth
+        """
+        with self.connect() as connection:
+            frame = connection.execute(query, [list(caller_groups), per_document]).df()
+        return frame.to_dict("records")
 
     def indexed_content_sha256(self, doc_id: str) -> str | None:
         """The content digest of the bytes a document's chunks were built from; None when the
@@ -1280,6 +1311,8 @@ def declared_columns() -> dict[str, list[tuple[str, str]]]:
     return columns
 
 
+#: A document the caller's groups may read: public (no groups) or sharing one of them.
+_VISIBLE_DOCUMENT = "(len(d.acl) = 0 OR list_has_any(d.acl, ?::VARCHAR[]))"
 _STAGING_TABLE = re.compile(r"inventory_staging_[0-9a-f]{12}_(listing|plan|next)")
 
 
