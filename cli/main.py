@@ -7,7 +7,6 @@ it is printed as text: never read as Rich markup, never obeyed as a terminal con
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shlex
@@ -223,7 +222,6 @@ def search(
     is its title, section, page and short chunk id, then its passage around the lines that
     match (the rest marked "…"); `lorehouse show ID` prints the chunk in full.
     """
-    _defer_namespace_client()
     from lorehouse.search.retriever import SearchFilters
 
     settings = get_settings()
@@ -278,7 +276,6 @@ def show(
     First its title, file and page, then its section and full id, then its text, tables
     drawn as tables.
     """
-    _defer_namespace_client()
     from cli.hits import Indented, passage_view
     from lorehouse.search.tables import sql_string
 
@@ -430,7 +427,6 @@ def _retriever(settings: Settings) -> Retriever:
 def _require_index(settings: Settings, lorehouse: Lorehouse | None = None) -> ChunkIndex:
     """The chunk index (`lorehouse`'s, opened once for the command), or a clear exit telling
     the user to materialize first."""
-    _defer_namespace_client()
     index = (lorehouse or Lorehouse(settings)).chunk_index()
     if not index.exists():
         chosen = (
@@ -445,37 +441,6 @@ def _require_index(settings: Settings, lorehouse: Lorehouse | None = None) -> Ch
         )
         raise typer.Exit(1)
     return index
-
-
-#: The REST client of Lance namespaces, which `lancedb` imports with itself.
-NAMESPACE_CLIENT = "lance_namespace_urllib3_client"
-
-
-def _defer_namespace_client() -> None:
-    """Import the Lance namespace REST client's package without running its `__init__` yet.
-
-    Importing `lancedb` imports that package, whose `__init__` builds some 370 API methods
-    validated by pydantic: a large share of a whole `lorehouse search`, for a client that an
-    index on disk or object storage never calls (docs/benchmarks.md, "The command line").
-    Here the package is put in place with its `__init__` held back: its submodules (the
-    models `lance_namespace` re-exports) import as before, and the first name asked of the
-    package itself runs the `__init__` then, so whatever does use the client gets all of it.
-    """
-    if NAMESPACE_CLIENT in sys.modules:
-        return
-    spec = importlib.util.find_spec(NAMESPACE_CLIENT)
-    if spec is None or spec.loader is None or spec.submodule_search_locations is None:
-        return
-    package = importlib.util.module_from_spec(spec)
-    loader = spec.loader
-
-    def load(name: str) -> object:
-        del package.__getattr__  # a name the __init__ itself asks for is not looked up here
-        loader.exec_module(package)
-        return getattr(package, name)
-
-    package.__getattr__ = load  # type: ignore[method-assign]
-    sys.modules[NAMESPACE_CLIENT] = package
 
 
 @app.command()

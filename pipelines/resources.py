@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
-from dagster_aws.s3 import S3Resource
 from pydantic import Field
 
 from lorehouse.chunking import Chunker
@@ -91,6 +90,10 @@ class DocumentSourceResource(SettingsResource):
         """The library-level source this resource describes."""
         s3_client = None
         if "s3://" in self.source_uri:  # the source, or one of several
+            # Imported here: dagster-aws loads its AWS integrations with it, a share of every
+            # run's start that a folder or a service source never uses.
+            from dagster_aws.s3 import S3Resource
+
             s3_client = S3Resource(
                 endpoint_url=self.s3_endpoint_url,
                 region_name=self.s3_region,
