@@ -27,6 +27,12 @@ SAMPLE_STORE_DIR_VARIABLE = "TEST_SAMPLE_STORE_DIR"
 #: overhead (a store to open, a parser pool) many times over. The tests that are about
 #: partitions set their own count.
 os.environ.setdefault("LOREHOUSE_INDEX_PARTITIONS", "4")
+#: Under `make test` two workers share the machine's two cores: the bundled embedder's
+#: default of two threads per process would put four on them, and onnxruntime's threads spin
+#: while they wait for each other. One thread each keeps two builds from competing
+#: (docs/experiments/2026-11-29-suite-time.md); the tests about threads set their own.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.setdefault("LOREHOUSE_EMBED_THREADS", "1")
 
 
 def pytest_configure(config: pytest.Config) -> None:
