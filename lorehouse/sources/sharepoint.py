@@ -5,7 +5,8 @@ Each library is read by its delta query: the first sync enumerates it, and the s
 asked with `Prefer: deltashowsharingchanges` so that a sharing change shows up as a change
 of its item; Graph honours that for apps granted Sites.FullControl.All, and without it a
 sharing change is seen when the file next changes. A 410 (the delta token is too old) starts
-the enumeration again.
+the enumeration again. A site's libraries are listed at every sync, so one added later is
+read from then on.
 
 Sharing becomes principals: users and groups granted on the item (by e-mail where Graph
 gives one, else their id), site groups by name, and sharing links: "anonymous" is anyone,
@@ -122,8 +123,28 @@ class SharePointConnector:
     # -- listing -------------------------------------------------------------------------------
 
     def changes(self, checkpoint: str | None) -> ChangeSet:
+        """What changed in every library since `checkpoint`.
+
+        A site's libraries are listed again at each sync (one request): a library added
+        since is enumerated from its start, and a library removed or renamed since makes
+        the sync a full enumeration, so that the items it held leave the index or take
+        their new paths.
+        """
         state = json.loads(checkpoint) if checkpoint else {}
-        drives = state.get("drives") or self._drives()
+        known: dict[str, dict[str, Any]] = state.get("drives") or {}
+        current = self._drives()
+        if known and any(
+            drive_id not in current or current[drive_id]["name"] != drive["name"]
+            for drive_id, drive in known.items()
+        ):
+            log.info(
+                "SharePoint %s: a library was removed or renamed; listing every item", self.uri
+            )
+            return self.changes(None)
+        drives = {**current, **known}
+        added = sorted(set(current) - set(known)) if known else []
+        if added:
+            log.info("SharePoint %s: new libraries %s are enumerated", self.uri, ", ".join(added))
         complete = not state
         changed: dict[str, ConnectorItem] = {}
         deleted: list[str] = []

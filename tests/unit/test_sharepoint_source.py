@@ -81,7 +81,30 @@ def test_the_next_sync_reads_the_delta_link_only(tmp_path: Path) -> None:
     # Anyone with the link is mapped to no group here: the organisation keeps the file.
     assert second["Documents/Policies/travel.md"].acl_groups == ("staff",)
     assert len(delta_calls) == 2  # one page per library since the last sync
-    assert "/v1.0/sites/contoso.sharepoint.com,site-guid,web-guid/drives" not in tenant.requests
+
+
+def test_a_library_added_after_the_first_sync_is_read_and_a_removed_one_leaves(
+    tmp_path: Path,
+) -> None:
+    with serve(_tenant()) as tenant:
+        source = _source(tenant, tmp_path)
+        assert len(list(source.list_files())) == 3
+        tenant.drives["d-legal"] = "Legal"
+        tenant.add("i-nda", "d-legal", "nda.md", "", b"# NDA\nTwo years.")
+        tenant.share("i-nda", {"roles": ["read"], "grantedToV2": {"group": {"id": "g-eng"}}})
+        tenant.requests.clear()
+        added = {f.rel_path: f.acl_groups for f in source.list_files()}
+        # The new library is enumerated; the others are read from their delta links.
+        enumerations = [p for p in tenant.requests if p.endswith("/delta")]
+        assert source.read_bytes("Legal/nda.md") == b"# NDA\nTwo years."
+        del tenant.drives["d-hr"]
+        removed = {f.rel_path for f in source.list_files()}
+    assert added["Legal/nda.md"] == ("engineering",)
+    assert set(added) == {
+        "Documents/Policies/travel.md", "Documents/deploy.md", "HR/bands.md", "Legal/nda.md"
+    }  # fmt: skip
+    assert len(enumerations) == 3
+    assert removed == {"Documents/Policies/travel.md", "Documents/deploy.md", "Legal/nda.md"}
 
 
 def test_faults_are_waited_out_resynced_or_recorded(tmp_path: Path) -> None:
