@@ -7,6 +7,8 @@ from collections.abc import Mapping
 
 import dagster as dg
 
+from lorehouse.display import printable
+from lorehouse.sources.connectors import SourceSync
 from lorehouse.stages.progress import ProgressCallback
 
 
@@ -85,3 +87,23 @@ def markdown_table(header: list[str], rows: list[list[object]]) -> str:
 
 def _cell(value: object) -> str:
     return " ".join(str(value).split()).replace("|", "\\|")
+
+
+def sources_table(syncs: Mapping[str, SourceSync]) -> str:
+    """Each connected source's sync in this run: what it did and when it last answered."""
+    return markdown_table(
+        ["source", "kind", "sync", "items", "changed", "deleted", "last answered", "error"],
+        [
+            [
+                name,
+                sync.kind,
+                sync.outcome,
+                sync.items,
+                sync.changed,
+                sync.deleted,
+                sync.synced_at.isoformat(timespec="seconds") if sync.synced_at else "never",
+                printable(sync.error or ""),
+            ]
+            for name, sync in sorted(syncs.items())
+        ],
+    )

@@ -5,7 +5,7 @@ import pandas as pd
 import pandera.errors
 import pandera.pandas as pa
 
-from assets._metadata import markdown_table, progress_logger
+from assets._metadata import markdown_table, progress_logger, sources_table
 from assets.partitioning import INDEX_PARTITIONS, PARTITION_BACKFILL, partition_stores
 from lorehouse.display import printable
 from lorehouse.schemas import (
@@ -36,8 +36,22 @@ def raw_documents(
     )
     for warning in report.warnings:
         context.log.warning(printable(warning))
+    syncs = report.syncs.values()
+    for name, sync in report.syncs.items():
+        if sync.error:
+            context.log.warning(printable(f"source {name} kept as last listed: {sync.error}"))
     return dg.MaterializeResult(
         metadata={
+            **(
+                {
+                    "sources_synced": sum(s.outcome == "synced" for s in syncs),
+                    "sources_not_due": sum(s.outcome == "not due" for s in syncs),
+                    "sources_failed": sum(s.outcome == "failed" for s in syncs),
+                    "sources": dg.MetadataValue.md(sources_table(report.syncs)),
+                }
+                if report.syncs
+                else {}
+            ),
             "dagster/row_count": report.documents,
             "added": report.added,
             "changed": report.changed,

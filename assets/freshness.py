@@ -1,22 +1,29 @@
-"""Is the index current? Stage freshness, the source against the index, failed documents.
+"""Is the index current? Stage freshness, source syncs, the source against the index, failed
+documents.
 
-Three signals a data engineer looks for in the Dagster UI after a night they were not watching:
+Four signals a data engineer looks for in the Dagster UI after a night they were not watching:
 a stage that has not succeeded for longer than the reindex interval allows (the nightly run
-failed or never ran: `INDEX_FRESHNESS`, a freshness policy on every indexing asset), files in
-the source the index has not caught up with, and documents that failed and will stay
-unsearchable until someone looks at them.
+failed or never ran: `INDEX_FRESHNESS`, a freshness policy on every indexing asset), a
+connected service that has not answered its syncs, files in the source the index has not
+caught up with, and documents that failed and will stay unsearchable until someone looks at
+them.
 """
 
 from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
 
 import dagster as dg
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from assets._metadata import markdown_table
-from assets.documents import MERGED_PARTITIONS
+from assets.documents import MERGED_PARTITIONS, raw_documents
 from assets.embeddings import search_index
+from lorehouse.display import printable
 from lorehouse.inventory import LISTING_SCHEMA, Listing, listing_batches
+from lorehouse.sources.composite import connected_sources
+from lorehouse.sources.connectors import ConnectorState
 from pipelines.resources import DocumentSourceResource, FeatureStoreResource
 
 
@@ -44,6 +51,58 @@ def index_matches_source(
             **counts,
             "not_yet_indexed": dg.MetadataValue.md(
                 markdown_table(["file", "state"], [list(row) for row in rows])
+            ),
+        },
+    )
+
+
+@dg.asset_check(asset=raw_documents)
+def sources_synced(document_source: DocumentSourceResource) -> dg.AssetCheckResult:
+    """Every connected service answered its last sync, and recently enough.
+
+    Each source keeps its own pace (`LOREHOUSE_SOURCE_SYNC_MINUTES`); one that cannot be
+    reached keeps its last listing while the others go on, so a service down for a night
+    fails nothing else. This check is where that shows: a warning while a source's last
+    sync failed, an error once it has gone longer than the reindex interval
+    (`LOREHOUSE_INDEX_MAX_AGE_HOURS`) plus its own pace without a sync, because a sharing
+    change at the source (someone losing access) takes effect only at a sync. Reads the
+    saved sync states only; nothing is asked of the services.
+    """
+    settings = document_source.wiring().settings
+    now = datetime.now(UTC)
+    rows: list[list[object]] = []
+    stale: list[str] = []
+    failing: list[str] = []
+    ages: list[float] = []
+    for name, source in sorted(connected_sources(document_source.open()).items()):
+        state = ConnectorState.load(source.state_path)
+        allowed = timedelta(hours=settings.index_max_age_hours) + (source.sync_every or timedelta())
+        age = now - state.synced_at if state.synced_at else None
+        if age is None or age > allowed:
+            stale.append(name)
+        if state.error:
+            failing.append(name)
+        if age is not None:
+            ages.append(age.total_seconds() / 3600)
+        rows.append(
+            [
+                name,
+                source.connector.kind,
+                state.synced_at.isoformat(timespec="seconds") if state.synced_at else "never",
+                f"{allowed.total_seconds() / 3600:g} h",
+                printable(state.error or ""),
+            ]
+        )
+    return dg.AssetCheckResult(
+        passed=not stale and not failing,
+        severity=dg.AssetCheckSeverity.ERROR if stale else dg.AssetCheckSeverity.WARN,
+        metadata={
+            "connected_sources": len(rows),
+            "stale_sources": len(stale),
+            "failing_sources": len(failing),
+            "hours_since_oldest_sync": round(max(ages, default=0.0), 2),
+            "sources": dg.MetadataValue.md(
+                markdown_table(["source", "kind", "last answered", "allowed age", "error"], rows)
             ),
         },
     )

@@ -7,6 +7,7 @@ described in one place and tests can build a Settings of their own.
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
@@ -139,6 +140,15 @@ class Settings(BaseSettings):
             "JSON file mapping a connected source's principals (users, groups, domains, "
             "anyone) to Lorehouse groups. A web site's pages belong to 'anyone', public "
             "unless the file maps 'anyone' to a group."
+        ),
+    )
+    source_sync_minutes: str = Field(
+        default="",
+        description=(
+            "How often a connected service (Drive, Confluence, SharePoint, a web site) is "
+            "asked for its changes: minutes for every source, or NAME=MINUTES per named "
+            "source ('drive=10 web=360'). An inventory before a source is due lists what it "
+            "saw last without asking. Unset: at every inventory."
         ),
     )
     gdrive_service_account_file: Path | None = Field(
@@ -640,6 +650,21 @@ class Settings(BaseSettings):
             )
         return value.strip()
 
+    @field_validator("source_sync_minutes")
+    @classmethod
+    def _sync_minutes_readable(cls, value: str) -> str:
+        source_sync_minutes(value)  # raises ValueError naming the entry it cannot read
+        return value.strip()
+
+    def sync_interval(self, name: str | None) -> timedelta | None:
+        """How long after its last sync the source `name` (None: a lone source) is due again;
+        None: at every inventory."""
+        minutes = source_sync_minutes(self.source_sync_minutes)
+        found = minutes.get(name) if name else None
+        if found is None:
+            found = minutes.get("*")
+        return timedelta(minutes=found) if found else None
+
     @property
     def lancedb_location(self) -> str:
         """The LanceDB database holding the `chunks` table and its indexes."""
@@ -657,12 +682,31 @@ class Settings(BaseSettings):
         return self.data_dir / "lorehouse.duckdb"
 
 
+def source_sync_minutes(value: str) -> dict[str, float]:
+    """`source_sync_minutes` read: source name -> minutes, with "*" for a lone number (every
+    source)."""
+    found: dict[str, float] = {}
+    for entry in value.split():
+        name, _, minutes = entry.rpartition("=")
+        try:
+            number = float(minutes)
+        except ValueError:
+            number = -1.0
+        if number < 0 or (name and not name.replace("-", "").replace("_", "").isalnum()):
+            raise ValueError(
+                f"LOREHOUSE_SOURCE_SYNC_MINUTES: {entry!r} is neither minutes nor NAME=MINUTES"
+            )
+        found[name or "*"] = number
+    return found
+
+
 #: Every setting under the heading the configuration page and `.env.example` list it under
 #: (both are generated from this and the descriptions: `python -m lorehouse.settings_docs`).
 SETTING_GROUPS: dict[str, tuple[str, ...]] = {
     "Sources": (
         "source_uri",
         "source_permission_map",
+        "source_sync_minutes",
         "s3_endpoint_url",
         "s3_region",
         "gdrive_service_account_file",

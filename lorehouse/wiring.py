@@ -124,13 +124,15 @@ class Lorehouse:
         named = named_sources(self.settings.source_uri)
         if named is None:
             return self._source(self.settings.source_uri, s3_client)
-        return CompositeSource({name: self._source(uri, s3_client) for name, uri in named.items()})
+        return CompositeSource(
+            {name: self._source(uri, s3_client, name) for name, uri in named.items()}
+        )
 
-    def _source(self, uri: str, s3_client: Any = None) -> DocumentSource:
+    def _source(self, uri: str, s3_client: Any = None, name: str | None = None) -> DocumentSource:
         from lorehouse.sources import LocalFolderSource, S3PrefixSource
 
         if uri.startswith(("http://", "https://", "gdrive://", "confluence+", "sharepoint://")):
-            return self._connector_source(uri)
+            return self._connector_source(uri, name)
         if not uri.startswith("s3://"):
             return LocalFolderSource(uri)
         if s3_client is None:
@@ -143,7 +145,7 @@ class Lorehouse:
             )
         return S3PrefixSource(s3_client, uri)
 
-    def _connector_source(self, uri: str) -> DocumentSource:
+    def _connector_source(self, uri: str, name: str | None = None) -> DocumentSource:
         """A connected service's source: its checkpoint and item state (and a web site's
         page bodies) kept under the data dir, one folder per source URI."""
         import hashlib
@@ -202,6 +204,7 @@ class Lorehouse:
             folder / "state.json",
             PermissionMap.load(settings.source_permission_map),
             anyone_default=anyone_default,
+            sync_every=settings.sync_interval(name),
         )
 
     # -- models ----------------------------------------------------------------------------------

@@ -9,12 +9,17 @@ an access file can name one source's documents by their first folder.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
 from lorehouse.errors import SourceError
 from lorehouse.sources.base import DocumentSource, SourceFile
+from lorehouse.sources.connectors import ConnectorSource, SourceSync
+
+log = logging.getLogger(__name__)
 
 #: A named entry: a name of letters, digits, '-' or '_', then '=' and the source's URI.
 _NAMED = re.compile(r"^([A-Za-z0-9_-]+)=(\S+)$")
@@ -44,19 +49,54 @@ def named_sources(value: str) -> dict[str, str] | None:
 
 
 class CompositeSource:
-    """Named sources listed one after another, each document's path under its source's name."""
+    """Named sources listed one after another, each document's path under its source's name.
+
+    The connected services are synced first, side by side (each waits on its own service),
+    and one that cannot be reached keeps what its last good sync listed while the others go
+    on: its failure is in `syncs`, and its documents stay as they were instead of leaving
+    the index. A folder or an S3 prefix that cannot be listed fails the listing, as it
+    would alone, so the last inventory stays.
+    """
 
     def __init__(self, sources: Mapping[str, DocumentSource]) -> None:
         self.sources = dict(sources)
+        #: Each connected source's sync in the current listing, by name.
+        self.syncs: dict[str, SourceSync] = {}
 
     @property
     def uri(self) -> str:
         return " ".join(f"{name}={source.uri}" for name, source in self.sources.items())
 
     def list_files(self) -> Iterator[SourceFile]:
+        connected = {n: s for n, s in self.sources.items() if isinstance(s, ConnectorSource)}
+        reachable = self._sync(connected)
         for name, source in self.sources.items():
-            for file in source.list_files():
+            if name in reachable:
+                files = reachable[name]
+            elif name in connected:
+                files = connected[name].list_known()
+            else:
+                files = source.list_files()
+            for file in files:
                 yield replace(file, rel_path=f"{name}/{file.rel_path}")
+
+    def _sync(self, connected: Mapping[str, ConnectorSource]) -> dict[str, Iterator[SourceFile]]:
+        """Syncs the connected sources at once; the listings of those that answered."""
+        self.syncs = {}
+        listings: dict[str, Iterator[SourceFile]] = {}
+        if not connected:
+            return listings
+        with ThreadPoolExecutor(max_workers=len(connected)) as pool:
+            futures = {name: pool.submit(source.sync) for name, source in connected.items()}
+        for name, future in futures.items():
+            source = connected[name]
+            try:
+                listings[name] = source.listing(future.result())
+            except SourceError as error:
+                log.warning("source %s is kept as last listed: %s", name, error)
+            assert source.last_sync is not None
+            self.syncs[name] = source.last_sync
+        return listings
 
     def _split(self, rel_path: str) -> tuple[DocumentSource, str]:
         name, _, inner = rel_path.partition("/")
@@ -72,3 +112,12 @@ class CompositeSource:
     def file_uri(self, rel_path: str) -> str:
         source, inner = self._split(rel_path)
         return source.file_uri(inner)
+
+
+def connected_sources(source: DocumentSource) -> dict[str, ConnectorSource]:
+    """The connected services `source` reads, by source name; a lone one under its kind."""
+    if isinstance(source, CompositeSource):
+        return {n: s for n, s in source.sources.items() if isinstance(s, ConnectorSource)}
+    if isinstance(source, ConnectorSource):
+        return {source.connector.kind: source}
+    return {}

@@ -19,7 +19,7 @@ import random
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal, Protocol
@@ -180,6 +180,10 @@ class ConnectorState:
     path: Path
     checkpoint: str | None = None
     items: dict[str, ConnectorItem] = field(default_factory=dict)
+    #: When the service last answered a whole sync: None before the first.
+    synced_at: datetime | None = None
+    #: Why the last sync failed, while it has not succeeded since.
+    error: str | None = None
 
     @classmethod
     def load(cls, path: Path) -> ConnectorState:
@@ -200,7 +204,14 @@ class ConnectorState:
                 if principals is None
                 else tuple(Principal(kind, value) for kind, value in principals),
             )
-        return cls(path, payload.get("checkpoint"), items)
+        synced_at = payload.get("synced_at")
+        return cls(
+            path,
+            payload.get("checkpoint"),
+            items,
+            datetime.fromisoformat(synced_at) if synced_at else None,
+            payload.get("error"),
+        )
 
     def apply(self, changes: ChangeSet) -> None:
         """Takes a change set in: changed items replace their old state, deleted ones go."""
@@ -223,16 +234,44 @@ class ConnectorState:
             )
             items.append(raw)
         temporary = self.path.with_suffix(".tmp")
-        temporary.write_text(json.dumps({"checkpoint": self.checkpoint, "items": items}))
+        payload = {
+            "checkpoint": self.checkpoint,
+            "synced_at": self.synced_at.isoformat() if self.synced_at else None,
+            "error": self.error,
+            "items": items,
+        }
+        temporary.write_text(json.dumps(payload))
         temporary.replace(self.path)
+
+
+SyncOutcome = Literal["synced", "not due", "failed"]
+
+
+@dataclass(frozen=True)
+class SourceSync:
+    """What one inventory's sync of a connected source did, for its run's report."""
+
+    uri: str
+    kind: str
+    outcome: SyncOutcome
+    #: Items the source lists after this sync (the last known ones when it was not asked).
+    items: int
+    changed: int = 0
+    deleted: int = 0
+    #: The last sync the service answered in whole: None when it never has.
+    synced_at: datetime | None = None
+    error: str | None = None
 
 
 class ConnectorSource:
     """A connector as the `DocumentSource` the inventory lists and the stages read.
 
-    Listing asks the connector for the changes since the saved checkpoint, applies them to
-    the saved state and lists every known item, with its groups from `permissions`. Two
-    items may not share a path: the later id gets its id in the path, so neither is lost.
+    Listing syncs first: it asks the connector for the changes since the saved checkpoint,
+    applies them to the saved state and lists every known item, with its groups from
+    `permissions`. With `sync_every`, a source synced less than that long ago is not asked
+    and lists what it saw last, so each source keeps its own pace (a large site crawled
+    nightly, a drive every few minutes). Two items may not share a path: the later id gets
+    its id in the path, so neither is lost.
     """
 
     def __init__(
@@ -241,21 +280,76 @@ class ConnectorSource:
         state_path: Path,
         permissions: PermissionMap | None = None,
         anyone_default: str | None = None,
+        sync_every: timedelta | None = None,
+        now: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self.connector = connector
         self.state_path = state_path
         self.permissions = permissions or PermissionMap()
         self.anyone_default = anyone_default
+        self.sync_every = sync_every
+        self.now = now
         self._by_path: dict[str, ConnectorItem] = {}
+        #: This source's sync in the current listing, once it has run.
+        self.last_sync: SourceSync | None = None
 
     @property
     def uri(self) -> str:
         return self.connector.uri
 
-    def list_files(self) -> Iterator[SourceFile]:
+    def sync(self) -> ConnectorState:
+        """Brings the saved state up to date with the service, when the source is due.
+
+        A failed sync is saved with its reason (so freshness checks and the next run see it)
+        and raised as SourceError; the state keeps what the last good sync listed.
+        """
         state = ConnectorState.load(self.state_path)
-        state.apply(self.connector.changes(state.checkpoint))
+        now = self.now()
+        if (
+            self.sync_every is not None
+            and state.synced_at is not None
+            and state.error is None
+            and now - state.synced_at < self.sync_every
+        ):
+            self.last_sync = self._report(state, "not due")
+            return state
+        try:
+            changes = self.connector.changes(state.checkpoint)
+        except SourceError as error:
+            state.error = str(error)
+            state.save()
+            self.last_sync = self._report(state, "failed")
+            raise
+        state.apply(changes)
+        state.synced_at, state.error = now, None
         state.save()
+        self.last_sync = self._report(state, "synced", len(changes.changed), len(changes.deleted))
+        return state
+
+    def _report(
+        self, state: ConnectorState, outcome: SyncOutcome, changed: int = 0, deleted: int = 0
+    ) -> SourceSync:
+        return SourceSync(
+            self.uri,
+            self.connector.kind,
+            outcome,
+            len(state.items),
+            changed,
+            deleted,
+            state.synced_at,
+            state.error,
+        )
+
+    def list_files(self) -> Iterator[SourceFile]:
+        yield from self.listing(self.sync())
+
+    def list_known(self) -> Iterator[SourceFile]:
+        """What the last good sync listed, without asking the service: what a source that
+        cannot be reached keeps while others go on (`CompositeSource`)."""
+        yield from self.listing(ConnectorState.load(self.state_path))
+
+    def listing(self, state: ConnectorState) -> Iterator[SourceFile]:
+        """The files of a synced `state`, each under a path no other item holds."""
         self._by_path = {}
         for item in sorted(state.items.values(), key=lambda i: (i.path, i.item_id)):
             path = item.path

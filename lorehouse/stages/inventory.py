@@ -21,6 +21,8 @@ from lorehouse.inventory import (
     listing_batches,
 )
 from lorehouse.sources.base import DocumentSource
+from lorehouse.sources.composite import connected_sources
+from lorehouse.sources.connectors import SourceSync
 from lorehouse.stages.progress import ProgressCallback
 from lorehouse.stores.duckdb_store import DuckDBStore
 from lorehouse.stores.partitions import PartitionLayout, publish_inventory_slices
@@ -42,6 +44,8 @@ class InventoryReport:
     warnings: list[str] = field(default_factory=list)
     #: Partitions whose documents changed (their inventory slice was written again).
     partitions_changed: list[str] = field(default_factory=list)
+    #: Each connected service's sync, by source name (its kind when it is the only source).
+    syncs: dict[str, SourceSync] = field(default_factory=dict)
 
 
 def run_inventory(
@@ -88,4 +92,9 @@ def run_inventory(
         seconds=time.perf_counter() - started,
         warnings=tally.warnings,
         partitions_changed=changed,
+        syncs={
+            name: connected.last_sync
+            for name, connected in connected_sources(source).items()
+            if connected.last_sync is not None
+        },
     )

@@ -3,18 +3,21 @@ documents that failed."""
 
 from __future__ import annotations
 
+import json
 import os
 import time
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import dagster as dg
 
-from assets.freshness import index_matches_source, no_failed_documents
+from assets.documents import raw_documents
+from assets.freshness import index_matches_source, no_failed_documents, sources_synced
 from lorehouse.settings import Settings
 from pipelines.definitions import defs
 from pipelines.resources import build_resources
-from tests.dagster.conftest import materialize_all
+from tests.dagster.conftest import materialize_all, metadata_of
+from tests.web_site import Site, html, serve
 
 INDEXING_ASSETS = [
     "raw_documents",
@@ -69,3 +72,45 @@ def test_source_changes_and_failed_documents_are_reported(tmp_path: Path) -> Non
 
     assert materialize_all(source, data_dir).success
     assert index_matches_source(**stores).passed
+
+
+def test_a_source_that_stops_answering_fails_sources_synced_then_turns_it_red(
+    tmp_path: Path,
+) -> None:
+    wiki, files = Site(), tmp_path / "files"
+    wiki.page("/w/", html("Wiki", "Expenses over EUR 5,000 need the CFO."))
+    files.mkdir()
+    (files / "travel.md").write_text("# Travel\n\nHotels up to CAD 240 a night.\n")
+    with serve(wiki):
+        settings = Settings(
+            source_uri=f"wiki={wiki.base_url}/w/ files={files}", data_dir=tmp_path / "data"
+        )
+        resources = build_resources(settings)
+        inventory = dg.materialize(
+            [raw_documents], resources=resources, instance=dg.DagsterInstance.ephemeral()
+        )
+        assert metadata_of(inventory, "raw_documents")["sources_synced"] == 1
+        assert sources_synced(document_source=resources["document_source"]).passed
+
+        wiki.robots_status = 503
+        kept = dg.materialize(
+            [raw_documents], resources=resources, instance=dg.DagsterInstance.ephemeral()
+        )
+    meta = metadata_of(kept, "raw_documents")
+    assert (meta["sources_failed"], meta["removed"], meta["dagster/row_count"]) == (1, 0, 2)
+    assert "robots.txt" in meta["sources"]
+    failing = sources_synced(document_source=resources["document_source"])
+    assert not failing.passed and failing.severity == dg.AssetCheckSeverity.WARN
+    assert failing.metadata["failing_sources"].value == 1
+    assert failing.metadata["stale_sources"].value == 0
+
+    # A day and more without an answer: past the nightly window, an error.
+    state_path = next((tmp_path / "data" / "connectors").glob("*/state.json"))
+    state = json.loads(state_path.read_text())
+    state["synced_at"] = (datetime.now(UTC) - timedelta(hours=27)).isoformat()
+    state_path.write_text(json.dumps(state))
+    stale = sources_synced(document_source=resources["document_source"])
+    assert not stale.passed and stale.severity == dg.AssetCheckSeverity.ERROR
+    assert stale.metadata["stale_sources"].value == 1
+    assert stale.metadata["hours_since_oldest_sync"].value >= 27
+    assert "wiki" in stale.metadata["sources"].value

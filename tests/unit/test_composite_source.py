@@ -11,7 +11,7 @@ import pytest
 from lorehouse.errors import SourceError
 from lorehouse.settings import Settings
 from lorehouse.sources.composite import CompositeSource, named_sources
-from lorehouse.stages.inventory import run_inventory
+from lorehouse.stages.inventory import InventoryReport, run_inventory
 from lorehouse.stores.duckdb_store import DuckDBStore
 from lorehouse.wiring import Lorehouse
 from tests.web_site import Site, html, serve
@@ -53,3 +53,43 @@ def test_two_sources_share_one_inventory_each_under_its_name(tmp_path: Path) -> 
     assert rows["site/index.html"]["source_uri"] == f"{site.base_url}/handbook/"
     with pytest.raises(SourceError, match="in none of the sources"):
         source.read_bytes("elsewhere/x.md")
+
+
+def test_each_source_syncs_at_its_own_pace_and_one_down_keeps_its_listing(tmp_path: Path) -> None:
+    wiki, blog = Site(), Site()
+    wiki.page("/w/", html("Wiki", "Expenses over EUR 5,000 need the CFO."))
+    blog.page("/b/", html("Blog", "Hotels up to CAD 240 a night."))
+    with serve(wiki), serve(blog):
+        settings = Settings(
+            source_uri=f"wiki={wiki.base_url}/w/ blog={blog.base_url}/b/",
+            data_dir=tmp_path / "data",
+            source_sync_minutes="blog=60",
+        )
+        store = DuckDBStore(tmp_path / "store.duckdb")
+
+        def inventory() -> InventoryReport:
+            source = Lorehouse(settings).document_source()
+            return run_inventory(source, store, max_file_bytes=1 << 20)
+
+        first = inventory()
+        blog.requests.clear()
+        wiki.robots_status = 503  # the wiki's server is down
+        wiki.page("/w/new.html", html("New", "Never listed while the wiki is down."))
+        second = inventory()
+        listed = set(store.table("documents_raw")["rel_path"])
+        wiki.robots_status = 200
+        third = inventory()
+    assert {name: sync.outcome for name, sync in first.syncs.items()} == {
+        "wiki": "synced",
+        "blog": "synced",
+    }
+    # The blog synced less than its hour ago: not asked at all.
+    assert second.syncs["blog"].outcome == "not due" and blog.requests == []
+    assert second.syncs["blog"].items == 1
+    # The wiki kept what it listed last: nothing left the index, and the failure is named.
+    assert second.syncs["wiki"].outcome == "failed"
+    assert "robots.txt" in (second.syncs["wiki"].error or "")
+    assert second.removed == 0 and listed == {"wiki/index.html", "blog/index.html"}
+    # Once it answers again, its failure is cleared; the blog is still not due.
+    assert third.syncs["wiki"].outcome == "synced" and third.syncs["wiki"].error is None
+    assert third.syncs["blog"].outcome == "not due"
