@@ -29,6 +29,7 @@ class FileType(StrEnum):
     TEXT = "txt"
     RST = "rst"
     EMAIL = "eml"
+    OUTLOOK = "msg"
     RTF = "rtf"
     ODT = "odt"
     EPUB = "epub"

@@ -37,6 +37,7 @@ _EXTENSION_TYPES = {
     ".text": FileType.TEXT,
     ".rst": FileType.RST,
     ".eml": FileType.EMAIL,
+    ".msg": FileType.OUTLOOK,
     ".rtf": FileType.RTF,
     ".odt": FileType.ODT,
     ".epub": FileType.EPUB,
@@ -64,6 +65,7 @@ def detect_file_type(data: bytes, rel_path: str) -> FileType:
 
     An OLE2 container named like an Office Open XML file is reported as that type: it is how
     Office stores a password-protected .docx/.xlsx/.pptx, and the parser reports it as encrypted.
+    One named .msg is an Outlook message, which is an OLE2 container too.
     """
     claimed = extension_type(rel_path)
     head = data[:1024]
@@ -72,7 +74,7 @@ def detect_file_type(data: bytes, rel_path: str) -> FileType:
     if data.startswith(ZIP_MAGIC):
         return _zip_type(data)
     if data.startswith(OLE_MAGIC):
-        return claimed if claimed in _OOXML_TYPES else FileType.UNKNOWN
+        return claimed if claimed in _OOXML_TYPES | {FileType.OUTLOOK} else FileType.UNKNOWN
     sample = data[:_SNIFF_BYTES]
     if not sample or not looks_like_text(sample):
         return FileType.UNKNOWN

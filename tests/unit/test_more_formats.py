@@ -3,13 +3,16 @@ each detected from its bytes and read with its headings and tables."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from email.message import EmailMessage
 from pathlib import Path
 
 import pypandoc
 import pytest
+from aspose.email_foss import msg
 
-from lorehouse.models import FileType
+from lorehouse.errors import ParseError
+from lorehouse.models import FailureReason, FileType
 from lorehouse.parsing.registry import ParseOptions, parser_for
 from lorehouse.sniffing import detect_file_type
 
@@ -75,3 +78,45 @@ def test_an_email_reads_as_subject_senders_and_its_html_body() -> None:
     assert "From: Finance <finance@example.com>" in markdown
     assert "| Toronto | CAD 240 |" in markdown
     assert "Attachments: x.pdf" in markdown
+
+
+def _outlook_message(html: str | None) -> bytes:
+    """An .msg as Outlook saves one, written by a MAPI writer of its own (not the reader's)."""
+    message = msg.MapiMessage.create("New hotel limits", "Toronto: CAD 240.\r\n\r\nBook early.")
+    if html is not None:
+        message.body_html = html
+    message.set_property(msg.PropertyId.SENDER_NAME, "Finance")
+    message.set_property(msg.PropertyId.SENDER_EMAIL_ADDRESS, "finance@example.com")
+    message.set_property(
+        msg.PropertyId.MESSAGE_DELIVERY_TIME, datetime(2026, 3, 2, 9, 30, tzinfo=UTC)
+    )
+    message.add_recipient("all@example.com", display_name="Everyone")
+    message.add_attachment("limits.xlsx", b"PK\x03\x04", mime_type="application/octet-stream")
+    return message.to_bytes()
+
+
+def test_an_outlook_message_reads_like_an_email_with_its_table() -> None:
+    html = (
+        "<html><body><p>From Monday:</p><table><tr><th>City</th><th>Limit</th></tr>"
+        "<tr><td>Toronto</td><td>CAD 240</td></tr></table></body></html>"
+    )
+    found, markdown, title = _parse(_outlook_message(html), "mail/limits.msg")
+    assert (found, title) == (FileType.OUTLOOK, "New hotel limits")
+    assert 'From: "Finance" <finance@example.com>' in markdown
+    assert "To: all@example.com" in markdown and "Date: Mon, 02 Mar 2026 09:30:00" in markdown
+    assert "| Toronto | CAD 240 |" in markdown
+    assert "Attachments: limits.xlsx" in markdown
+    # Without an HTML body, the text body's paragraphs.
+    _, plain, _ = _parse(_outlook_message(None), "mail/limits.msg")
+    assert "Toronto: CAD 240.\n\nBook early." in plain
+
+
+def test_a_damaged_outlook_message_fails_with_its_reason() -> None:
+    data = _outlook_message(None)
+    damaged = data[:4096] + bytes(len(data) - 4096)  # the directory and streams zeroed
+    assert detect_file_type(damaged, "mail/x.msg") == FileType.OUTLOOK
+    with pytest.raises(ParseError, match="not an Outlook message") as failure:
+        _parse(damaged, "mail/x.msg")
+    assert failure.value.reason == FailureReason.CORRUPT
+    # Text named .msg is not a message, and no parser is offered it.
+    assert detect_file_type(b"just a note", "notes/x.msg") == FileType.UNKNOWN
