@@ -7,8 +7,8 @@ the resources an asset holds, so a run configured in the launchpad and `lorehous
 build the same retriever, pipeline and clients from the same values.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations` here: Dagster reads the connector fields' annotations
+# at class creation to let them hold resources configured at launch.
 from pathlib import Path
 from typing import Any
 
@@ -59,32 +59,80 @@ def wiring_for(*resources: SettingsResource) -> Lorehouse:
     return Lorehouse(Settings(**values))
 
 
-class DocumentSourceResource(SettingsResource):
-    """The raw documents: a local folder, an S3 prefix read through dagster-aws, or a web
-    site."""
+class GoogleDriveResource(SettingsResource):
+    """Google Drive sources (`gdrive://FOLDER_ID`): the service account that reads them."""
 
-    source_uri: str = _setting("source_uri")
-    #: A connected source (a web site) keeps its checkpoint and fetched items here.
-    data_dir: str | None = _setting("data_dir", default=None)
-    source_permission_map: str | None = _setting("source_permission_map", default=None)
-    web_max_pages: int | None = _setting("web_max_pages", default=None, ge=1)
     gdrive_service_account_file: str | None = _setting("gdrive_service_account_file", default=None)
     gdrive_subject: str | None = _setting("gdrive_subject", default=None)
     gdrive_api_url: str | None = _setting("gdrive_api_url", default=None)
+
+
+class ConfluenceResource(SettingsResource):
+    """Confluence sources (`confluence+https://SITE?spaces=...`): who signs in, Cloud or Data
+    Center."""
+
     confluence_email: str | None = _setting("confluence_email", default=None)
-    confluence_token: str | None = Field(default=None, description="Use dg.EnvVar, never a literal")
+    confluence_token: str | None = Field(
+        default=None, description="API token or personal access token: dg.EnvVar, never a literal"
+    )
     confluence_cloud: bool | None = _setting("confluence_cloud", default=None)
+
+
+class SharePointResource(SettingsResource):
+    """SharePoint and OneDrive sources (`sharepoint://...`): the app that signs in to
+    Microsoft Graph."""
+
     msgraph_tenant_id: str | None = _setting("msgraph_tenant_id", default=None)
     msgraph_client_id: str | None = _setting("msgraph_client_id", default=None)
-    msgraph_client_secret: str | None = Field(default=None, description="Use dg.EnvVar")
+    msgraph_client_secret: str | None = Field(
+        default=None, description="The app's client secret: dg.EnvVar, never a literal"
+    )
     msgraph_api_url: str | None = _setting("msgraph_api_url", default=None)
     msgraph_login_url: str | None = _setting("msgraph_login_url", default=None)
+
+
+class WebSiteResource(SettingsResource):
+    """Web site sources (an http(s):// start URL): how far a crawl goes."""
+
+    web_max_pages: int | None = _setting("web_max_pages", default=None, ge=1)
+
+
+#: The connected services' resources by key: each is a resource of its own in the Dagster UI
+#: and the launchpad, configured at launch, and `document_source` reads its sources with them.
+CONNECTOR_RESOURCES: dict[str, type[SettingsResource]] = {
+    "google_drive": GoogleDriveResource,
+    "confluence": ConfluenceResource,
+    "sharepoint": SharePointResource,
+    "web_site": WebSiteResource,
+}
+
+
+class DocumentSourceResource(SettingsResource):
+    """The raw documents: a local folder, an S3 prefix read through dagster-aws, a connected
+    service (through its connector's resource), or several of these by name."""
+
+    source_uri: str = _setting("source_uri")
+    #: A connected source keeps its checkpoint and fetched items here.
+    data_dir: str | None = _setting("data_dir", default=None)
+    source_permission_map: str | None = _setting("source_permission_map", default=None)
+    source_sync_minutes: str | None = _setting("source_sync_minutes", default=None)
     s3_endpoint_url: str | None = _setting("s3_endpoint_url", default=None)
     s3_region: str | None = _setting("s3_region", default=None)
     aws_access_key_id: str | None = Field(
         default=None, description="Use dg.EnvVar, never a literal"
     )
     aws_secret_access_key: str | None = Field(default=None, description="Use dg.EnvVar")
+    google_drive: GoogleDriveResource
+    confluence: ConfluenceResource
+    sharepoint: SharePointResource
+    web_site: WebSiteResource
+
+    def setting_values(self) -> dict[str, Any]:
+        """This resource's settings and those of the connector resources it reads with."""
+        values = super().setting_values()
+        for key in CONNECTOR_RESOURCES:
+            values.update(getattr(self, key).setting_values())
+        return values
 
     def open(self) -> DocumentSource:
         """The library-level source this resource describes."""
@@ -238,17 +286,20 @@ RESOURCE_CLASSES: dict[str, type[SettingsResource]] = {
 }
 
 
-def build_resources(settings: Settings) -> dict[str, dg.ConfigurableResource]:
-    """Resources for a deployment described by `settings`; S3 secrets come from the environment.
+def build_resources(settings: Settings) -> dict[str, Any]:
+    """Resources for a deployment described by `settings`; secrets come from the environment.
 
     Every field takes the value of the setting of the same name. Paths are made absolute, so
-    a run launched from another working directory reads the same stores.
+    a run launched from another working directory reads the same stores. The connector
+    resources are configured at launch (`configure_at_launch`): what the launchpad sets on
+    one of them is what `document_source` reads with in that run. Outside a run, initialize
+    them with `dg.build_resources`.
     """
     values = _config_values(settings)
-    resources: dict[str, dg.ConfigurableResource] = {
-        key: cls(**{name: values[name] for name in cls.model_fields if name in values})
-        for key, cls in RESOURCE_CLASSES.items()
-    }
+
+    def fields(cls: type[SettingsResource]) -> dict[str, Any]:
+        return {name: values[name] for name in cls.model_fields if name in values}
+
     # Secrets reach the launchpad as EnvVars, never as their values.
     secrets: dict[str, Any] = {
         name: dg.EnvVar(f"LOREHOUSE_{name.upper()}")
@@ -258,10 +309,21 @@ def build_resources(settings: Settings) -> dict[str, dg.ConfigurableResource]:
     if "s3://" in settings.source_uri:  # the source, or one of several
         secrets["aws_access_key_id"] = dg.EnvVar("AWS_ACCESS_KEY_ID")
         secrets["aws_secret_access_key"] = dg.EnvVar("AWS_SECRET_ACCESS_KEY")
-    if secrets:
-        values = resources["document_source"].setting_values()  # type: ignore[attr-defined]
-        resources["document_source"] = DocumentSourceResource(**{**values, **secrets})
-    return resources
+
+    def configured(cls: type[SettingsResource]) -> dict[str, Any]:
+        own = {k: v for k, v in secrets.items() if k in cls.model_fields}
+        return {**{k: v for k, v in fields(cls).items() if v is not None}, **own}
+
+    connectors = {
+        key: cls.configure_at_launch(**configured(cls)) for key, cls in CONNECTOR_RESOURCES.items()
+    }
+    resources: dict[str, Any] = {
+        key: cls(**fields(cls)) for key, cls in RESOURCE_CLASSES.items() if key != "document_source"
+    }
+    resources["document_source"] = DocumentSourceResource(
+        **configured(DocumentSourceResource), **connectors
+    )
+    return {**resources, **connectors}
 
 
 def _config_values(settings: Settings) -> dict[str, Any]:

@@ -7,10 +7,14 @@ import shutil
 from pathlib import Path
 
 import dagster as dg
+import pytest
 
 from lorehouse.settings import REPO_ROOT, Settings
+from lorehouse.stores.duckdb_store import DuckDBStore
 from pipelines.definitions import build_definitions, defs
 from pipelines.jobs import INDEX_WRITER_TAG
+from pipelines.resources import build_resources
+from tests.web_site import Site, html, serve
 
 
 def test_asset_graph_runs_raw_to_parsed() -> None:
@@ -155,3 +159,38 @@ def test_every_table_asset_names_its_table_and_columns() -> None:
     assert {"chunk_id", "vector", "acl"} <= set(tables["chunk_embeddings"][1])
     assert {"question", "answer", "score"} <= set(tables["answer_eval"][1])
     assert all(graph.get(key).owners == ["team:lorehouse"] for key in graph.get_all_asset_keys())
+
+
+def test_each_connector_is_a_resource_the_launchpad_configures_for_the_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LOREHOUSE_CONFLUENCE_TOKEN", "secret-token")
+    site = Site()
+    site.page("/docs/", html("Handbook", "Start here.", ["a.html", "b.html"]))
+    site.page("/docs/a.html", html("A", "Expenses over EUR 5,000 need the CFO."))
+    site.page("/docs/b.html", html("B", "Hotels up to CAD 240 a night."))
+    with serve(site):
+        settings = Settings(
+            source_uri=f"{site.base_url}/docs/",
+            data_dir=tmp_path / "data",
+            confluence_token="secret-token",
+        )
+        defs = build_definitions(settings)
+        job = defs.resolve_job_def("inventory_job")
+        resources = job.run_config_schema.config_type.fields["resources"].config_type.fields
+        config = {key: resources[key].config_type.fields["config"] for key in resources}
+        # One resource per connector, beside the source; its secret is an environment
+        # variable's name in the UI, never its value.
+        assert {"google_drive", "confluence", "sharepoint", "web_site"} <= set(config)
+        assert "confluence_token" in config["confluence"].config_type.fields
+        assert "web_max_pages" not in config["document_source"].config_type.fields
+        token = build_resources(settings)["confluence"].data["confluence_token"]
+        assert isinstance(token, dg.EnvVar) and token.env_var_name == "LOREHOUSE_CONFLUENCE_TOKEN"
+        # What the launchpad sets on web_site is what the run's crawl obeys.
+        launched = job.execute_in_process(
+            run_config={"resources": {"web_site": {"config": {"web_max_pages": 1}}}},
+            instance=dg.DagsterInstance.ephemeral(),
+        )
+    assert launched.success
+    listed = DuckDBStore(tmp_path / "data" / "lorehouse.duckdb").table("documents_raw")
+    assert list(listed["rel_path"]) == ["index.html"]

@@ -47,12 +47,14 @@ def test_source_changes_and_failed_documents_are_reported(tmp_path: Path) -> Non
     (source / "deleted.md").write_text("# Deleted\n\nGoes away.\n")
     (source / "broken.pdf").write_bytes(b"%PDF-1.7\n1 0 obj << /Type /Catalog")
     assert materialize_all(source, data_dir).success
-    resources = build_resources(Settings(source_uri=str(source), data_dir=data_dir))
-    stores = {k: resources[k] for k in ("document_source", "feature_store")}
-
+    with dg.build_resources(
+        build_resources(Settings(source_uri=str(source), data_dir=data_dir))
+    ) as resources:
+        stores = {"document_source": resources.document_source}
+        stores["feature_store"] = resources.feature_store
     current = index_matches_source(**stores)
     assert current.passed
-    failed = no_failed_documents(feature_store=resources["feature_store"])
+    failed = no_failed_documents(feature_store=stores["feature_store"])
     assert not failed.passed
     assert failed.severity == dg.AssetCheckSeverity.WARN
     assert failed.metadata["failed_documents"].value == 1
@@ -86,11 +88,13 @@ def test_a_source_that_stops_answering_fails_sources_synced_then_turns_it_red(
             source_uri=f"wiki={wiki.base_url}/w/ files={files}", data_dir=tmp_path / "data"
         )
         resources = build_resources(settings)
+        with dg.build_resources(resources) as initialized:
+            source = initialized.document_source
         inventory = dg.materialize(
             [raw_documents], resources=resources, instance=dg.DagsterInstance.ephemeral()
         )
         assert metadata_of(inventory, "raw_documents")["sources_synced"] == 1
-        assert sources_synced(document_source=resources["document_source"]).passed
+        assert sources_synced(document_source=source).passed
 
         wiki.robots_status = 503
         kept = dg.materialize(
@@ -99,7 +103,7 @@ def test_a_source_that_stops_answering_fails_sources_synced_then_turns_it_red(
     meta = metadata_of(kept, "raw_documents")
     assert (meta["sources_failed"], meta["removed"], meta["dagster/row_count"]) == (1, 0, 2)
     assert "robots.txt" in meta["sources"]
-    failing = sources_synced(document_source=resources["document_source"])
+    failing = sources_synced(document_source=source)
     assert not failing.passed and failing.severity == dg.AssetCheckSeverity.WARN
     assert failing.metadata["failing_sources"].value == 1
     assert failing.metadata["stale_sources"].value == 0
@@ -109,7 +113,7 @@ def test_a_source_that_stops_answering_fails_sources_synced_then_turns_it_red(
     state = json.loads(state_path.read_text())
     state["synced_at"] = (datetime.now(UTC) - timedelta(hours=27)).isoformat()
     state_path.write_text(json.dumps(state))
-    stale = sources_synced(document_source=resources["document_source"])
+    stale = sources_synced(document_source=source)
     assert not stale.passed and stale.severity == dg.AssetCheckSeverity.ERROR
     assert stale.metadata["stale_sources"].value == 1
     assert stale.metadata["hours_since_oldest_sync"].value >= 27

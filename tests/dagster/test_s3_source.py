@@ -83,11 +83,11 @@ def test_reindex_with_source_and_lancedb_on_s3(
         "lancedb_uri": "s3://index/lancedb",
     }
     settings = Settings(source_uri="s3://docs/corpus", data_dir=data_dir, **on_s3)
-    sensor_resources = {"document_source": build_resources(settings)["document_source"]}
+    sensor_resources = build_resources(settings)
 
     def tick(cursor: str | None) -> dg.SensorResult | dg.SkipReason:
-        context = dg.build_sensor_context(cursor=cursor, resources=sensor_resources)
-        return source_change_sensor(Settings())(context)
+        with dg.build_sensor_context(cursor=cursor, resources=sensor_resources) as context:
+            return source_change_sensor(Settings())(context)
 
     first = tick(None)
     assert isinstance(first, dg.SensorResult) and first.run_requests

@@ -5,23 +5,24 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 
 from lorehouse.settings import Settings
 from pipelines.definitions import defs
-from pipelines.resources import DocumentSourceResource, build_resources
+from pipelines.resources import build_resources
 from pipelines.sensors import source_change_sensor
 from tests.dagster.conftest import s3_bucket
 
 
 def _tick(
-    source: DocumentSourceResource, cursor: str | None
+    resources: dict[str, Any], cursor: str | None
 ) -> tuple[dg.SensorResult | dg.SkipReason, str | None]:
     """One sensor evaluation, as the daemon runs it; returns its result and the new cursor."""
     with dg.build_sensor_context(
         cursor=cursor,
-        resources={"document_source": source},
+        resources=resources,
         instance=dg.DagsterInstance.ephemeral(),
     ) as context:
         result = source_change_sensor(Settings())(context)
@@ -37,25 +38,25 @@ def _requested(result: object) -> dict[str, str]:
 
 
 def _sensor_walkthrough(
-    source: DocumentSourceResource,
+    resources: dict[str, Any],
     write: Callable[[str, bytes], None],
     delete: Callable[[str], None],
     touch: Callable[[str], None],
 ) -> None:
     """First tick indexes everything; then exactly the changes request runs."""
-    first, cursor = _tick(source, None)
+    first, cursor = _tick(resources, None)
     assert _requested(first)["added"] == "3"
 
-    unchanged, cursor = _tick(source, cursor)
+    unchanged, cursor = _tick(resources, cursor)
     assert isinstance(unchanged, dg.SkipReason)
     assert "no file added, changed or removed" in (unchanged.skip_message or "")
 
     touch("hr/leave.md")  # same bytes, new change token: hashed, but no run
-    touched, cursor = _tick(source, cursor)
+    touched, cursor = _tick(resources, cursor)
     assert isinstance(touched, dg.SkipReason)
 
     write("hr/leave.md", b"# Leave\n\nTwenty-five days of paid leave.\n")
-    changed, cursor = _tick(source, cursor)
+    changed, cursor = _tick(resources, cursor)
     assert _requested(changed) == {
         "trigger": "source_change",
         "added": "0",
@@ -65,11 +66,11 @@ def _sensor_walkthrough(
 
     write("it/laptops.md", b"# Laptops\n\nEvery engineer gets a laptop.\n")
     delete("finance/budget.md")
-    both, cursor = _tick(source, cursor)
+    both, cursor = _tick(resources, cursor)
     tags = _requested(both)
     assert (tags["added"], tags["changed"], tags["removed"]) == ("1", "0", "1")
 
-    again, _ = _tick(source, cursor)
+    again, _ = _tick(resources, cursor)
     assert isinstance(again, dg.SkipReason)
 
 
@@ -97,7 +98,7 @@ def test_the_sensor_follows_a_local_folder(tmp_path: Path) -> None:
         os.utime(root / rel_path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 2_000_000_000))
 
     _sensor_walkthrough(
-        DocumentSourceResource(source_uri=str(root)),
+        build_resources(Settings(source_uri=str(root))),
         write,
         lambda rel_path: (root / rel_path).unlink(),
         touch,
@@ -121,7 +122,7 @@ def test_the_sensor_follows_an_s3_prefix(s3_endpoint: str) -> None:
         Settings(source_uri="s3://docs/corpus", s3_endpoint_url=s3_endpoint, s3_region="eu-west-1")
     )
     _sensor_walkthrough(
-        resources["document_source"],
+        resources,
         write,
         lambda rel_path: client.delete_object(Bucket="docs", Key=f"corpus/{rel_path}"),
         touch,

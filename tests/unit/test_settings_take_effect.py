@@ -33,6 +33,7 @@ from types import SimpleNamespace
 from typing import Any
 from urllib.parse import parse_qs
 
+import dagster as dg
 import pytest
 import uvicorn
 from fastapi.testclient import TestClient
@@ -83,10 +84,10 @@ class Deployment:
         """The composition root an asset holding resources `keys` builds in its run: the
         resources as `build_resources` configures them (EnvVar secrets resolved), with no
         LOREHOUSE_* variable left to fall back on."""
-        resources = build_resources(settings)
-        initialized = [resources[key].process_config_and_initialize() for key in keys]
+        with dg.build_resources(build_resources(settings)) as initialized:
+            chosen = [getattr(initialized, key) for key in keys]
         self.clear()
-        return wiring_for(*initialized)
+        return wiring_for(*chosen)
 
 
 @pytest.fixture
@@ -398,9 +399,10 @@ def open_source(deployment: Deployment, entry: str, **variables: str) -> Documen
     settings = deployment.settings(**variables)
     if entry == "wiring":
         return Lorehouse(settings).document_source()
-    resource = build_resources(settings)["document_source"].process_config_and_initialize()
+    with dg.build_resources(build_resources(settings)) as initialized:
+        resource = initialized.document_source
     deployment.clear()
-    return resource.open()  # type: ignore[attr-defined]
+    return resource.open()
 
 
 def list_until_refused(source: DocumentSource) -> None:
