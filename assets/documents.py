@@ -16,6 +16,7 @@ from lorehouse.schemas import (
 )
 from lorehouse.stages.inventory import run_inventory
 from lorehouse.stages.parse import ParseReport, run_parse
+from lorehouse.stores.partitions import seed_partition
 from pipelines.resources import DocumentSourceResource, FeatureStoreResource, ParsingResource
 
 
@@ -87,13 +88,15 @@ def parsed_documents(
     layout = feature_store.layout()
     source = document_source.open()
     report = ParseReport()
-    rows = removed = 0
+    rows = removed = seeded = 0
     limits, options = parsing.limits(), parsing.options()
+    shared_path = feature_store.wiring().settings.duckdb_path
     for key, store, progress in partition_stores(context, feature_store, "parsed"):
         inventory_slice = layout.inventory_slice(key)
         if not inventory_slice.exists():
             raise dg.Failure(f"partition {key} has no inventory slice; materialize raw_documents")
         removed += store.adopt_inventory(inventory_slice)
+        seeded += seed_partition(store, shared_path, layout)
         report.absorb(
             run_parse(
                 source,
@@ -114,6 +117,9 @@ def parsed_documents(
             "dagster/row_count": rows,
             "partitions": len(context.partition_keys),
             "documents_removed": removed,
+            # Taken from the shared store by partitions first used under this bucket count
+            # (an upgrade to partitions, a new count), instead of being parsed again.
+            "documents_seeded": seeded,
             "parsed_this_run": report.parsed,
             "failed_this_run": report.failed_count,
             "unchanged_skipped": report.skipped,

@@ -9,7 +9,7 @@ from assets.partitioning import INDEX_PARTITIONS, PARTITION_BACKFILL, partition_
 from lorehouse.stages.embed import EmbedReport, run_embedding
 from lorehouse.stages.features import run_document_features
 from lorehouse.stages.index_merge import run_index_merge
-from lorehouse.stores.partitions import record_indexed
+from lorehouse.stores.partitions import record_indexed, seeded_vectors_taken, seeding
 from pipelines.resources import FeatureStoreResource, VectorIndexResource
 
 
@@ -37,6 +37,9 @@ def chunk_embeddings(
     for key, store, progress in partition_stores(context, feature_store, "embedded"):
         run_document_features(store)  # the partition's document list: titles, summaries, ACLs
         index = feature_store.open_partition_index(key)
+        # A partition seeded from the shared store (an upgrade, a new bucket count) takes its
+        # documents' vectors from the shared index rather than the model.
+        donor = vector_index.open() if seeding(store) else None
         done = run_embedding(
             store,
             index,
@@ -45,6 +48,7 @@ def chunk_embeddings(
             on_progress=progress,
             token_encoder=encoder,
             batch_documents=vector_index.index_batch_documents,
+            donor=donor,
         )
         report.absorb(done)
         rows += index.count()
@@ -60,6 +64,8 @@ def chunk_embeddings(
         # This partition's rows now follow its stage tables (or keep their old vectors
         # where the provider failed): search_index may take them.
         record_indexed(store)
+        if donor is not None and not done.provider_failure:
+            seeded_vectors_taken(store)
     return dg.MaterializeResult(
         metadata={
             "dagster/row_count": rows,
@@ -68,6 +74,7 @@ def chunk_embeddings(
             "chunks": report.chunks,
             "embedded": report.embedded,
             "reused_vectors": report.reused_vectors,
+            "vectors_seeded": report.vectors_seeded,
             "rows_written": report.rows_written,
             "rows_deleted": report.rows_deleted,
             "table_rebuilt": report.rebuilt,

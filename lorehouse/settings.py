@@ -309,7 +309,9 @@ class Settings(BaseSettings):
         description=(
             "Hash buckets of the documents that parse, chunk and enrich as Dagster "
             "partitions: each owns its own store file, so buckets run side by side in "
-            "separate processes or pods. Changing it rebuilds every partition."
+            "separate processes or pods. Changing it reruns every partition, each taking its "
+            "documents' rows and vectors from the shared stores: nothing is parsed or "
+            "embedded again."
         ),
     )
     llm_concurrency: int = Field(default=4, ge=1, le=64, description="LLM calls in flight.")

@@ -86,13 +86,15 @@ class EmbedReport:
     indexes: list[IndexState] = field(default_factory=list)
     #: Vector-index steps taken between batches (see LanceTable.index_new_vectors).
     index_steps: int = 0
+    #: Vectors taken from the donor index (a seeded partition's) instead of the model.
+    vectors_seeded: int = 0
 
     def absorb(self, other: EmbedReport) -> None:
         """Adds another run's counts (another partition's), as one report of both."""
         for name in (
             *("chunks", "embedded", "reused_vectors", "rows_written", "rows_deleted"),
             *("documents", "documents_embedded", "sentences", "sentences_embedded"),
-            *("token_vectors", "token_vectors_embedded", "index_steps"),
+            *("token_vectors", "token_vectors_embedded", "index_steps", "vectors_seeded"),
             *("embed_seconds", "chunk_embed_seconds", "seconds"),
         ):
             setattr(self, name, getattr(self, name) + getattr(other, name))
@@ -254,10 +256,13 @@ def run_embedding(
     on_progress: ProgressCallback | None = None,
     token_encoder: TokenEncoder | None = None,
     batch_documents: int = 500,
+    donor: ChunkIndex | None = None,
 ) -> EmbedReport:
     """Brings the LanceDB chunk and document tables in line with DuckDB; returns what it did.
 
     With a `token_encoder`, each chunk's token vectors are stored too, for late interaction.
+    A `donor` index (the shared one, for a partition seeded from the shared store) gives the
+    vectors it holds for the same model and text before the model is asked for any.
     Documents are read, compared with what the index holds and written `batch_documents` at a
     time, so a run's memory depends on the batch, not on the corpus. A table to be rebuilt
     (a new model or layout) is rebuilt in one commit, from every document at once.
@@ -269,6 +274,7 @@ def run_embedding(
     tables = [index, index.sentences(), index.documents()]
     if token_encoder is not None:
         tables.append(index.token_vectors())
+    donors = _donor_tables(donor, model, token_encoder)
     if any(
         table.exists() and not table.is_current(_model_of(table, model, token_encoder))
         for table in tables
@@ -297,6 +303,7 @@ def run_embedding(
             report,
             _batch_progress(on_progress, number, len(batches)),
             scope=batch,
+            donor=donors.get("chunks"),
         )
         report.embedded += outcome.embedded
         report.reused_vectors += outcome.reused
@@ -306,9 +313,19 @@ def run_embedding(
         report.documents_not_embedded.extend(sorted(outcome.not_embedded))
         report.provider_failure = outcome.failure
         report.chunk_embed_seconds = report.embed_seconds
-        sync_sentences(index, chunks, embedder, batch_size, report, None, scope=batch)
+        sync_sentences(
+            index, chunks, embedder, batch_size, report, None, batch, donors.get("sentences")
+        )
         sync_token_vectors(
-            index, chunks, token_encoder, batch_size, report, None, captured, scope=batch
+            index,
+            chunks,
+            token_encoder,
+            batch_size,
+            report,
+            None,
+            captured,
+            batch,
+            donors.get("token_vectors"),
         )
         documents = document_rows(store.documents_for_index(batch), model)
         report.documents += len(documents)
@@ -321,6 +338,7 @@ def run_embedding(
             batch_size,
             report,
             scope=batch,
+            donor=donors.get("documents"),
         )
         report.documents_embedded += outcome.embedded
         report.provider_failure = report.provider_failure or outcome.failure
@@ -338,6 +356,25 @@ def run_embedding(
         report.indexes = index.index_state()
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _donor_tables(
+    donor: ChunkIndex | None, model: str, token_encoder: TokenEncoder | None
+) -> dict[str, LanceTable]:
+    """The donor's tables that hold vectors of the same model and layout, by table."""
+    if donor is None:
+        return {}
+    candidates: dict[str, LanceTable] = {
+        "chunks": donor,
+        "sentences": donor.sentences(),
+        "documents": donor.documents(),
+        "token_vectors": donor.token_vectors(),
+    }
+    return {
+        name: table
+        for name, table in candidates.items()
+        if table.exists() and table.is_current(_model_of(table, model, token_encoder))
+    }
 
 
 def _model_of(table: LanceTable, model: str, token_encoder: TokenEncoder | None) -> str:
@@ -369,6 +406,7 @@ def sync_sentences(
     report: EmbedReport,
     on_progress: ProgressCallback | None = None,
     scope: Sequence[str] | None = None,
+    donor: LanceTable | None = None,
 ) -> None:
     """Makes the `sentences` table hold the sentence windows of `chunks` (index rows), for
     the documents of `scope` (every document when None).
@@ -396,6 +434,7 @@ def sync_sentences(
         on_progress,
         scope=scope,
         stored=stored,
+        donor=donor,
     )
     report.sentences_embedded += outcome.embedded
     report.provider_failure = outcome.failure
@@ -424,6 +463,7 @@ def sync_token_vectors(
     on_progress: ProgressCallback | None = None,
     captured: dict[str, np.ndarray] | None = None,
     scope: Sequence[str] | None = None,
+    donor: LanceTable | None = None,
 ) -> None:
     """Makes the `token_vectors` table hold the packed token vectors of `chunks` (index rows),
     for the documents of `scope` (every document when None).
@@ -449,6 +489,7 @@ def sync_token_vectors(
         report,
         on_progress,
         scope=scope,
+        donor=donor,
     )
     report.token_vectors_embedded += outcome.embedded
 
@@ -475,6 +516,7 @@ def sync_table(
     on_progress: ProgressCallback | None = None,
     scope: Sequence[str] | None = None,
     stored: Mapping[str, StoredRow] | None = None,
+    donor: LanceTable | None = None,
 ) -> SyncOutcome:
     """Makes `table` hold exactly `rows`, embedding only text it has no vector for.
 
@@ -540,6 +582,11 @@ def sync_table(
         needed = sorted(set(part["embed_key"]))
         vectors = table.vectors_for([k for k in needed if k in have_vector])
         missing = [k for k in needed if k not in vectors]
+        if donor is not None and missing:
+            donated = donor.vectors_for(missing)
+            vectors.update(donated)
+            report.vectors_seeded += len(donated)
+            missing = [k for k in missing if k not in donated]
         text_by_key = dict(zip(part["embed_key"], part[text_column], strict=True))
         try:
             fresh = _embed(embedder, [text_by_key[k] for k in missing], batch_size, report)

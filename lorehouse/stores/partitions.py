@@ -264,6 +264,99 @@ _STATE_TABLE = (
 )
 
 
+def seed_partition(partition: DuckDBStore, shared_path: Path, layout: PartitionLayout) -> int:
+    """Copies into a partition's file, from the shared store's file (opened read-only), the
+    stage rows of the
+    documents its inventory slice holds and it has not parsed; returns how many documents.
+
+    Runs once per partition and layout: the first time a partition's file is used under
+    the current bucket count. That is when a store built before partitions is upgraded, or
+    the bucket count changes (a deployment growing to more pods): the documents are the
+    same, only their buckets moved, and the shared store holds what the last merge took
+    from every bucket. A document is taken only while its bytes are those its rows were
+    built from, so the stages carry on from there as on any rerun, and the partition's
+    embedding run then takes the same documents' vectors from the shared index (`seeding`).
+    Without it, every document in a moved bucket would be parsed, enriched and embedded
+    again: the whole build.
+    """
+    with partition.connect() as connection:
+        connection.execute(_STATE_TABLE)
+        marker = connection.execute(
+            "SELECT digest FROM partition_state WHERE name = 'layout'"
+        ).fetchall()
+        if marker and marker[0][0] == str(layout.partitions):
+            return 0
+        seeded = 0
+        if shared_path.exists():
+            _waiting_for_lock(
+                lambda: connection.execute(
+                    f"ATTACH '{_quoted(shared_path)}' AS shared (READ_ONLY)"
+                ),
+                partition.lock_timeout_seconds,
+            )
+            try:
+                seeded = _copy_from_shared(connection)
+            finally:
+                connection.execute("DETACH shared")
+        connection.execute(
+            "INSERT OR REPLACE INTO partition_state VALUES ('layout', ?), ('seeding', ?)",
+            [str(layout.partitions), str(seeded)],
+        )
+    return seeded
+
+
+def _copy_from_shared(connection: duckdb.DuckDBPyConnection) -> int:
+    """The stage rows, from the attached `shared` store, of the documents this partition's
+    inventory holds with the bytes they were parsed from, and it has no rows of."""
+    (has_parsed,) = connection.execute(
+        "SELECT count(*) FROM duckdb_tables() WHERE database_name = 'shared' "
+        "AND table_name = 'documents_parsed'"
+    ).fetchone() or (0,)
+    if not has_parsed:
+        return 0
+    connection.execute("BEGIN")
+    try:
+        connection.execute(
+            "CREATE TEMP TABLE seeded AS SELECT r.doc_id FROM documents_raw r "
+            "WHERE r.doc_id NOT IN (SELECT doc_id FROM documents_parsed) "
+            "AND r.doc_id NOT IN (SELECT doc_id FROM documents_failed) "
+            "AND (r.doc_id, r.content_sha256) IN ("
+            "SELECT doc_id, content_sha256 FROM shared.documents_parsed "
+            "UNION SELECT doc_id, content_sha256 FROM shared.documents_failed)"
+        )
+        for table in STAGE_TABLES:
+            connection.execute(
+                f"INSERT INTO {table} BY NAME SELECT * FROM shared.{table} "
+                "WHERE doc_id IN (SELECT doc_id FROM seeded)"
+            )
+        (seeded,) = connection.execute("SELECT count(*) FROM seeded").fetchone() or (0,)
+        connection.execute("DROP TABLE seeded")
+        connection.execute("COMMIT")
+    except duckdb.Error:
+        connection.execute("ROLLBACK")
+        raise
+    return int(seeded)
+
+
+def seeding(partition: DuckDBStore) -> bool:
+    """Whether the partition took rows from the shared store (`seed_partition`) and has not
+    had an embedding run since: that run takes their vectors from the shared index."""
+    with partition.connect() as connection:
+        if not _has_state(connection):
+            return False
+        found = connection.execute(
+            "SELECT digest FROM partition_state WHERE name = 'seeding'"
+        ).fetchall()
+    return bool(found) and found[0][0] != "0"
+
+
+def seeded_vectors_taken(partition: DuckDBStore) -> None:
+    """Notes that the partition's embedding run has taken its seeded documents' vectors."""
+    with partition.connect() as connection:
+        connection.execute(_STATE_TABLE)
+        connection.execute("INSERT OR REPLACE INTO partition_state VALUES ('seeding', '0')")
+
+
 def _has_state(connection: duckdb.DuckDBPyConnection) -> bool:
     (count,) = connection.execute(
         "SELECT count(*) FROM information_schema.tables WHERE table_name = 'partition_state'"

@@ -268,3 +268,47 @@ def _assert_gone(data_dir: Path, searchable: dict[str, Any], deleted: str) -> No
         table = index.open_table(name)
         if "doc_id" in table.schema.names:
             assert table.count_rows(f"doc_id = '{gone}'") == 0, name
+
+
+@pytest.mark.slow
+def test_an_upgrade_or_a_new_bucket_count_builds_nothing_again(
+    materialized_sample: Path, tmp_path: Path
+) -> None:
+    """A store built before partitions, then a deployment moving to another bucket count:
+    each new partition takes its documents' rows and vectors from the shared stores, so
+    nothing is parsed, chunked, enriched or embedded again, and search reads what it did."""
+    data_dir = Path(shutil.copytree(materialized_sample, tmp_path / "data"))
+    before = _searchable(data_dir)
+    shutil.rmtree(data_dir / "partitions")  # as the shared stores were before partitions
+    documents = len(before["documents"])
+    for partitions in (4, 3):
+        result = materialize_everything(
+            BUNDLED_SAMPLE_CORPUS, data_dir, with_evals=False, index_partitions=partitions
+        )
+        assert result.success
+        parsed = metadata_of(result, "parsed_documents")
+        assert (parsed["parsed_this_run"], parsed["failed_this_run"]) == (0, 0)
+        assert parsed["unchanged_skipped"] == documents
+        # After the upgrade every document comes from the shared store; after the new count,
+        # those that moved bucket (the others are in their partition's file already).
+        seeded = parsed["documents_seeded"]
+        assert seeded == documents if partitions == 4 else 0 < seeded < documents
+        assert metadata_of(result, "chunks")["documents_chunked"] == 0
+        assert metadata_of(result, "enriched_chunks")["computed"] == 0
+        embedded = metadata_of(result, "chunk_embeddings")
+        assert embedded["embedded"] == embedded["documents_embedded"] == 0
+        assert embedded["sentence_windows_embedded"] == embedded["token_vectors_embedded"] == 0
+        assert embedded["vectors_seeded"] >= embedded["chunks"] > 0
+        after = _searchable(data_dir)
+        for table in before:
+            assert after[table] == before[table], (partitions, table)
+        keys = partition_keys(partitions)
+        assert {p.name for p in (data_dir / "partitions").glob("p*.duckdb")} >= {
+            f"{key}.duckdb" for key in keys
+        }
+    # A second run under the same count seeds nothing: its partitions are its own now.
+    again = materialize_everything(
+        BUNDLED_SAMPLE_CORPUS, data_dir, with_evals=False, index_partitions=3
+    )
+    assert metadata_of(again, "parsed_documents")["documents_seeded"] == 0
+    assert metadata_of(again, "chunk_embeddings")["vectors_seeded"] == 0
