@@ -36,7 +36,7 @@ def _run(args: list[str], data_dir: Path, **extra_env: str) -> subprocess.Comple
     )
 
 
-def test_lorehouse_materialize_then_docs(tmp_path: Path) -> None:
+def test_lorehouse_materialize_named_partitions_then_the_rest_then_docs(tmp_path: Path) -> None:
     # The sample corpus and two documents whose paths hold Rich markup ("notes [/x].md" is a
     # file in the folder "notes [") and, for the one that fails, a terminal escape sequence:
     # the run's summary and the document list print them as written.
@@ -48,21 +48,41 @@ def test_lorehouse_materialize_then_docs(tmp_path: Path) -> None:
     )
     (corpus / "scan [/y]\x1b]0;pwned\x07.pdf").write_bytes(b"%PDF-1.7\nnot a PDF after all")
     data_dir = tmp_path / "data"
-    # The eval assets are left out: the sample build every test shares runs them already.
-    run = _run(
-        [str(BIN / "lorehouse"), "materialize", "--select", "not group:evals"],
-        data_dir,
-        LOREHOUSE_SOURCE_URI=str(corpus),
-    )
+    lorehouse = str(BIN / "lorehouse")
+    env = {"LOREHOUSE_SOURCE_URI": str(corpus), "LOREHOUSE_INDEX_PARTITIONS": "4"}
+
+    # The inventory, then two of the four partitions by name: they build their own files,
+    # and nothing is merged, so what search reads is untouched.
+    inventory = _run([lorehouse, "materialize", "--select", "raw_documents"], data_dir, **env)
+    assert inventory.returncode == 0, inventory.stderr[-2000:]
+    named = _run([lorehouse, "materialize", "--partitions", "p01...p02"], data_dir, **env)
+    assert named.returncode == 0, named.stderr[-2000:]
+    assert "p01...p02 are built" in named.stderr
+    assert sorted(p.name for p in (data_dir / "partitions").glob("p*")) == [
+        "p01.duckdb",
+        "p01.lancedb",
+        "p02.duckdb",
+        "p02.lancedb",
+    ]
+    assert not (data_dir / "lancedb").exists()
+    unknown = _run([lorehouse, "materialize", "--partitions", "p07"], data_dir, **env)
+    assert unknown.returncode == 2
+    assert "names no partition range of the 4 index partitions" in unknown.stderr
+
+    # A plain materialize builds the rest and merges. The eval assets are left out: the
+    # sample build every test shares runs them already.
+    run = _run([lorehouse, "materialize", "--select", "not group:evals"], data_dir, **env)
     assert run.returncode == 0, run.stderr[-3000:]
     assert "parsed: 12/12 (100%)" in run.stderr
     assert "failed: scan [/y]\\x1b]0;pwned\\x07.pdf: " in run.stdout
-    # Dagster's own log of the failure too: the path's controls written out, never sent.
-    assert "scan [/y]\\x1b]0;pwned\\x07.pdf: " in run.stderr and "\x07" not in run.stderr
+    # Dagster's own log of the failure too (in the run that parsed it): the path's controls
+    # written out, never sent.
+    logs = named.stderr + run.stderr
+    assert "scan [/y]\\x1b]0;pwned\\x07.pdf: " in logs and "\x07" not in logs
     # The run is index_job's, tagged as the CLI's, so the UI lists it like a scheduled one.
     instance = dg.DagsterInstance.from_config(str(data_dir / "dagster_home"))
     try:
-        [cli_run] = instance.get_runs()
+        cli_run = instance.get_runs()[0]  # the newest
     finally:
         instance.dispose()
     assert cli_run.job_name == "index_job"
@@ -70,7 +90,7 @@ def test_lorehouse_materialize_then_docs(tmp_path: Path) -> None:
     assert cli_run.tags["lorehouse/writes"] == "index"
     assert "check merged_partitions.parsed_documents_contract: passed" in run.stderr
     assert "│ pdf " in run.stdout and "│ all " in run.stdout
-    docs = _run([str(BIN / "lorehouse"), "docs"], data_dir, LOREHOUSE_SOURCE_URI=str(corpus))
+    docs = _run([lorehouse, "docs"], data_dir, **env)
     assert docs.returncode == 0, docs.stderr
     assert "security/incident-response-plan.docx" in docs.stdout
     assert "security" in docs.stdout and "parsed" in docs.stdout
@@ -83,29 +103,6 @@ def test_lorehouse_materialize_rejects_an_unknown_selection(tmp_path: Path) -> N
     run = _run([str(BIN / "lorehouse"), "materialize", "--select", "no_such_asset"], tmp_path)
     assert run.returncode == 2
     assert "matches no asset" in run.stderr or "Invalid selection" in run.stderr
-
-
-def test_lorehouse_materialize_runs_the_named_partitions_only(tmp_path: Path) -> None:
-    lorehouse = str(BIN / "lorehouse")
-    env = {"LOREHOUSE_INDEX_PARTITIONS": "4"}
-    assert (
-        _run([lorehouse, "materialize", "--select", "raw_documents"], tmp_path, **env).returncode
-        == 0
-    )
-    run = _run([lorehouse, "materialize", "--partitions", "p01...p02"], tmp_path, **env)
-    assert run.returncode == 0, run.stderr[-2000:]
-    assert "p01...p02 are built" in run.stderr
-    assert sorted(p.name for p in (tmp_path / "partitions").glob("p*")) == [
-        "p01.duckdb",
-        "p01.lancedb",
-        "p02.duckdb",
-        "p02.lancedb",
-    ]
-    # Nothing is merged yet: what search reads is untouched until a plain materialize.
-    assert not (tmp_path / "lancedb").exists()
-    unknown = _run([lorehouse, "materialize", "--partitions", "p07"], tmp_path, **env)
-    assert unknown.returncode == 2
-    assert "names no partition range of the 4 index partitions" in unknown.stderr
 
 
 def test_docs_before_any_run_says_what_to_do(tmp_path: Path) -> None:
