@@ -75,12 +75,10 @@ demo: install $(DAGSTER_HOME)/dagster.yaml
 # Tests run in TEST_WORKERS processes, one test file per process at a time (so a module's
 # fixtures are built once), in the order tests/conftest.py gives them: slow files first.
 # (pytest-xdist would start the files holding the most tests first, leaving the long
-# single-test builds to run alone at the end.) Beside them, the tests marked `swarm` (the
-# shared Dagster instance: a daemon and its runs, mostly waiting) run in a pytest of their
-# own; the tests marked `serial` measure latency and run alone afterwards
-# (scripts/run_tests.sh). The 15 slowest tests are listed: the suite must stay under 15
-# minutes on 2 cores, and this shows where it goes.
-export TEST_WORKERS ?= 2
+# single-test builds to run alone at the end.) The tests marked `serial` measure latency, or
+# start a swarm of processes (the shared Dagster instance), and run alone afterwards. The 15 slowest tests are listed at the
+# end: the suite must stay under 15 minutes on 2 cores, and this shows where it goes.
+TEST_WORKERS ?= 2
 
 # Both runs share one fresh folder for the sample corpus's build (tests/conftest.py), so it is
 # materialized once per `make test`.
@@ -89,7 +87,9 @@ test: install-dev
 	$(BIN)/ruff format --check .
 	$(BIN)/mkdocs build --strict --quiet --site-dir "$$(mktemp -d)"
 	export TEST_SAMPLE_STORE_DIR="$$(mktemp -d)" && trap 'rm -rf "$$TEST_SAMPLE_STORE_DIR"' EXIT \
-		&& scripts/run_tests.sh
+		&& $(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder \
+			-m "not benchmark and not serial" --durations=15 \
+		&& $(BIN)/pytest -m serial
 
 # The Dagster UI and daemon on workspace.yaml's code location (pipelines.definitions).
 dev: install $(DAGSTER_HOME)/dagster.yaml

@@ -32,9 +32,9 @@ from lorehouse.wiring import lance_storage_options
 from tests.dagster.conftest import _free_port, s3_bucket
 
 # A build with a process per step, then the runs the daemon launches, each a process of its
-# own, waiting on one another much of the time: `make test` runs it in a pytest of its own,
-# beside the parallel workers, rather than holding one of them.
-pytestmark = [pytest.mark.swarm, pytest.mark.timeout(600)]
+# own: beside the parallel tests the swarm takes the cores from both workers, so it runs
+# alone, after them.
+pytestmark = [pytest.mark.serial, pytest.mark.timeout(600)]
 
 BIN = Path(sys.executable).parent
 EDITED = "hr/parental-leave-faq.md"
