@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -234,7 +235,9 @@ def test_postgres_instance_s3_stores_daemon_backfill_and_one_edited_partition(
         assert launched.returncode == 0, (launched.stdout + launched.stderr)[-4000:]
         runs = _runs_when(home, lambda runs: _succeeded(runs, "merge_job") == 1, daemon_log)
     finally:
-        daemon.terminate()
+        # The whole session: the daemon's code server is a process of its own, which would
+        # outlive a daemon stopped alone.
+        os.killpg(daemon.pid, signal.SIGTERM)
         daemon.wait(timeout=60)
 
     chained = [run for run in runs if run.tags.get("lorehouse/trigger") == "changed_partitions"]
