@@ -618,9 +618,10 @@ class Settings(BaseSettings):
     dagster_executor: Literal["in_process", "multiprocess"] = Field(
         default="in_process",
         description=(
-            "How Dagster runs the steps of a run: in one process (stages are sequential and "
-            "parsing has its own pool), or one process per step, up to `workers` at a time, "
-            "which is how the steps spread over pods or workers in a cluster."
+            "How Dagster runs the steps of a run launched by the daemon, the UI or `dagster job "
+            "execute`: in one process (stages are sequential and parsing has its own pool), or "
+            "one process per step, up to `workers` at a time, which is how the steps spread "
+            "over pods or workers in a cluster. `lorehouse materialize` always runs in process."
         ),
     )
     reindex_cron: str = Field(
