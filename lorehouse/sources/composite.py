@@ -17,7 +17,7 @@ from dataclasses import replace
 
 from lorehouse.errors import SourceError
 from lorehouse.sources.base import DocumentSource, SourceFile
-from lorehouse.sources.connectors import ConnectorSource, SourceSync
+from lorehouse.sources.connectors import ConnectorSource
 
 log = logging.getLogger(__name__)
 
@@ -53,15 +53,13 @@ class CompositeSource:
 
     The connected services are synced first, side by side (each waits on its own service),
     and one that cannot be reached keeps what its last good sync listed while the others go
-    on: its failure is in `syncs`, and its documents stay as they were instead of leaving
-    the index. A folder or an S3 prefix that cannot be listed fails the listing, as it
+    on: its failure is in its `last_sync`, and its documents stay as they were instead of
+    leaving the index. A folder or an S3 prefix that cannot be listed fails the listing, as it
     would alone, so the last inventory stays.
     """
 
     def __init__(self, sources: Mapping[str, DocumentSource]) -> None:
         self.sources = dict(sources)
-        #: Each connected source's sync in the current listing, by name.
-        self.syncs: dict[str, SourceSync] = {}
 
     @property
     def uri(self) -> str:
@@ -82,20 +80,16 @@ class CompositeSource:
 
     def _sync(self, connected: Mapping[str, ConnectorSource]) -> dict[str, Iterator[SourceFile]]:
         """Syncs the connected sources at once; the listings of those that answered."""
-        self.syncs = {}
         listings: dict[str, Iterator[SourceFile]] = {}
         if not connected:
             return listings
         with ThreadPoolExecutor(max_workers=len(connected)) as pool:
             futures = {name: pool.submit(source.sync) for name, source in connected.items()}
         for name, future in futures.items():
-            source = connected[name]
             try:
-                listings[name] = source.listing(future.result())
+                listings[name] = connected[name].listing(future.result())
             except SourceError as error:
                 log.warning("source %s is kept as last listed: %s", name, error)
-            assert source.last_sync is not None
-            self.syncs[name] = source.last_sync
         return listings
 
     def _split(self, rel_path: str) -> tuple[DocumentSource, str]:

@@ -281,14 +281,12 @@ class ConnectorSource:
         permissions: PermissionMap | None = None,
         anyone_default: str | None = None,
         sync_every: timedelta | None = None,
-        now: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self.connector = connector
         self.state_path = state_path
         self.permissions = permissions or PermissionMap()
         self.anyone_default = anyone_default
         self.sync_every = sync_every
-        self.now = now
         self._by_path: dict[str, ConnectorItem] = {}
         #: This source's sync in the current listing, once it has run.
         self.last_sync: SourceSync | None = None
@@ -304,7 +302,7 @@ class ConnectorSource:
         and raised as SourceError; the state keeps what the last good sync listed.
         """
         state = ConnectorState.load(self.state_path)
-        now = self.now()
+        now = datetime.now(UTC)
         if (
             self.sync_every is not None
             and state.synced_at is not None

@@ -288,12 +288,7 @@ def seed_partition(partition: DuckDBStore, shared_path: Path, layout: PartitionL
             return 0
         seeded = 0
         if shared_path.exists():
-            _waiting_for_lock(
-                lambda: connection.execute(
-                    f"ATTACH '{_quoted(shared_path)}' AS shared (READ_ONLY)"
-                ),
-                partition.lock_timeout_seconds,
-            )
+            _attach(connection, shared_path, partition.lock_timeout_seconds, "shared")
             try:
                 seeded = _copy_from_shared(connection)
             finally:
@@ -399,10 +394,13 @@ def _copy_bucket(
         raise
 
 
-def _attach(connection: duckdb.DuckDBPyConnection, path: Path, timeout_seconds: float) -> None:
-    """Attaches a partition's file read-only as `part`."""
+def _attach(
+    connection: duckdb.DuckDBPyConnection, path: Path, timeout_seconds: float, alias: str = "part"
+) -> None:
+    """Attaches a store's file read-only as `alias` (a partition's as `part`), waiting while
+    another process holds its write lock."""
     _waiting_for_lock(
-        lambda: connection.execute(f"ATTACH '{_quoted(path)}' AS part (READ_ONLY)"),
+        lambda: connection.execute(f"ATTACH '{_quoted(path)}' AS {alias} (READ_ONLY)"),
         timeout_seconds,
     )
 
