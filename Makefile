@@ -13,6 +13,10 @@ export LITELLM_LOCAL_MODEL_COST_MAP := True
 export UNSTRUCTURED_DISABLE_NOTICE := 1
 export DO_NOT_TRACK := 1
 export DAGSTER_DISABLE_TELEMETRY := 1
+# Python keeps each module's compiled bytecode beside it. Where the shell sets
+# PYTHONDONTWRITEBYTECODE, every process (each Dagster run and step is one) compiles
+# dagster, lancedb and litellm from source again, which is half of loading the code location.
+unexport PYTHONDONTWRITEBYTECODE
 # mkdocs-material announces its successor on every build; the site builds with mkdocs 1.6.
 export NO_MKDOCS_2_WARNING := 1
 
