@@ -5,6 +5,7 @@ import statistics
 import dagster as dg
 
 from assets._metadata import markdown_table
+from assets.checks import asset_check
 from assets.documents import MERGED_PARTITIONS, parsed_documents, schema_check
 from assets.partitioning import INDEX_PARTITIONS, PARTITION_BACKFILL, partition_stores
 from lorehouse.schemas import chunks_schema
@@ -66,7 +67,7 @@ def _token_histogram(tokens: list[int], limit: int, bins: int = 8) -> str:
     return markdown_table(["tokens", "chunks", ""], rows)
 
 
-@dg.asset_check(asset=MERGED_PARTITIONS, blocking=True)
+@asset_check(asset=MERGED_PARTITIONS, blocking=True)
 def chunks_contract(
     feature_store: FeatureStoreResource, chunking: ChunkingResource
 ) -> dg.AssetCheckResult:

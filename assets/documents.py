@@ -6,6 +6,7 @@ import pandera.errors
 import pandera.pandas as pa
 
 from assets._metadata import markdown_table, progress_logger, sources_table
+from assets.checks import asset_check
 from assets.partitioning import INDEX_PARTITIONS, PARTITION_BACKFILL, partition_stores
 from lorehouse.display import printable
 from lorehouse.schemas import (
@@ -213,25 +214,25 @@ def schema_check(
     return dg.AssetCheckResult(passed=True, metadata={"rows": rows})
 
 
-@dg.asset_check(asset=raw_documents, blocking=True)
+@asset_check(asset=raw_documents, blocking=True)
 def raw_documents_contract(feature_store: FeatureStoreResource) -> dg.AssetCheckResult:
     """documents_raw satisfies its pandera schema (unique ids and paths, valid hashes and types)."""
     return schema_check("documents_raw", RawDocumentsSchema, feature_store)
 
 
-@dg.asset_check(asset=MERGED_PARTITIONS, blocking=True)
+@asset_check(asset=MERGED_PARTITIONS, blocking=True)
 def parsed_documents_contract(feature_store: FeatureStoreResource) -> dg.AssetCheckResult:
     """documents_parsed satisfies its schema: non-empty Markdown, a page map covering all of it."""
     return schema_check("documents_parsed", ParsedDocumentsSchema, feature_store)
 
 
-@dg.asset_check(asset=MERGED_PARTITIONS)
+@asset_check(asset=MERGED_PARTITIONS)
 def parse_failures_contract(feature_store: FeatureStoreResource) -> dg.AssetCheckResult:
     """documents_failed holds one known reason per failed document and stage."""
     return schema_check("documents_failed", FailedDocumentsSchema, feature_store)
 
 
-@dg.asset_check(asset=MERGED_PARTITIONS)
+@asset_check(asset=MERGED_PARTITIONS)
 def every_document_accounted_for(feature_store: FeatureStoreResource) -> dg.AssetCheckResult:
     """Each inventoried document ends parsed or failed with a reason: nothing is lost silently."""
     store = feature_store.open()

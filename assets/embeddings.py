@@ -4,6 +4,7 @@
 import dagster as dg
 
 from assets._metadata import markdown_table, progress_logger
+from assets.checks import asset_check
 from assets.features import document_features, enriched_chunks
 from assets.partitioning import INDEX_PARTITIONS, PARTITION_BACKFILL, partition_stores
 from lorehouse.stages.embed import EmbedReport, run_embedding
@@ -147,7 +148,7 @@ def search_index(
     )
 
 
-@dg.asset_check(asset=search_index, blocking=True)
+@asset_check(asset=search_index, blocking=True)
 def chunk_embeddings_match_chunks(
     feature_store: FeatureStoreResource, vector_index: VectorIndexResource
 ) -> dg.AssetCheckResult:

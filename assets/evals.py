@@ -5,6 +5,7 @@ from pathlib import Path
 import dagster as dg
 
 from assets._metadata import markdown_table, progress_logger
+from assets.checks import asset_check
 from assets.embeddings import search_index
 from assets.policies import LLM_RETRY_POLICY
 from evals.answer_eval import NO_JUDGE, AnswerEvalReport
@@ -123,7 +124,7 @@ def retrieval_eval(
     )
 
 
-@dg.asset_check(asset=retrieval_eval)
+@asset_check(asset=retrieval_eval)
 def recall_gate(
     feature_store: FeatureStoreResource, evaluation: EvalResource
 ) -> dg.AssetCheckResult:

@@ -3,6 +3,7 @@
 import dagster as dg
 
 from assets._metadata import markdown_table
+from assets.checks import asset_check
 from assets.chunks import chunks
 from assets.documents import MERGED_PARTITIONS, parsed_documents, raw_documents, schema_check
 from assets.partitioning import INDEX_PARTITIONS, PARTITION_BACKFILL, partition_stores
@@ -139,25 +140,25 @@ def document_features(feature_store: FeatureStoreResource) -> dg.MaterializeResu
     )
 
 
-@dg.asset_check(asset=MERGED_PARTITIONS)
+@asset_check(asset=MERGED_PARTITIONS)
 def enriched_chunks_contract(feature_store: FeatureStoreResource) -> dg.AssetCheckResult:
     """Every chunk has one enrichment row: enriched with keywords, or failed with a reason."""
     return schema_check("enriched_chunks", ENRICHED_CHUNKS_SCHEMA, feature_store)
 
 
-@dg.asset_check(asset=document_features, blocking=True)
+@asset_check(asset=document_features, blocking=True)
 def documents_contract(feature_store: FeatureStoreResource) -> dg.AssetCheckResult:
     """documents: one row per parsed document with a title, chunk and page counts."""
     return schema_check("documents", DOCUMENTS_SCHEMA, feature_store)
 
 
-@dg.asset_check(asset=document_features)
+@asset_check(asset=document_features)
 def chunk_faqs_contract(feature_store: FeatureStoreResource) -> dg.AssetCheckResult:
     """chunk_faqs: real questions attached to chunks."""
     return schema_check("chunk_faqs", CHUNK_FAQS_SCHEMA, feature_store)
 
 
-@dg.asset_check(asset=document_features)
+@asset_check(asset=document_features)
 def chunk_keywords_contract(feature_store: FeatureStoreResource) -> dg.AssetCheckResult:
     """chunk_keywords: non-empty keywords attached to chunks."""
     return schema_check("chunk_keywords", CHUNK_KEYWORDS_SCHEMA, feature_store)

@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from assets._metadata import markdown_table
+from assets.checks import asset_check
 from assets.documents import MERGED_PARTITIONS, raw_documents
 from assets.embeddings import search_index
 from lorehouse.display import printable
@@ -27,7 +28,7 @@ from lorehouse.sources.connectors import ConnectorState
 from pipelines.resources import DocumentSourceResource, FeatureStoreResource
 
 
-@dg.asset_check(asset=search_index)
+@asset_check(asset=search_index)
 def index_matches_source(
     document_source: DocumentSourceResource, feature_store: FeatureStoreResource
 ) -> dg.AssetCheckResult:
@@ -56,7 +57,7 @@ def index_matches_source(
     )
 
 
-@dg.asset_check(asset=raw_documents)
+@asset_check(asset=raw_documents)
 def sources_synced(document_source: DocumentSourceResource) -> dg.AssetCheckResult:
     """Every connected service answered its last sync, and recently enough.
 
@@ -108,7 +109,7 @@ def sources_synced(document_source: DocumentSourceResource) -> dg.AssetCheckResu
     )
 
 
-@dg.asset_check(asset=MERGED_PARTITIONS)
+@asset_check(asset=MERGED_PARTITIONS)
 def no_failed_documents(feature_store: FeatureStoreResource) -> dg.AssetCheckResult:
     """Warns while any document is unsearchable because a stage failed on it, listing why."""
     store = feature_store.open()

@@ -44,6 +44,7 @@ def _materialize(data_dir: Path) -> None:
     import dagster as dg
 
     from assets import chunks, documents, embeddings, features
+    from assets.checks import checks_of
     from assets.partitioning import all_partitions_tags
     from lorehouse.settings import BUNDLED_SAMPLE_CORPUS, Settings
     from pipelines.resources import build_resources
@@ -51,7 +52,7 @@ def _materialize(data_dir: Path) -> None:
     modules = [documents, chunks, features, embeddings]
     settings = Settings(source_uri=str(BUNDLED_SAMPLE_CORPUS), data_dir=data_dir, workers=2)
     result = dg.materialize(
-        [*dg.load_assets_from_modules(modules), *dg.load_asset_checks_from_modules(modules)],
+        [*dg.load_assets_from_modules(modules), *checks_of(modules)],
         resources=build_resources(settings),
         instance=dg.DagsterInstance.ephemeral(),
         tags=all_partitions_tags(settings.index_partitions),

@@ -70,6 +70,7 @@ def materialize_chunks(sources: list[Path], workdir: Path, workers: int) -> tupl
     import dagster as dg
 
     from assets import chunks, documents, features
+    from assets.checks import checks_of
     from assets.partitioning import all_partitions_tags
     from lorehouse.settings import Settings
     from pipelines.resources import build_resources
@@ -87,7 +88,7 @@ def materialize_chunks(sources: list[Path], workdir: Path, workers: int) -> tupl
     # Dagster's own log lines would bury the report.
     with contextlib.redirect_stderr(io.StringIO()):
         result = dg.materialize(
-            [*dg.load_assets_from_modules(modules), *dg.load_asset_checks_from_modules(modules)],
+            [*dg.load_assets_from_modules(modules), *checks_of(modules)],
             resources=build_resources(
                 Settings(source_uri=str(source_dir), data_dir=data_dir, workers=workers)
             ),

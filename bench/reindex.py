@@ -106,6 +106,7 @@ def churn(root: Path, share: float, seed: int = 11) -> int:
 def materialize(source: Path, data_dir: Path) -> dict[str, Any]:
     """One run of the indexing stages; wall seconds and per-stage figures from metadata."""
     from assets import chunks, documents, embeddings, features
+    from assets.checks import checks_of
     from assets.partitioning import all_partitions_tags
     from lorehouse.settings import Settings
     from pipelines.resources import build_resources
@@ -114,7 +115,7 @@ def materialize(source: Path, data_dir: Path) -> dict[str, Any]:
     settings = Settings(source_uri=str(source), data_dir=data_dir, workers=2)
     started = time.perf_counter()
     result = dg.materialize(
-        [*dg.load_assets_from_modules(modules), *dg.load_asset_checks_from_modules(modules)],
+        [*dg.load_assets_from_modules(modules), *checks_of(modules)],
         resources=build_resources(settings),
         instance=dg.DagsterInstance.ephemeral(),
         tags=all_partitions_tags(settings.index_partitions),

@@ -8,6 +8,7 @@ versions all come from them.
 import dagster as dg
 
 from assets import chunks, documents, embeddings, evals, features, freshness
+from assets.checks import checks_of
 from assets.partitioning import with_index_partitions
 from assets.policies import index_freshness
 from lorehouse.settings import Settings, get_settings
@@ -48,7 +49,7 @@ def _ingest_definitions(settings: Settings) -> dg.Definitions:
     )
     return dg.Definitions(
         assets=assets,
-        asset_checks=dg.load_asset_checks_from_modules([*ASSET_MODULES, freshness]),
+        asset_checks=checks_of([*ASSET_MODULES, freshness]),
     )
 
 
@@ -67,7 +68,7 @@ def _automation_definitions(settings: Settings) -> dg.Definitions:
 def _executor(settings: Settings) -> dg.ExecutorDefinition:
     """In-process by default: stages run one after another and parsing has its own process
     pool, so one process loses nothing and keeps steps from queueing on the DuckDB file lock.
-    Multiprocess runs each step (and check) in its own process, as a cluster executor would.
+    Multiprocess runs each step (an asset, or one asset's checks) in its own process, as a cluster executor would.
     Its processes fork from a server that has imported the code location once, so a step
     starts without paying again for the imports, which take far longer than the fork."""
     if settings.dagster_executor == "multiprocess":

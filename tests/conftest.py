@@ -101,6 +101,7 @@ def materialize_everything(
     import dagster as dg
 
     from assets import chunks, documents, embeddings, evals, features
+    from assets.checks import checks_of
     from assets.partitioning import all_partitions_tags, with_index_partitions
     from lorehouse.settings import Settings
     from pipelines.resources import build_resources
@@ -110,7 +111,7 @@ def materialize_everything(
     return dg.materialize(
         [
             *with_index_partitions(dg.load_assets_from_modules(modules), config.index_partitions),
-            *dg.load_asset_checks_from_modules(modules),
+            *checks_of(modules),
         ],
         resources=build_resources(config),
         instance=dg.DagsterInstance.ephemeral(),

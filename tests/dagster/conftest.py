@@ -14,6 +14,7 @@ import pytest
 from moto.server import ThreadedMotoServer
 
 from assets import documents, features
+from assets.checks import checks_of
 from assets.partitioning import all_partitions_tags, with_index_partitions
 from lorehouse.settings import Settings
 from pipelines.resources import build_resources
@@ -31,7 +32,7 @@ def materialize_all(
                 [documents.raw_documents, documents.parsed_documents, features.merged_partitions],
                 config.index_partitions,
             ),
-            *dg.load_asset_checks_from_modules([documents]),
+            *checks_of([documents]),
         ],
         resources=build_resources(config),
         instance=dg.DagsterInstance.ephemeral(),

@@ -7,6 +7,7 @@ from pathlib import Path
 import dagster as dg
 
 from assets import chunks, documents, features
+from assets.checks import checks_of
 from assets.partitioning import all_partitions_tags
 from lorehouse.settings import BUNDLED_SAMPLE_CORPUS, Settings
 from lorehouse.stores.duckdb_store import DuckDBStore
@@ -21,7 +22,7 @@ def _materialize_everything(data_dir: Path) -> dg.ExecuteInProcessResult:
     return dg.materialize(
         [
             *dg.load_assets_from_modules(MODULES),
-            *dg.load_asset_checks_from_modules(MODULES),
+            *checks_of(MODULES),
         ],
         resources=build_resources(settings),
         instance=dg.DagsterInstance.ephemeral(),
