@@ -90,6 +90,7 @@ def materialize(
     from lorehouse.stores.partitions import partition_keys
     from pipelines.definitions import defs
     from pipelines.jobs import INDEX_JOB, TRIGGER_TAG
+    from pipelines.local_runs import runs_with_workspace_origin
 
     settings = get_settings()
     instance = (
@@ -129,14 +130,16 @@ def materialize(
     )
     # index_job, as the schedule and the sensor run it: the run carries its writer tag (one
     # index run at a time) and says it came from the CLI, so the UI lists it like theirs.
+    # With the workspace's origin, the Overview timeline draws it in index_job's row too.
     job = defs.resolve_job_def(INDEX_JOB)
-    result = job.execute_in_process(
-        instance=instance,
-        asset_selection=sorted(keys),
-        raise_on_error=False,
-        run_config={"loggers": {"console": {"config": {"log_level": "INFO"}}}},
-        tags=tags,
-    )
+    with runs_with_workspace_origin(instance, INDEX_JOB):
+        result = job.execute_in_process(
+            instance=instance,
+            asset_selection=sorted(keys),
+            raise_on_error=False,
+            run_config={"loggers": {"console": {"config": {"log_level": "INFO"}}}},
+            tags=tags,
+        )
     for evaluation in result.get_asset_check_evaluations():
         mark = "[green]passed[/green]" if evaluation.passed else "[red]FAILED[/red]"
         console.print(

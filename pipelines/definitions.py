@@ -68,9 +68,10 @@ def _automation_definitions(settings: Settings) -> dg.Definitions:
 def _executor(settings: Settings) -> dg.ExecutorDefinition:
     """In-process by default: stages run one after another and parsing has its own process
     pool, so one process loses nothing and keeps steps from queueing on the DuckDB file lock.
-    Multiprocess runs each step (an asset, or one asset's checks) in its own process, as a cluster executor would.
-    Its processes fork from a server that has imported the code location once, so a step
-    starts without paying again for the imports, which take far longer than the fork."""
+    Multiprocess runs each step (an asset, or one asset's checks) in its own process, as a
+    cluster executor would. Its processes fork from a server that has imported the code
+    location once, so a step starts without paying again for the imports, which take far
+    longer than the fork."""
     if settings.dagster_executor == "multiprocess":
         return dg.multiprocess_executor.configured(
             {

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import dagster as dg
 import httpx
+import yaml
 
 from lorehouse.settings import BUNDLED_SAMPLE_CORPUS, REPO_ROOT
 
@@ -88,6 +89,17 @@ def test_lorehouse_materialize_named_partitions_then_the_rest_then_docs(tmp_path
     assert cli_run.job_name == "index_job"
     assert cli_run.tags["lorehouse/trigger"] == "cli"
     assert cli_run.tags["lorehouse/writes"] == "index"
+    # With the origin of index_job in the workspace's code location: the UI's Overview
+    # timeline draws only runs that have one.
+    origin = cli_run.remote_job_origin
+    assert origin is not None and origin.job_name == "index_job"
+    assert (
+        origin.location_name
+        == yaml.safe_load((REPO_ROOT / "workspace.yaml").read_text())["load_from"][0][
+            "python_module"
+        ]["location_name"]
+    )
+    assert origin.repository_origin.repository_name == "__repository__"
     assert "check merged_partitions.parsed_documents_contract: passed" in run.stderr
     assert "│ pdf " in run.stdout and "│ all " in run.stdout
     docs = _run([lorehouse, "docs"], data_dir, **env)
