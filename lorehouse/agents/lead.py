@@ -32,8 +32,9 @@ _KIND_PATTERNS: tuple[tuple[AskedKind, re.Pattern[str]], ...] = (
     (
         AskedKind.DURATION,
         re.compile(
-            r"\bhow (?:long|soon|early|late|far in advance)\b|\bhow many (?:days|weeks|months"
-            r"|years|hours|minutes)\b|\b(?:notice period|how much notice|duration)\b",
+            r"\bhow (?:long|soon|quickly|fast|early|late|far in advance)\b"
+            r"|\bhow many (?:days|weeks|months|years|hours|minutes)\b"
+            r"|\b(?:notice period|how much notice|duration)\b",
             re.I,
         ),
     ),

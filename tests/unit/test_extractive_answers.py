@@ -573,3 +573,19 @@ def test_the_vector_cache_keeps_the_most_recently_used_texts() -> None:
     assert embedder.embedded == ["beta policy"]
     assert np.array_equal(again[0], first[0]) and np.array_equal(again[2], first[0])
     np.testing.assert_allclose(again[1], first[1], atol=1e-6)
+
+
+def test_a_how_quickly_question_is_answered_with_the_time_it_takes() -> None:
+    offboarding = [
+        _hit(
+            1,
+            "Depending on the circumstances of the teammate's exit, access to internal systems "
+            "may be removed prior to their separation date. Access to core communication and "
+            "production systems is removed within 48 hours of the separation date.",
+            heading_path=("Access Control Policy", "Removal of access"),
+        )
+    ]
+    answer = _answer(
+        "How quickly is a departing teammate's access to core systems removed?", offboarding
+    )
+    assert answer.startswith("Access to core communication and production systems is removed")
