@@ -9,6 +9,7 @@ import dagster as dg
 import pytest
 
 from assets import evals
+from assets.checks import checks_of
 from lorehouse.settings import BUNDLED_SAMPLE_CORPUS, Settings
 from lorehouse.stores.duckdb_store import DuckDBStore
 from pipelines.resources import build_resources
@@ -19,7 +20,7 @@ from tests.provider_server import provider_server
 def _evaluate(data_dir: Path, **settings: object) -> dg.ExecuteInProcessResult:
     config = Settings(source_uri=str(BUNDLED_SAMPLE_CORPUS), data_dir=data_dir, **settings)
     return dg.materialize(
-        [evals.retrieval_eval, evals.recall_gate],
+        [evals.retrieval_eval, *checks_of([evals])],
         resources=build_resources(config),
         instance=dg.DagsterInstance.ephemeral(),
     )
