@@ -16,6 +16,7 @@ builds the Dagster definitions for the modules a code location or a test loads.
 import inspect
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from types import ModuleType
 from typing import TypeVar
 
@@ -34,7 +35,7 @@ class _Check:
     def name(self) -> str:
         return self.function.__name__
 
-    @property
+    @cached_property
     def resource_keys(self) -> list[str]:
         return list(inspect.signature(self.function).parameters)
 
@@ -77,7 +78,6 @@ def checks_of(modules: Sequence[ModuleType]) -> list[dg.AssetChecksDefinition]:
 
 
 def _one_step(asset: dg.AssetKey, checks: list[_Check]) -> dg.AssetChecksDefinition:
-    by_name = {check.name: check for check in checks}
     resources = {key for check in checks for key in check.resource_keys}
 
     @dg.multi_asset_check(
@@ -92,7 +92,7 @@ def _one_step(asset: dg.AssetKey, checks: list[_Check]) -> dg.AssetChecksDefinit
         for check in checks:
             if check.name not in selected:
                 continue
-            result = by_name[check.name].function(
+            result = check.function(
                 **{key: getattr(context.resources, key) for key in check.resource_keys}
             )
             yield result._replace(asset_key=asset, check_name=check.name)
