@@ -50,6 +50,7 @@ def chunk_embeddings(
             token_encoder=encoder,
             batch_documents=vector_index.index_batch_documents,
             donor=donor,
+            sentence_windows=vector_index.index_sentence_windows,
         )
         report.absorb(done)
         rows += index.count()

@@ -12,10 +12,14 @@ as a ratio measured in the same run on the same machine:
 * raw model: in a fresh child process, `default_embedder().embed(texts, batch_size=64)` over
   the distinct chunk texts (`text_embed`) the build stored, after one untimed warm-up call.
 
-Run from the repository root (the default source is the Sourcegraph handbook of the shared
-corpus; about 2 minutes on 2 cores):
+With `--also-without-windows` the same corpus is built a second time with
+`LOREHOUSE_INDEX_SENTENCE_WINDOWS=false`, against the same raw-model figure.
 
-    .venv/bin/python bench/build_cost.py [--source DIR] [--partitions 1] [--json OUT]
+Run from the repository root (the default source is the Sourcegraph handbook of the shared
+corpus; about 2 minutes on 2 cores, 3 with the second build):
+
+    .venv/bin/python bench/build_cost.py [--source DIR] [--partitions 1] \
+        [--also-without-windows] [--json OUT]
 """
 
 from __future__ import annotations
@@ -60,7 +64,9 @@ print(json.dumps({"texts": len(texts), "seconds": time.perf_counter() - started}
 """
 
 
-def build(source: Path, data_dir: Path, partitions: int, log: Path) -> dict[str, Any]:
+def build(
+    source: Path, data_dir: Path, partitions: int, log: Path, windows: bool = True
+) -> dict[str, Any]:
     """One `lorehouse materialize` in a child process: wall time and each step's span."""
     home = data_dir / "dagster_home"
     home.mkdir(parents=True)
@@ -71,6 +77,8 @@ def build(source: Path, data_dir: Path, partitions: int, log: Path) -> dict[str,
         "LOREHOUSE_INDEX_PARTITIONS": str(partitions),
         "DAGSTER_HOME": str(home),
     }
+    if not windows:
+        env["LOREHOUSE_INDEX_SENTENCE_WINDOWS"] = "false"
     command = [str(Path(sys.executable).parent / "lorehouse"), "materialize", "--select", SELECTION]
     started = time.perf_counter()
     with log.open("w") as output:
@@ -123,6 +131,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--source", type=Path, default=DEFAULT_SOURCE)
     parser.add_argument("--partitions", type=int, default=1, help="LOREHOUSE_INDEX_PARTITIONS")
+    parser.add_argument(
+        "--also-without-windows",
+        action="store_true",
+        help="build a second time without sentence windows",
+    )
     parser.add_argument("--json", type=Path, help="write the figures here too")
     args = parser.parse_args()
     if not args.source.is_dir():
@@ -131,6 +144,15 @@ def main() -> None:
         data_dir = Path(work) / "data"
         built = build(args.source.resolve(), data_dir, args.partitions, Path(work) / "build.log")
         model = raw_model(data_dir)
+        without = None
+        if args.also_without_windows:
+            without = build(
+                args.source.resolve(),
+                Path(work) / "without-windows",
+                args.partitions,
+                Path(work) / "build-without-windows.log",
+                windows=False,
+            )
     result = {
         "source": str(args.source),
         "partitions": args.partitions,
@@ -138,6 +160,16 @@ def main() -> None:
         "raw_model": model,
         "steps_vs_raw": round(built["steps_seconds"] / model["seconds"], 2),
         "wall_vs_raw": round(built["wall_seconds"] / model["seconds"], 2),
+        **(
+            {
+                "build_without_windows": without,
+                "steps_vs_raw_without_windows": round(
+                    without["steps_seconds"] / model["seconds"], 2
+                ),
+            }
+            if without
+            else {}
+        ),
         "machine": machine_info(
             ["dagster", "onnxruntime", "lancedb", "duckdb", "scikit-learn", "yake"]
         ),

@@ -177,6 +177,7 @@ def index_dataset(
     batch_size: int = 64,
     on_progress: ProgressCallback | None = None,
     token_encoder: TokenEncoder | None = None,
+    sentence_windows: bool = True,
 ) -> IndexOutcome:
     """Brings the dataset's tables in line with its corpus; a rerun embeds nothing."""
     started = time.perf_counter()
@@ -187,7 +188,7 @@ def index_dataset(
         index, rows, "text_embed", chunk_schema, document_embedder, batch_size, report, on_progress
     )
     report.provider_failure = outcome.failure
-    sync_sentences(index, rows, embedder, batch_size, report, on_progress)
+    sync_sentences(index, rows, embedder, batch_size, report, on_progress, windows=sentence_windows)
     sync_token_vectors(index, rows, token_encoder, batch_size, report, on_progress, captured)
     return IndexOutcome(
         len(dataset.corpus),

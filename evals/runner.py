@@ -199,6 +199,7 @@ def run_beir_for_settings(
         settings.embed_batch_size,
         on_embed_progress,
         lorehouse.token_encoder(),
+        settings.index_sentence_windows,
     )
     retriever = lorehouse.retriever()
     rankers = [

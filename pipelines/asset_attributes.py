@@ -60,9 +60,12 @@ def code_versions(lorehouse: Lorehouse) -> dict[str, str]:
         for file_type in FileType
         if file_type is not FileType.UNKNOWN
     )
+    windows = (
+        f"{SENTENCE_WINDOW}/{SENTENCE_WINDOW_STRIDE}" if settings.index_sentence_windows else "off"
+    )
     embedding = (
         f"{settings.embed_model}|layout{TABLE_LAYOUT}"
-        f"|windows{SENTENCE_WINDOW}/{SENTENCE_WINDOW_STRIDE}|tokens{settings.index_token_vectors}"
+        f"|windows{windows}|tokens{settings.index_token_vectors}"
     )
     return {
         "parsed_documents": _short(parsers),

@@ -233,6 +233,7 @@ class VectorIndexResource(SettingsResource):
     embed_api_base: str | None = _setting("embed_api_base", default=None)
     embed_batch_size: int = _setting("embed_batch_size", ge=1)
     index_batch_documents: int = _setting("index_batch_documents", ge=1)
+    index_sentence_windows: bool = _setting("index_sentence_windows")
     index_token_vectors: bool = _setting("index_token_vectors")
     ann_index_min_rows: int = _setting("ann_index_min_rows", ge=1)
     citation_retention_hours: float = _setting("citation_retention_hours", ge=1)

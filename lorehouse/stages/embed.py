@@ -257,10 +257,12 @@ def run_embedding(
     token_encoder: TokenEncoder | None = None,
     batch_documents: int = 500,
     donor: ChunkIndex | None = None,
+    sentence_windows: bool = True,
 ) -> EmbedReport:
     """Brings the LanceDB chunk and document tables in line with DuckDB; returns what it did.
 
     With a `token_encoder`, each chunk's token vectors are stored too, for late interaction.
+    Without `sentence_windows` no window is embedded, and the windows stored are deleted.
     A `donor` index (the shared one, for a partition seeded from the shared store) gives the
     vectors it holds for the same model and text before the model is asked for any.
     Documents are read, compared with what the index holds and written `batch_documents` at a
@@ -314,7 +316,15 @@ def run_embedding(
         report.provider_failure = outcome.failure
         report.chunk_embed_seconds = report.embed_seconds
         sync_sentences(
-            index, chunks, embedder, batch_size, report, None, batch, donors.get("sentences")
+            index,
+            chunks,
+            embedder,
+            batch_size,
+            report,
+            None,
+            batch,
+            donors.get("sentences"),
+            windows=sentence_windows,
         )
         sync_token_vectors(
             index,
@@ -407,9 +417,10 @@ def sync_sentences(
     on_progress: ProgressCallback | None = None,
     scope: Sequence[str] | None = None,
     donor: LanceTable | None = None,
+    windows: bool = True,
 ) -> None:
     """Makes the `sentences` table hold the sentence windows of `chunks` (index rows), for
-    the documents of `scope` (every document when None).
+    the documents of `scope` (every document when None); with `windows` off, none.
 
     Skipped when the chunk sync has just failed on the provider: search reads chunk rows
     from the chunks table, so sentence rows that lag behind cost recall for a run, never
@@ -418,10 +429,12 @@ def sync_sentences(
     if report.provider_failure:
         return
     table = index.sentences()
+    if not windows and not table.exists():
+        return
     # A table to be rebuilt (new model or layout) is written whole, every column of every row.
     current = table.exists() and table.is_current(embedder.name)
     stored = table.stored_keys(scope) if current else None
-    rows = sentence_rows(chunks, embedder.name, stored)
+    rows = sentence_rows(chunks if windows else chunks.iloc[:0], embedder.name, stored)
     report.sentences += len(rows)
     outcome = sync_table(
         table,

@@ -183,3 +183,25 @@ def test_a_new_way_of_cutting_windows_cuts_every_chunk_again(
     assert report.sentences == 4 and report.sentences_embedded == 0
     hashes = {row.row_hash for row in index.sentences().stored_keys().values()}
     assert len(hashes) == 1 and hashes != first
+
+
+def test_with_windows_off_none_are_cut_and_the_stored_ones_go(
+    tmp_path: Path, embedder: OnnxMiniLMEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`index_sentence_windows=false` saves the windows' model pass; the windows an earlier
+    build stored leave the index at the next run, and a chunk is then ranked by its own
+    vector alone."""
+    index = _index(tmp_path, embedder, acl_office=[])
+    cut = _count_cuts(monkeypatch)
+    report = EmbedReport(model=embedder.name, dimension=embedder.dimension)
+    sync_sentences(index, _rows(embedder.name, []), embedder, 8, report, windows=False)
+    assert cut == [] and report.sentences_embedded == 0
+    assert index.sentences().stored_keys() == {}
+    hits = Retriever(index, embedder).search("What is the hotel limit per night?", top_k=3)
+    assert hits.hits[0].chunk_id == "hotels"
+
+    fresh = ChunkIndex(str(tmp_path / "fresh"))
+    rows = _rows(embedder.name, [])
+    sync_table(fresh, rows, "text_embed", chunk_schema, embedder, 8, report)
+    sync_sentences(fresh, rows, embedder, 8, report, windows=False)
+    assert not fresh.sentences().exists()

@@ -639,3 +639,11 @@ def test_index_max_age_hours_is_the_indexing_stages_freshness_window(
 
     assert windows(index_max_age_hours="5") == {timedelta(hours=5)}
     assert windows() == {timedelta(hours=26)}
+
+
+def test_index_sentence_windows_reaches_the_embedding_run(deployment: Deployment) -> None:
+    """The embedding asset reads it from its resource, as the launchpad shows it."""
+    for value, expected in (("false", False), (None, True)):
+        settings = deployment.settings(**({"index_sentence_windows": value} if value else {}))
+        with dg.build_resources(build_resources(settings)) as initialized:
+            assert initialized.vector_index.index_sentence_windows is expected
