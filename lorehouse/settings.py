@@ -494,6 +494,16 @@ class Settings(BaseSettings):
             "number or name not yet stated."
         ),
     )
+    answer_decline_unmentioned: bool = Field(
+        default=True,
+        description=(
+            "Extractive answers: 'not found' when the question names something (a name, an "
+            "acronym, a year) that no document the caller may read mentions, rather than "
+            "the nearest sentence about something else. A question using another word than "
+            "the documents ('PTO' for 'annual leave') is declined too; answers written by an "
+            "LLM judge that themselves."
+        ),
+    )
     eval_golden_set: Path = Field(
         default=REPO_ROOT / "evals" / "golden" / "sample_corpus.jsonl",
         description="Golden set the retrieval_eval asset scores (JSONL).",
@@ -780,6 +790,7 @@ SETTING_GROUPS: dict[str, tuple[str, ...]] = {
         "ask_context_chunks",
         "answer_min_similarity",
         "answer_max_words",
+        "answer_decline_unmentioned",
         "answer_sentence_vectors_kept",
     ),
     "API": (

@@ -264,6 +264,7 @@ class EvalResource(SettingsResource):
     ask_context_chunks: int = _setting("ask_context_chunks", ge=1)
     answer_min_similarity: float = _setting("answer_min_similarity")
     answer_max_words: int = _setting("answer_max_words", ge=10)
+    answer_decline_unmentioned: bool = _setting("answer_decline_unmentioned")
     answer_max_output_tokens: int = _setting("answer_max_output_tokens", ge=16)
     judge_model: str | None = _setting("judge_model", default=None)
     judge_api_base: str | None = _setting("judge_api_base", default=None)

@@ -26,9 +26,11 @@ from lorehouse.agents.answerer import (
     answer_with_llm,
     check_llm_answer,
     draft_from_llm_text,
+    not_mentioned_answer,
     stream_llm_answer,
     with_excerpts,
 )
+from lorehouse.agents.lead import named_terms, spelled_out
 from lorehouse.agents.post_processor import post_process
 from lorehouse.agents.query_optimizer import Turn, carry_over_offline, optimize_query
 from lorehouse.agents.source_identifier import Sources, choose_with_llm, rank_documents
@@ -52,6 +54,8 @@ class AskOptions:
     context_chunks: int = 8
     answer_min_similarity: float = DEFAULT_ANSWER_MIN_SIMILARITY
     answer_max_words: int = DEFAULT_ANSWER_MAX_WORDS
+    #: Extractive answers decline a question naming what no readable document mentions.
+    decline_unmentioned: bool = True
 
 
 class Citation(BaseModel):
@@ -140,6 +144,9 @@ class Prepared:
     context: list[SearchHit]
     asked_at: datetime
     ranked: list[SearchHit]
+    #: What the question names that no document the caller may read mentions: the
+    #: extractive answer declines, whatever the nearest sentences say.
+    unmentioned: list[str]
 
 
 class AskPipeline:
@@ -239,7 +246,7 @@ class AskPipeline:
                 else:
                     step.status = "fallback"
                     step.detail = problem
-                    draft = self._extractive(question, prepared.context)
+                    draft = self._extractive(question, prepared)
                     mode, degraded = "extractive", problem
             else:
                 draft, mode, degraded = self._answer(question, prepared, step)
@@ -308,7 +315,15 @@ class AskPipeline:
             context = post_process(hits, self.options.context_chunks)
             step.detail = f"{len(hits)} hits -> {len(context)} context chunks"
             trace.context_chunk_ids = [hit.chunk_id for hit in context]
-        return Prepared(trace, queries, context, asked_at, hits)
+            named = named_terms(standalone) if self.options.decline_unmentioned else []
+            unmentioned = [
+                term
+                for term in self.retriever.unmentioned(named, caller_groups)
+                if not any(spelled_out(term, hit.text_chat) for hit in context)
+            ]
+            if unmentioned:
+                step.detail += f"; no readable document mentions {', '.join(unmentioned)}"
+        return Prepared(trace, queries, context, asked_at, hits, unmentioned)
 
     def _identify_sources(
         self,
@@ -394,19 +409,24 @@ class AskPipeline:
             return DraftAnswer(NOT_FOUND_ANSWER, [], False), self._mode(), None
         if self.client is None:
             step.detail = "extractive: no LLM configured"
-            return self._extractive(question, prepared.context), "extractive", None
+            return self._extractive(question, prepared), "extractive", None
         try:
             draft = answer_with_llm(self.client, question, prepared.queries, prepared.context)
             return draft, "llm", None
         except LLMFailure as error:
             step.status, step.detail = "fallback", f"extractive answer: {error}"
-            return self._extractive(question, prepared.context), "extractive", str(error)
+            return self._extractive(question, prepared), "extractive", str(error)
 
-    def _extractive(self, question: str, context: Sequence[SearchHit]) -> DraftAnswer:
+    def _extractive(self, question: str, prepared: Prepared) -> DraftAnswer:
+        """The extractive answer, or "not found" when the question names what no readable
+        document mentions. Only here: an LLM reads the passages and can tell a synonym
+        ("paid time off" for "PTO") where matching words cannot."""
+        if prepared.unmentioned:
+            return DraftAnswer(not_mentioned_answer(prepared.unmentioned), [], answerable=False)
         return answer_extractively(
             self.embedder,
             question,
-            context,
+            prepared.context,
             self.options.answer_min_similarity,
             self.options.answer_max_words,
             kept_vectors=self.kept_vectors,

@@ -202,3 +202,42 @@ def range_fit(question: str, text: str) -> float:
     if not numbers or not bounds:
         return 0.0
     return 1.0 if any(b.holds(n) for b in bounds for n in numbers) else -1.0
+
+
+#: What a question names that a document answering it would name too: capitalized words
+#: inside the sentence ("the Wi-Fi password", "Black Friday"), an acronym ("VPN"), a year.
+_NAMED = re.compile(
+    r"(?<=[a-z,;:] )(?P<name>[A-Z][\w&]+(?:-\w+)*(?: [A-Z][\w&]+(?:-\w+)*)*)"
+    r"|\b(?P<acronym>[A-Z]{2,})s?\b"
+    r"|\b(?P<year>(?:19|20)\d\d)\b"
+)
+#: A place the asker is in or comes from ("I work from Germany", "a new hire in Spain") sets
+#: the scene rather than naming the subject: a policy for staff abroad answers without it.
+_SCENE = re.compile(r"\b(?:in|from|at|to|near|outside|inside|within|across)\s+(?:the\s+)?$", re.I)
+
+
+def named_terms(question: str) -> list[str]:
+    """The names, acronyms and years a question's subject is named by, in order, once each.
+
+    A document that answers the question names them too, so when none of the documents the
+    caller may read does, the answer is "not found" whatever the nearest sentences say
+    ("What is the Wi-Fi password in the Toronto office?" against a password policy).
+    """
+    terms: list[str] = []
+    for match in _NAMED.finditer(question):
+        if match.group("name") and _SCENE.search(question[: match.start()]):
+            continue
+        term = match.group("name") or match.group("acronym") or match.group("year")
+        if term not in terms:
+            terms.append(term)
+    return terms
+
+
+def spelled_out(acronym: str, text: str) -> bool:
+    """Whether `text` spells `acronym` out: words in a row whose initials it is ("MFA" in
+    "multi-factor authentication"), so a question may use the short form of a document's
+    term."""
+    if not re.fullmatch(r"[A-Z]{2,}", acronym):
+        return False
+    words = r"[\s-]+".join(rf"{letter}[a-z]*" for letter in acronym.lower())
+    return re.search(rf"\b{words}\b", text, re.I) is not None

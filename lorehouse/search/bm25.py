@@ -234,6 +234,36 @@ class BM25Index:
         mask[rows] = True
         return mask
 
+    def mentions(self, phrase: str, visible: np.ndarray) -> bool:
+        """Whether a row in `visible` holds `phrase`: its terms in one row, in any field, or
+        its words written as one ("Wi-Fi" as "wifi"). A phrase of stop words alone counts as
+        mentioned. Read from the postings; only the caller's rows count, so the answer says
+        nothing of what others may read."""
+        terms = sorted(set(self.analyzer.terms(phrase)))
+        if not terms:
+            return True
+        spellings = [terms]
+        if len(terms) > 1:
+            spellings.append(self.analyzer.terms("".join(_TOKEN.findall(phrase))))
+        for spelling in spellings:
+            rows = visible.copy()
+            for term in spelling:
+                rows &= self._rows_holding(term)
+                if not rows.any():
+                    break
+            else:
+                return True
+        return False
+
+    def _rows_holding(self, term: str) -> np.ndarray:
+        """A mask of the rows holding `term` in any field."""
+        held = np.zeros(len(self.keys), dtype=bool)
+        for postings in self.fields.values():
+            term_id = postings.term_ids.get(term)
+            if term_id is not None:
+                held[postings.rows[postings.starts[term_id] : postings.starts[term_id + 1]]] = True
+        return held
+
     def search(
         self,
         query: str,

@@ -311,6 +311,27 @@ class Retriever:
             update={"hits": hits, "timings_ms": {k: round(v, 2) for k, v in timings.items()}}
         )
 
+    def unmentioned(self, phrases: Sequence[str], caller_groups: Sequence[str] = ()) -> list[str]:
+        """The `phrases` some word of which no chunk the caller may read holds (see
+        `BM25Index.mentions`; "Wi-Fi" is one word, "Cloudflare API" two, which may sit in
+        different chunks).
+
+        Only the caller's chunks are looked at: a phrase found in restricted chunks alone is
+        unmentioned for an outsider, so what an answer says about it tells nothing of them.
+        """
+        if not phrases:
+            return []
+        try:
+            chunks = self.index.snapshot()
+        except IndexNotBuilt:
+            return []
+        scope = access_clause(caller_groups)
+        return [
+            phrase
+            for phrase in phrases
+            if not all(chunks.mentions(word, scope) for word in phrase.split())
+        ]
+
     def _as_passages(
         self, chunks: TableSnapshot, ranked: list[SearchHit], top_k: int, words: int, where: str
     ) -> list[SearchHit]:

@@ -480,6 +480,11 @@ class TableSnapshot:
             text, weights, visible, allowed, limit, question_word_weight
         )
 
+    def mentions(self, phrase: str, scope: str | None) -> bool:
+        """Whether a row matching `scope` (the caller's access clause) holds `phrase` in its
+        text columns; see `BM25Index.mentions`."""
+        return self._bm25_index().mentions(phrase, self.mask(scope))
+
     def text_search(
         self,
         text: str,

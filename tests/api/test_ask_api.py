@@ -21,7 +21,11 @@ LEAVE = "How many weeks of parental leave do primary caregivers get?"
 @pytest.fixture(scope="module")
 def keys(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     path = tmp_path_factory.mktemp("ask-keys") / "keys.yaml"
-    return {"file": path, "public": add_key(path, "everyone", [])}
+    return {
+        "file": path,
+        "public": add_key(path, "everyone", []),
+        "security": add_key(path, "security-team", ["security"]),
+    }
 
 
 @pytest.fixture(scope="module")
@@ -210,3 +214,34 @@ def test_the_lead_states_the_asked_fact_and_the_excerpts_stand_apart(
     for excerpt in body["excerpts"]:
         assert any(sentence["supports"] for sentence in excerpt["sentences"])
         assert excerpt["heading_path"] and excerpt["citation"].startswith("/v1/chunks/")
+
+
+def test_a_question_naming_what_no_document_mentions_is_declined(api: TestClient) -> None:
+    """The sample corpus describes the Toronto office and a password policy, and says
+    nothing of Wi-Fi: the nearest sentence ("Passwords are at least 14 characters long") is
+    not an answer."""
+    body = api.post(
+        "/v1/ask", json={"question": "What is the Wi-Fi password in the Toronto office?"}
+    ).json()
+    assert not body["answerable"]
+    assert "Wi-Fi" in body["answer"] and "password" not in body["answer"].lower()
+    assert body["citations"] == [] and body["excerpts"] == []
+    assert body["related"], "the nearest sources are listed as related"
+    steps = {step["step"]: step for step in body["trace"]["steps"]}
+    assert "Wi-Fi" in steps["post_processor"]["detail"]
+
+
+def test_what_only_restricted_documents_mention_counts_as_unmentioned_for_outsiders(
+    api: TestClient, keys: dict[str, object]
+) -> None:
+    """Only the security team's documents name the Commissioner breaches are reported to:
+    an outsider is told no document they may read mentions it, which says nothing of the
+    others; the security team is not."""
+    question = "Which Commissioner do we report a personal data breach to?"
+    outsider = api.post("/v1/ask", json={"question": question}).json()
+    assert not outsider["answerable"] and "Commissioner" in outsider["answer"]
+    insider = api.post(
+        "/v1/ask", json={"question": question}, headers={"X-API-Key": str(keys["security"])}
+    ).json()
+    assert "mentions" not in insider["answer"]
+    assert insider["answerable"], insider["answer"]

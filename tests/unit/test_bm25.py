@@ -125,3 +125,20 @@ def test_question_words_weigh_less_than_the_subject_they_ask_about() -> None:
     assert index.search("how do I", {"text": 1.0}, everything, everything, 10, 0.25)
     # Content words are never question words: "US", "May" and "AM" stay searchable.
     assert not {"us", "may", "am"} & Analyzer().question_terms
+
+
+def test_a_phrase_is_mentioned_only_by_rows_the_caller_may_see() -> None:
+    index = _index(
+        {**PUBLIC, "p4": "Guests use the WiFi network.", **HIDDEN, "h3": "The Cloudflare token."}
+    )
+    public = index.mask(PUBLIC.keys() | {"p4"})
+    assert index.mentions("parental leave", public)
+    # Written as one word in the text: "Wi-Fi" finds "WiFi".
+    assert index.mentions("Wi-Fi", public)
+    # Both words in one row: "on-call" is p3's, "hotel" p2's.
+    assert not index.mentions("hotel-call", public)
+    # Only a hidden row holds it: unmentioned for this caller, mentioned for one who sees it.
+    assert not index.mentions("Cloudflare", public)
+    assert index.mentions("Cloudflare", index.mask(["h3"]))
+    # Stop words alone name nothing, so nothing is declined for them.
+    assert index.mentions("IT", public)

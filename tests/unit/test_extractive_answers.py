@@ -13,6 +13,7 @@ from lorehouse.agents.answerer import (
     citations_in,
     context_block,
 )
+from lorehouse.agents.lead import named_terms, spelled_out
 from lorehouse.embedding.base import VectorCache
 from lorehouse.embedding.minilm import default_embedder
 from lorehouse.search.retriever import SearchHit
@@ -589,3 +590,26 @@ def test_a_how_quickly_question_is_answered_with_the_time_it_takes() -> None:
         "How quickly is a departing teammate's access to core systems removed?", offboarding
     )
     assert answer.startswith("Access to core communication and production systems is removed")
+
+
+@pytest.mark.parametrize(
+    ("question", "named"),
+    [
+        ("What is the Wi-Fi password in the Toronto office?", ["Wi-Fi"]),
+        ("Which VPN client do I need to install?", ["VPN"]),
+        ("Do we get Black Friday off?", ["Black Friday"]),
+        ("When is open enrollment for the 2025 plans?", ["2025"]),
+        # Where the asker is sets the scene; a policy for staff abroad answers without it.
+        ("I work from Germany. Is my stock grant the same?", []),
+        ("How much leave do I get after I'm back?", []),
+    ],
+)
+def test_a_question_names_its_subject_by_names_acronyms_and_years(
+    question: str, named: list[str]
+) -> None:
+    assert named_terms(question) == named
+
+
+def test_an_acronym_counts_as_mentioned_where_a_passage_spells_it_out() -> None:
+    assert spelled_out("MFA", "Multi-factor authentication is required everywhere.")
+    assert not spelled_out("VPN", "Use the password manager for every account.")

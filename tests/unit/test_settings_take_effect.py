@@ -262,6 +262,13 @@ EFFECTS = [
         lambda house: house.ask_pipeline().options.answer_max_words,
         resources=EVAL_RESOURCES,
     ),
+    Effect(
+        "answer_decline_unmentioned",
+        "false",
+        False,
+        lambda house: house.ask_pipeline().options.decline_unmentioned,
+        resources=EVAL_RESOURCES,
+    ),
 ]
 
 
