@@ -2,7 +2,11 @@
 
 openpyxl is used directly because it gives merged ranges (repeated into every cell they cover)
 and cached formula values; empty rows and columns are dropped and blocks separated by blank
-rows or columns become separate tables, as a reader sees them.
+rows or columns become separate tables, as a reader sees them. Except where the blank only
+spaces one table out, as people lay sheets out: a spacer column between columns whose rows
+line up, or a blank row before more rows of the table above (they start with no header of
+their own). Split there, the rows after the blank would be read under their own first row as
+a header, and the columns after the spacer without the row's name.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from lorehouse.parsing.registry import ParseOptions, ParseOutput, register_parse
 Grid = list[list[str]]
 
 
-@register_parser(file_type="xlsx", name="openpyxl", version=f"3+openpyxl{version('openpyxl')}")
+@register_parser(file_type="xlsx", name="openpyxl", version=f"4+openpyxl{version('openpyxl')}")
 def parse_xlsx(data: bytes, rel_path: str, options: ParseOptions) -> ParseOutput:
     """Markdown for a workbook; the page map points at sheets (sheet number and name)."""
     check_office_package(data, "xlsx")
@@ -78,16 +82,65 @@ def _format(value: object, number_format: str) -> str:
 
 
 def _blocks(grid: Grid) -> list[Grid]:
-    """Rectangles of cells separated by fully empty rows, then by fully empty columns."""
+    """Rectangles of cells separated by fully empty rows, then by fully empty columns; a
+    spacer column or a blank row inside one table does not separate it."""
     blocks: list[Grid] = []
     for band in _split(grid):
         columns = list(zip(*band, strict=True))
-        for column_band in _split([list(c) for c in columns]):
-            block = [list(r) for r in zip(*column_band, strict=True)]
+        pieces = [
+            [list(r) for r in zip(*column_band, strict=True)]
+            for column_band in _split([list(c) for c in columns])
+        ]
+        for block in _across_spacers(pieces):
             block = [row for row in block if any(row)]
-            if block:
+            if not block:
+                continue
+            if blocks and _continues(blocks[-1], block):
+                blocks[-1].extend(block)
+            else:
                 blocks.append(block)
     return blocks
+
+
+def _across_spacers(pieces: list[Grid]) -> list[Grid]:
+    """Side-by-side pieces of one band joined where their rows line up: the same rows hold
+    cells in both, so an empty column only spaced one table's columns out. Two tables side
+    by side rarely fill exactly the same rows, and if they do, each row stays one record."""
+    joined: list[Grid] = []
+    for piece in pieces:
+        if joined and _filled_rows(joined[-1]) == _filled_rows(piece):
+            joined[-1] = [left + right for left, right in zip(joined[-1], piece, strict=True)]
+        else:
+            joined.append(piece)
+    return joined
+
+
+def _filled_rows(block: Grid) -> list[bool]:
+    return [any(row) for row in block]
+
+
+def _continues(table: Grid, block: Grid) -> bool:
+    """Whether `block`, after a blank row, holds more rows of `table`: as many columns, under
+    a header row of labels, and a first row that is a record (it holds a number), not a
+    header of its own."""
+    return (
+        len(table) > 1
+        and len(block[0]) == len(table[0])
+        and _is_header(table[0])
+        and not _is_header(block[0])
+    )
+
+
+def _is_header(row: list[str]) -> bool:
+    return _filled(row) > 1 and not any(_is_number(cell) for cell in row)
+
+
+def _is_number(cell: str) -> bool:
+    try:
+        float(cell.replace(",", "").removesuffix("%"))
+    except ValueError:
+        return False
+    return True
 
 
 def _split(rows: Grid) -> list[Grid]:
@@ -118,7 +171,8 @@ def _emit_block(block: Grid, builder: MarkdownBuilder, page: int, label: str) ->
 
 
 def _filled(row: list[str]) -> int:
-    return sum(1 for cell in row if cell)
+    """Distinct values in a row: a title merged across the row repeats in every cell."""
+    return len({cell for cell in row if cell})
 
 
 def _first(row: list[str]) -> str:

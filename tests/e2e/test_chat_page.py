@@ -221,16 +221,40 @@ def test_on_a_desktop_a_reader_asks_checks_sources_filters_retries_and_gives_fee
     _fits(page)
     page.screenshot(path=screenshots / "chat-desktop-table.png")
 
-    # A table cut from its header row gets the column names of the table it continues.
-    cut = _chunk_id(stores, "finance/budget-2026.xlsx", "c.text_chat LIKE '%| 30 | 2005 |%'")
-    _open_link(page, cut)
-    header = cited.locator("[data-testid=repeated-header]")
+    # A sheet spaced out by a blank column and a blank row is one table: every row under
+    # the column names, each row with its department.
+    sheet = _chunk_id(stores, "finance/budget-2026.xlsx", "c.text_chat LIKE '%| 30 | 2005 |%'")
+    _open_link(page, sheet)
+    header = cited.locator("table thead").first
+    expect(header).to_contain_text("Department")
     expect(header).to_contain_text("Training")
-    expect(header).to_contain_text("Total")
-    expect(cited.locator("tbody tr").first).to_contain_text("2005")
-    page.screenshot(path=screenshots / "chat-desktop-cut-table.png")
+    row = cited.locator("tbody tr", has_text="Sales and Marketing")
+    expect(row).to_contain_text("2005")
+    expect(cited.locator("[data-testid=repeated-header]")).to_have_count(0)
+    page.screenshot(path=screenshots / "chat-desktop-sheet.png")
     page.click("#close-source")
     expect(source).to_be_hidden()
+
+    # A table the document itself breaks (a PDF table going on over a page without its
+    # header) starts with a data row: it gets the column names of the table it continues.
+    continued = page.evaluate(
+        r"""() => {
+          const chunk = (id, table) => ({ chunk_id: id, heading_path: ["Budgets"],
+            text_chat: `Budgets\n\n${table}` });
+          const first = chunk("a", "| Department | Total |\n| --- | --- |\n| Data | 4618 |");
+          const cut = chunk("b", "| Finance | 825 |\n| --- | --- |\n| People | 928 |");
+          const parsed = parseChunks([cut], cut, [first]);
+          const missing = repeatHeaders(parsed);
+          const table = parsed[1].blocks.find((block) => block.type === "table");
+          return { missing, header: table.header, rows: table.rows, repeated: table.repeated };
+        }"""
+    )
+    assert continued == {
+        "missing": False,
+        "header": ["Department", "Total"],
+        "rows": [["Finance", "825"], ["People", "928"]],
+        "repeated": True,
+    }
 
     # Filters offer the file types the reader's documents have, and show on the answer.
     page.click("#filters-toggle")
