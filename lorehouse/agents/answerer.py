@@ -30,17 +30,6 @@ NOT_FOUND_MARKER = "NOT_IN_DOCUMENTS"
 NOT_FOUND_ANSWER = (
     "The documents available to you do not answer this question, so I will not guess."
 )
-
-
-def not_mentioned_answer(terms: Sequence[str]) -> str:
-    """The "not found" answer for a question naming what no readable document mentions."""
-    named = ", ".join(f"\u201c{term}\u201d" for term in terms)
-    return (
-        f"None of the documents available to you mentions {named}, so they do not answer "
-        "this question."
-    )
-
-
 #: A citation of a context passage as answers write it: "[3]".
 CITATION = re.compile(r"\[(\d{1,3})\]")
 _PROMPT_SCAFFOLDING = ("Passages (in document order)", "Search queries used to find", "Rules:")
@@ -60,6 +49,15 @@ _SOURCE_MARKER = re.compile(
     # "[[ 30 ]](#cite_note-30)".
     r"|[ \t]*\[\[[^\[\]\n]{1,40}\]\]\(#cite[^)\s]*\)"
 )
+
+
+def not_mentioned_answer(terms: Sequence[str]) -> str:
+    """The "not found" answer for a question naming what no readable document mentions."""
+    named = ", ".join(f"\u201c{term}\u201d" for term in terms)
+    return (
+        f"None of the documents available to you mentions {named}, so they do not answer "
+        "this question."
+    )
 
 
 @dataclass

@@ -227,7 +227,7 @@ def named_terms(question: str) -> list[str]:
     for match in _NAMED.finditer(question):
         if match.group("name") and _SCENE.search(question[: match.start()]):
             continue
-        term = match.group("name") or match.group("acronym") or match.group("year")
+        term = match.group(match.lastgroup or 0)
         if term not in terms:
             terms.append(term)
     return terms
