@@ -113,11 +113,7 @@ def search_index(
     report = run_index_merge(
         feature_store.open(),
         index,
-        {
-            key: feature_store.open_partition_index(key)
-            for key in layout.keys
-            if layout.index_path(key).exists()
-        },
+        {key: feature_store.open_partition_index(key) for key in sorted(layout.indexed_keys())},
         layout,
         on_progress=progress_logger(context, "merged"),
     )

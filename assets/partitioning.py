@@ -77,10 +77,18 @@ def partition_stores(
     """(key, its store, its progress callback) for each partition of the run that has work,
     one at a time, under one progress display that ends when the last is done."""
     layout = feature_store.layout()
-    counts = layout.document_counts(checked_keys(context, layout.keys))
+    run_keys = checked_keys(context, layout.keys)
+    # Pods that share no volume keep the partitions' files in a bucket: this pod's copies
+    # are brought up to it first, and each partition's is published when its work is done,
+    # or as far as it got.
+    layout.pull(run_keys, inventory=True)
+    counts = layout.document_counts(run_keys)
     # A partition with no documents that never had a store has nothing to do or to remove.
     keys = [key for key, n in counts.items() if n or layout.store_path(key).exists()]
     progress = PartitionProgress(context, what, {key: counts[key] for key in keys})
     for key in keys:
-        yield key, feature_store.open_partition(key), progress.partition(key)
+        try:
+            yield key, feature_store.open_partition(key), progress.partition(key)
+        finally:
+            layout.push(key)
     progress.finish()

@@ -10,7 +10,7 @@ import os
 from datetime import timedelta
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -312,6 +312,24 @@ class Settings(BaseSettings):
             "separate processes or pods. Changing it reruns every partition, each taking its "
             "documents' rows and vectors from the shared stores: nothing is parsed or "
             "embedded again."
+        ),
+    )
+    partitions_uri: str | None = Field(
+        default=None,
+        description=(
+            "An s3:// prefix the partitions' files are kept under, for partition runs on "
+            "pods that share no volume: each step pulls its partition's DuckDB file and "
+            "pushes it back, and the partitions' LanceDB folders live there. Unset: they stay "
+            "under data_dir/partitions (one machine, or a ReadWriteMany volume)."
+        ),
+    )
+    writer_run_k8s_config: dict[str, Any] | None = Field(
+        default=None,
+        description=(
+            "The `dagster-k8s/config` of the runs that write the shared stores (index_job, "
+            "inventory_job, merge_job), as JSON: with partitions_uri set, the run launcher's "
+            "own config leaves the feature-store volume out, so partition runs schedule on "
+            "any node, and this mounts it (and pins the node) for the writer runs alone."
         ),
     )
     llm_concurrency: int = Field(default=4, ge=1, le=64, description="LLM calls in flight.")
@@ -634,7 +652,9 @@ class Settings(BaseSettings):
     s3_endpoint_url: str | None = Field(
         default=None, description="S3-compatible endpoint (MinIO, moto); unset means AWS."
     )
-    s3_region: str | None = Field(default=None, description="AWS region of the source bucket.")
+    s3_region: str | None = Field(
+        default=None, description="AWS region of the buckets (source, LanceDB, partitions)."
+    )
     dagster_executor: Literal["in_process", "multiprocess"] = Field(
         default="in_process",
         description=(
@@ -672,6 +692,19 @@ class Settings(BaseSettings):
                 "confluence+https:// or sharepoint:// source, or a web site"
             )
         return value.strip()
+
+    @field_validator("partitions_uri")
+    @classmethod
+    def _partitions_uri_in_a_bucket(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        value = value.strip()
+        if not value.startswith("s3://") or len(value) <= len("s3://"):
+            raise ValueError(
+                "LOREHOUSE_PARTITIONS_URI must be an s3:// bucket prefix "
+                "(partitions on a shared volume need no setting: they stay under data_dir)"
+            )
+        return value
 
     @field_validator("source_sync_minutes")
     @classmethod
@@ -816,6 +849,8 @@ SETTING_GROUPS: dict[str, tuple[str, ...]] = {
     "Orchestration": (
         "data_dir",
         "index_partitions",
+        "partitions_uri",
+        "writer_run_k8s_config",
         "index_batch_documents",
         "dagster_executor",
         "reindex_cron",

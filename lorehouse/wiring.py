@@ -79,9 +79,13 @@ class Lorehouse:
         """Where the index partitions' own files live, and how many there are."""
         from lorehouse.stores.partitions import PartitionLayout
 
-        return PartitionLayout(
-            self.settings.data_dir / "partitions", self.settings.index_partitions
-        )
+        root = self.settings.data_dir / "partitions"
+        remote = None
+        if self.settings.partitions_uri:
+            from lorehouse.stores.partition_remote import PartitionRemote
+
+            remote = PartitionRemote(self.s3_client(), self.settings.partitions_uri, root)
+        return PartitionLayout(root, self.settings.index_partitions, remote)
 
     def partition_store(self, key: str) -> DuckDBStore:
         """The store a partition's run owns: its documents' inventory and stage tables."""
@@ -96,7 +100,14 @@ class Lorehouse:
         shared tables build theirs once, over every partition's rows)."""
         from lorehouse.stores.lance_index import ChunkIndex
 
-        return ChunkIndex(str(self.partition_layout().index_path(key)), search_indexes=False)
+        uri = self.partition_layout().index_uri(key)
+        return ChunkIndex(
+            uri,
+            storage_options=lance_storage_options(
+                uri, self.settings.s3_endpoint_url, self.settings.s3_region
+            ),
+            search_indexes=False,
+        )
 
     @cached_property
     def _chunk_index(self) -> ChunkIndex:
@@ -135,15 +146,20 @@ class Lorehouse:
             return self._connector_source(uri, name)
         if not uri.startswith("s3://"):
             return LocalFolderSource(uri)
-        if s3_client is None:
-            import boto3
+        return S3PrefixSource(s3_client or self.s3_client(), uri)
 
-            s3_client = boto3.client(
-                "s3",
-                endpoint_url=self.settings.s3_endpoint_url,
-                region_name=self.settings.s3_region,
-            )
-        return S3PrefixSource(s3_client, uri)
+    @cached_property
+    def _s3_client(self) -> Any:
+        import boto3
+
+        return boto3.client(
+            "s3", endpoint_url=self.settings.s3_endpoint_url, region_name=self.settings.s3_region
+        )
+
+    def s3_client(self) -> Any:
+        """A boto3 S3 client for the configured endpoint and region (credentials from the
+        environment, an IAM role or the instance profile, as boto3 finds them)."""
+        return self._s3_client
 
     def _connector_source(self, uri: str, name: str | None = None) -> DocumentSource:
         """A connected service's source: its checkpoint and item state (and a web site's

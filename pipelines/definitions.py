@@ -54,9 +54,9 @@ def _ingest_definitions(settings: Settings) -> dg.Definitions:
 
 
 def _automation_definitions(settings: Settings) -> dg.Definitions:
-    partitions, merge = partitions_job(), merge_job()
+    partitions, merge = partitions_job(), merge_job(settings)
     return dg.Definitions(
-        jobs=[index_job(settings.index_partitions), inventory_job(), partitions, merge],
+        jobs=[index_job(settings), inventory_job(settings), partitions, merge],
         schedules=[nightly_reindex_schedule(settings)],
         sensors=[
             source_change_sensor(settings),

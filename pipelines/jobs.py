@@ -11,6 +11,8 @@ Two ways to build the index, over the same assets:
 
 from __future__ import annotations
 
+import json
+
 import dagster as dg
 
 from assets.partitioning import all_partitions_tags
@@ -34,9 +36,22 @@ PARTITIONED_ASSETS = tuple(
 )
 #: The last partitioned stage: a partition is done when this asset's partition is.
 LAST_PARTITIONED_ASSET = PARTITIONED_ASSETS[-1]
+#: The tag Dagster's Kubernetes run launcher and executor read a run's pod config from.
+K8S_CONFIG_TAG = "dagster-k8s/config"
 
 
-def index_job(partitions: int) -> dg.UnresolvedAssetJobDefinition:
+def writer_tags(settings: Settings) -> dict[str, str]:
+    """The tags of the runs that write the shared stores: the writer tag the run queue limits
+    to one run at a time, and the deployment's Kubernetes config for them (the volume that
+    holds the shared DuckDB file), which partition runs keeping their files in a bucket do not
+    get."""
+    tags = {INDEX_WRITER_TAG: "index"}
+    if settings.writer_run_k8s_config:
+        tags[K8S_CONFIG_TAG] = json.dumps(settings.writer_run_k8s_config)
+    return tags
+
+
+def index_job(settings: Settings) -> dg.UnresolvedAssetJobDefinition:
     """Every stage over every partition, in one run.
 
     The partitions run one after another within it, each in its own store file. A partition
@@ -48,18 +63,18 @@ def index_job(partitions: int) -> dg.UnresolvedAssetJobDefinition:
         description="Materializes every stage of every partition; unchanged documents cost "
         "only a hash comparison.",
         # Limited to one run at a time by the instance's tag concurrency limit (dagster.yaml).
-        tags={INDEX_WRITER_TAG: "index", **all_partitions_tags(partitions)},
+        tags={**writer_tags(settings), **all_partitions_tags(settings.index_partitions)},
     )
 
 
-def inventory_job() -> dg.UnresolvedAssetJobDefinition:
+def inventory_job(settings: Settings) -> dg.UnresolvedAssetJobDefinition:
     """The inventory alone: its materialization names the partitions that changed."""
     return dg.define_asset_job(
         name=INVENTORY_JOB,
         selection=dg.AssetSelection.assets(INVENTORY_ASSET),
         description="Lists the source and publishes each changed partition's inventory "
         "slice; changed_partitions_sensor then runs those partitions and the merge.",
-        tags={INDEX_WRITER_TAG: "index"},
+        tags=writer_tags(settings),
     )
 
 
@@ -74,7 +89,7 @@ def partitions_job() -> dg.UnresolvedAssetJobDefinition:
     )
 
 
-def merge_job() -> dg.UnresolvedAssetJobDefinition:
+def merge_job(settings: Settings) -> dg.UnresolvedAssetJobDefinition:
     """Everything downstream of the partitions: the shared stores search reads, the feature
     tables and the evals."""
     return dg.define_asset_job(
@@ -83,7 +98,7 @@ def merge_job() -> dg.UnresolvedAssetJobDefinition:
         - dg.AssetSelection.assets(INVENTORY_ASSET, *PARTITIONED_ASSETS),
         description="Merges the partitions that changed into the shared DuckDB and LanceDB "
         "stores, then rebuilds what reads them.",
-        tags={INDEX_WRITER_TAG: "index"},
+        tags=writer_tags(settings),
     )
 
 

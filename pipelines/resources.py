@@ -156,6 +156,9 @@ class FeatureStoreResource(SettingsResource):
 
     data_dir: str = _setting("data_dir")
     index_partitions: int = _setting("index_partitions", ge=1, le=256)
+    partitions_uri: str | None = _setting("partitions_uri", default=None)
+    s3_endpoint_url: str | None = _setting("s3_endpoint_url", default=None)
+    s3_region: str | None = _setting("s3_region", default=None)
 
     def open(self) -> DuckDBStore:
         return self.wiring().feature_store()

@@ -29,6 +29,7 @@ from typing import TypeVar
 import duckdb
 
 from lorehouse.stores.duckdb_store import RAW_COLUMNS, DuckDBStore
+from lorehouse.stores.partition_remote import PartitionRemote
 
 #: The tables a bucket's run writes, by document, and what of each row its digest covers.
 #: Parsed documents hash their identity, not their Markdown: a new parse has a new
@@ -79,10 +80,12 @@ def _raw_digest_query(relation: str, partitions: int) -> str:
 
 @dataclass(frozen=True)
 class PartitionLayout:
-    """Where the buckets' files live under a data folder."""
+    """Where the buckets' files live under a data folder, and the bucket prefix they are
+    kept in when partition runs share no volume (`remote`; see `partition_remote`)."""
 
     root: Path
     partitions: int
+    remote: PartitionRemote | None = None
 
     @property
     def keys(self) -> list[str]:
@@ -93,6 +96,29 @@ class PartitionLayout:
 
     def index_path(self, key: str) -> Path:
         return self.root / f"{key}.lancedb"
+
+    def index_uri(self, key: str) -> str:
+        """Where partition `key`'s LanceDB folder is: in the bucket, or beside its store."""
+        return self.remote.index_uri(key) if self.remote else str(self.index_path(key))
+
+    def indexed_keys(self) -> set[str]:
+        """The partitions that have written a LanceDB folder."""
+        if self.remote:
+            return self.remote.indexed_keys() & set(self.keys)
+        return {key for key in self.keys if self.index_path(key).exists()}
+
+    def pull(self, keys: Sequence[str], inventory: bool = False) -> None:
+        """Brings this pod's copies of `keys`' store files (and, with `inventory`, their
+        inventory slices) up to what the bucket holds; nothing without a bucket."""
+        if self.remote:
+            if inventory:
+                self.remote.pull_inventory(keys)
+            self.remote.pull_stores(keys)
+
+    def push(self, key: str) -> None:
+        """Publishes partition `key`'s store file to the bucket, if it changed here."""
+        if self.remote:
+            self.remote.push_store(key)
 
     def inventory_slice(self, key: str) -> Path:
         return self.root / "inventory" / f"{key}.parquet"
@@ -144,6 +170,8 @@ def publish_inventory_slices(shared: DuckDBStore, layout: PartitionLayout) -> li
             "digests": {k: digests.get(k, "0:") for k in layout.keys},
         },
     )
+    if layout.remote:
+        layout.remote.push_inventory()
     return changed
 
 
@@ -172,6 +200,7 @@ def merge_partitions(shared: DuckDBStore, layout: PartitionLayout) -> MergeRepor
     """
     report = MergeReport()
     n = layout.partitions
+    layout.pull(layout.keys)
     with shared.connect() as connection:
         done = dict(
             connection.execute("SELECT partition_key, digest FROM partition_merges").fetchall()
@@ -239,6 +268,7 @@ def partitions_not_indexed(shared: DuckDBStore, layout: PartitionLayout) -> list
         merged = dict(
             connection.execute("SELECT partition_key, digest FROM partition_merges").fetchall()
         )
+    layout.pull(list(merged))
     behind = []
     for key in layout.keys:
         if key not in merged:

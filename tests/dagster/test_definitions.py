@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 import shutil
 from pathlib import Path
 
@@ -99,6 +100,28 @@ def test_index_runs_are_limited_to_one_at_a_time(tmp_path: Path) -> None:
     sensor = defs.resolve_sensor_def("source_change_sensor")
     schedule = defs.resolve_schedule_def("nightly_reindex_schedule")
     assert sensor.job_name == schedule.job_name == "inventory_job"
+
+
+def test_writer_runs_alone_get_the_deployments_kubernetes_config(tmp_path: Path) -> None:
+    """With the partitions' files in a bucket, only the runs writing the shared stores mount
+    the feature-store volume: the config Dagster's Kubernetes launcher reads from the
+    `dagster-k8s/config` tag goes on them, and partition runs schedule on any node."""
+    mount = {
+        "container_config": {"volume_mounts": [{"name": "data", "mount_path": "/data"}]},
+        "pod_spec_config": {
+            "volumes": [{"name": "data", "persistent_volume_claim": {"claim_name": "lh"}}]
+        },
+    }
+    settings = Settings(
+        data_dir=tmp_path,
+        partitions_uri="s3://index/partitions",
+        writer_run_k8s_config=json.loads(json.dumps(mount)),
+    )
+    configured = build_definitions(settings)
+    for writer in ("index_job", "inventory_job", "merge_job"):
+        assert json.loads(configured.resolve_job_def(writer).tags["dagster-k8s/config"]) == mount
+    assert "dagster-k8s/config" not in configured.resolve_job_def("partitions_job").tags
+    assert "dagster-k8s/config" not in defs.resolve_job_def("merge_job").tags  # unset: none
 
 
 def _code_versions(settings: Settings) -> dict[str, str | None]:

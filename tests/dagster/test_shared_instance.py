@@ -1,9 +1,10 @@
 """The cluster configuration on one machine: a Dagster instance whose runs, events and
 schedules live in PostgreSQL, steps in their own processes (the multiprocess executor),
-documents and the LanceDB index on S3 (a real S3-compatible server on 127.0.0.1), and the
-DuckDB feature store on the index worker's volume. Then the Dagster daemon, with the shipped
-run queue, runs a backfill of every partition started from Dagster's CLI, and carries an
-inventory run after an edit on to that document's partition alone and the merge."""
+documents, the LanceDB index and the partitions' files on S3 (a real S3-compatible server on
+127.0.0.1), and the DuckDB feature store on the index worker's volume. Then the Dagster
+daemon, with the shipped run queue, runs a backfill of every partition started from Dagster's
+CLI, and carries an inventory run after an edit on to that document's partition alone and
+the merge."""
 
 from __future__ import annotations
 
@@ -159,6 +160,9 @@ def test_postgres_instance_s3_stores_daemon_backfill_and_one_edited_partition(
         "LOREHOUSE_DATA_DIR": str(tmp_path / "worker-volume"),
         "LOREHOUSE_SOURCE_URI": "s3://docs/corpus",
         "LOREHOUSE_LANCEDB_URI": "s3://index/lancedb",
+        # The partitions' files in the bucket too, as pods that share no volume keep them:
+        # each step process pulls its partition's store and pushes it back.
+        "LOREHOUSE_PARTITIONS_URI": "s3://index/partitions",
         "LOREHOUSE_S3_ENDPOINT_URL": s3_endpoint,
         "LOREHOUSE_S3_REGION": "eu-west-1",
         "LOREHOUSE_DAGSTER_EXECUTOR": "multiprocess",
@@ -197,6 +201,15 @@ def test_postgres_instance_s3_stores_daemon_backfill_and_one_edited_partition(
     listed = client.list_objects_v2(Bucket="index", Prefix="lancedb/")
     assert listed["KeyCount"] > 0
     assert not (tmp_path / "worker-volume" / "lancedb").exists()
+    published = client.list_objects_v2(Bucket="index", Prefix="partitions/", Delimiter="/")
+    assert {item["Key"] for item in published.get("Contents", [])} == {
+        f"partitions/{key}.duckdb" for key in partition_keys(PARTITIONS)
+    }
+    assert {item["Prefix"] for item in published["CommonPrefixes"]} == {
+        "partitions/inventory/",
+        *(f"partitions/{key}.lancedb/" for key in partition_keys(PARTITIONS)),
+    }
+    assert not list((tmp_path / "worker-volume" / "partitions").glob("*.lancedb"))
 
     # The daemon: it takes queued runs off the run queue (QueuedRunCoordinator, the shipped
     # tag limits) and launches each in a process of its own, and it evaluates the sensors.
