@@ -70,7 +70,7 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=None, help="also write raw numbers here")
     args = parser.parse_args()
 
-    from lorehouse.settings import apply_offline_environment
+    from lorehouse.offline import apply_offline_environment
 
     apply_offline_environment()
     texts = chunk_sized_texts(args.source, args.texts)

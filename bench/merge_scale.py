@@ -232,7 +232,7 @@ def main() -> None:
     parser.add_argument("--step", help=argparse.SUPPRESS)
     parser.add_argument("--data-dir", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    from lorehouse.settings import apply_offline_environment
+    from lorehouse.offline import apply_offline_environment
 
     apply_offline_environment()
     if args.step:

@@ -82,7 +82,7 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
 
-    from lorehouse.settings import apply_offline_environment
+    from lorehouse.offline import apply_offline_environment
     from lorehouse.stores.partitions import partition_keys
 
     apply_offline_environment()

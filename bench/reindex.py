@@ -228,7 +228,8 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=None, help="also write raw numbers here")
     args = parser.parse_args()
 
-    from lorehouse.settings import BUNDLED_SAMPLE_CORPUS, apply_offline_environment
+    from lorehouse.offline import apply_offline_environment
+    from lorehouse.settings import BUNDLED_SAMPLE_CORPUS
 
     apply_offline_environment()
     results = []

@@ -407,7 +407,7 @@ def main() -> None:
     if args.resume and args.workdir is None:
         parser.error("--resume needs the --workdir of the build to finish")
 
-    from lorehouse.settings import apply_offline_environment
+    from lorehouse.offline import apply_offline_environment
 
     apply_offline_environment()
     results = []
@@ -428,7 +428,7 @@ def _concurrency(args: argparse.Namespace) -> None:
     """`--concurrency`: partition runs side by side, written as a list of rows."""
     import partition_runs  # bench/partition_runs.py, beside this script
 
-    from lorehouse.settings import apply_offline_environment
+    from lorehouse.offline import apply_offline_environment
 
     apply_offline_environment()
     rows: list[dict[str, Any]] = []

@@ -18,28 +18,6 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 REPO_ROOT = Path(__file__).resolve().parent.parent
 BUNDLED_SAMPLE_CORPUS = REPO_ROOT / "sample_corpus"
 
-# Libraries below us reach for the network on import or first use unless told not to.
-# These are process-wide switches, so they are set once here, before any of them loads.
-_OFFLINE_ENVIRONMENT = {
-    "HF_HUB_OFFLINE": "1",
-    "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-    "UNSTRUCTURED_DISABLE_NOTICE": "1",
-    "DO_NOT_TRACK": "1",
-    "DAGSTER_DISABLE_TELEMETRY": "1",
-    # onnxruntime (the embedder's runtime, and PyMuPDF imports it too) starts Microsoft's
-    # native telemetry client when it is loaded, which resolves
-    # mobile.events.data.microsoft.com every few seconds; `disable_telemetry_events()` does
-    # not stop it, this variable read at load time does.
-    "ORT_DISABLE_TELEMETRY": "1",
-}
-
-
-def apply_offline_environment() -> None:
-    """Keep third-party libraries from phoning home; an explicit value set by the user wins."""
-    for name, value in _OFFLINE_ENVIRONMENT.items():
-        os.environ.setdefault(name, value)
-
-
 #: The name of a project's data folder, found from any folder below it.
 PROJECT_DATA_DIR = ".lorehouse"
 

@@ -136,3 +136,31 @@ def test_answering_reads_hits_not_chunker_or_parser_internals() -> None:
     """Text is read one way everywhere (`lorehouse.text`); answering needs no chunker or
     parser to read a hit."""
     assert not _importing("lorehouse/agents", ("lorehouse.chunking", "lorehouse.parsing"))
+
+
+#: The shared records and contracts every layer reads, and the package's own import.
+KERNEL = (
+    "__init__.py",
+    "models.py",
+    "schemas.py",
+    "errors.py",
+    "display.py",
+    "api_keys.py",
+    "slack_access.py",
+    "offline.py",
+)
+
+
+def test_the_records_know_nothing_of_how_they_are_built() -> None:
+    """The kernel imports neither the settings nor the composition root: a record or a
+    contract reads the same whatever the deployment, and importing the package configures
+    nothing but the offline switches."""
+    offenders = [
+        f"{path.relative_to(REPO_ROOT)}: {name}"
+        for path, tree in _modules("lorehouse")
+        if path.parent == REPO_ROOT / "lorehouse" and path.name in KERNEL
+        for name in _imported(tree)
+        if name in {"lorehouse.settings", "lorehouse.wiring"}
+    ]
+    assert not offenders
+    assert all((REPO_ROOT / "lorehouse" / name).exists() for name in KERNEL)
