@@ -73,10 +73,10 @@ def main() -> None:
     args = parser.parse_args()
 
     from lorehouse.agents.ask import AskPipeline
-    from lorehouse.embedding.minilm import default_embedder
     from lorehouse.llm import LLMClient
     from lorehouse.search.retriever import Retriever
     from lorehouse.stores.lance_index import ChunkIndex
+    from lorehouse.wiring import Lorehouse
 
     with tempfile.TemporaryDirectory() as scratch:
         data_dir = args.data_dir
@@ -85,7 +85,7 @@ def main() -> None:
             print("materializing the sample corpus...", file=sys.stderr)
             _materialize(data_dir)
         index = ChunkIndex(str(data_dir / "lancedb"))
-        embedder = default_embedder()
+        embedder = Lorehouse().bundled_model()
         retriever = Retriever(index, embedder)
         mock = LLMClient(
             "openai/gpt-4o-mini",

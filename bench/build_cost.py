@@ -9,8 +9,9 @@ as a ratio measured in the same run on the same machine:
   stores, in a child process, as a user runs it. Its wall time, and the seconds of its steps
   from the first partitioned stage to the end of `search_index` (process start and imports
   excluded: a partition run of hundreds of documents does not notice them);
-* raw model: in a fresh child process, `default_embedder().embed(texts, batch_size=64)` over
-  the distinct chunk texts (`text_embed`) the build stored, after one untimed warm-up call.
+* raw model: in a fresh child process, the bundled model's `embed(texts, batch_size=64)`
+  over the distinct chunk texts (`text_embed`) the build stored, after one untimed warm-up
+  call.
 
 With `--also-without-windows` the same corpus is built a second time with
 `LOREHOUSE_INDEX_SENTENCE_WINDOWS=false`, against the same raw-model figure.
@@ -53,10 +54,10 @@ BUILD_STEPS = (
 _RAW_MODEL = """
 import json, sys, time
 import duckdb
-from lorehouse.embedding.minilm import default_embedder
+from lorehouse.wiring import Lorehouse
 with duckdb.connect(sys.argv[1], read_only=True) as db:
     texts = sorted({row[0] for row in db.sql("select text_embed from chunks").fetchall()})
-embedder = default_embedder()
+embedder = Lorehouse().bundled_model()
 embedder.embed(texts[:64], batch_size=64)
 started = time.perf_counter()
 embedder.embed(texts, batch_size=64)

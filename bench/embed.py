@@ -6,7 +6,7 @@ embeds the rest in slices so progress can be reported, writes the rows and refre
 scalar and ANN indexes. This script says how much of the model's throughput survives all that,
 by timing, in the same process and the same run, on the same texts:
 
-* raw: `default_embedder().embed(texts, batch_size=B)` over the texts the stage embeds: every
+* raw: the bundled model's `embed(texts, batch_size=B)` over the texts the stage embeds: every
   distinct chunk `text_embed`, then every document profile (title, summary, FAQs), the
   fastest the bundled MiniLM can go (it sorts each call's texts by length, so batches pad
   little);
@@ -337,8 +337,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"source not found: {', '.join(missing)}", file=sys.stderr)
         return 2
     started = time.perf_counter()
-    from lorehouse.embedding.minilm import default_embedder, default_token_counter
+    from lorehouse.embedding.minilm import default_token_counter
     from lorehouse.stores.duckdb_store import DuckDBStore
+    from lorehouse.wiring import Lorehouse
 
     with tempfile.TemporaryDirectory(prefix="lorehouse-bench-embed-") as tmp:
         workdir = args.workdir or Path(tmp)
@@ -347,7 +348,7 @@ def main(argv: list[str] | None = None) -> int:
         database, materialize_seconds = materialize_chunks(args.source, workdir, args.workers)
         store = DuckDBStore(database)
         frame = store.chunks_for_index()
-        embedder = default_embedder()
+        embedder = Lorehouse().bundled_model()
         groups = stage_texts(store, embedder.name)
         texts = groups["chunks"]
         tokens = default_token_counter().count_many(texts)

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from lorehouse.agents.ask import AskOptions, AskPipeline
     from lorehouse.chunking import Chunker
     from lorehouse.embedding.base import Embedder, VectorCache
+    from lorehouse.embedding.minilm import OnnxMiniLMEmbedder
     from lorehouse.enrichment import Enricher
     from lorehouse.llm import LLMClient
     from lorehouse.parsing.registry import ParseOptions
@@ -231,9 +232,21 @@ class Lorehouse:
 
         return embedder_for(
             self.settings.embed_model,
+            self.bundled_model,
             self.settings.embed_api_base,
             max_attempts=self.settings.llm_max_attempts,
             timeout_seconds=self.settings.llm_timeout_seconds,
+        )
+
+    def bundled_model(self) -> OnnxMiniLMEmbedder:
+        """The bundled MiniLM with this deployment's threads and query cache: the local
+        embedder, and the token encoder of late interaction whatever the embedder."""
+        from lorehouse.embedding.minilm import shared_embedder
+
+        return shared_embedder(
+            self.settings.embed_threads,
+            self.settings.embed_query_cache_bytes,
+            self.settings.embed_query_threads,
         )
 
     def embedder(self) -> Embedder:
@@ -244,9 +257,7 @@ class Lorehouse:
         """The encoder whose token vectors the index stores for late interaction, if it does."""
         if not self.settings.index_token_vectors:
             return None
-        from lorehouse.embedding.minilm import default_embedder
-
-        return default_embedder()
+        return self.bundled_model()
 
     def answer_llm(self) -> LLMClient | None:
         """The LLM that rewrites questions and writes answers; None answers extractively."""
@@ -340,6 +351,7 @@ class Lorehouse:
             rerank_api_base=self.settings.rerank_api_base,
             split_asks=self.settings.search_split_asks,
             passage_words=self.settings.search_passage_words,
+            token_encoder=self.bundled_model(),
         )
 
     def retriever(self) -> Retriever:

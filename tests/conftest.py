@@ -10,11 +10,13 @@ from pathlib import Path
 import pytest
 
 from evals.parsed_files import raw_document_for as evals_raw_document_for
+from lorehouse.embedding.minilm import OnnxMiniLMEmbedder
 from lorehouse.models import DocumentFailure, ParsedDocument, RawDocument
 from lorehouse.parsing.registry import ParseOptions
 from lorehouse.parsing.runner import parse_document
 from lorehouse.settings import BUNDLED_SAMPLE_CORPUS, REPO_ROOT
 from lorehouse.stores.duckdb_store import DuckDBStore
+from lorehouse.wiring import Lorehouse
 
 SHARED_CORPUS = REPO_ROOT.parent / "shared" / "corpus"
 DOCS_CORPUS = SHARED_CORPUS / "docs"
@@ -188,3 +190,9 @@ def stage_tables_store(tmp_path: Path) -> DuckDBStore:
             f"'extractive', 'bundled', 'enriched', NULL FROM range({GENERATED_DOCUMENTS}) t(i)"
         )
     return store
+
+
+def default_embedder() -> OnnxMiniLMEmbedder:
+    """The bundled model as the composition root builds it from the environment's settings
+    (one per process and configuration)."""
+    return Lorehouse().bundled_model()

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 import numpy as np
@@ -79,13 +79,16 @@ def l2_normalize(vectors: np.ndarray) -> np.ndarray:
 
 
 def embedder_for(
-    model: str, api_base: str | None = None, max_attempts: int = 3, timeout_seconds: float = 60.0
+    model: str,
+    local: Callable[[], Embedder],
+    api_base: str | None = None,
+    max_attempts: int = 3,
+    timeout_seconds: float = 60.0,
 ) -> Embedder:
-    """The embedder a setting names: 'local' is the bundled MiniLM, anything else litellm's."""
+    """The embedder a setting names: 'local' is the bundled MiniLM (`local()`, which the
+    composition root configures), anything else litellm's."""
     if model == LOCAL_EMBED_MODEL:
-        from lorehouse.embedding.minilm import default_embedder
-
-        return default_embedder()
+        return local()
     from lorehouse.embedding.litellm import LiteLLMEmbedder
 
     return LiteLLMEmbedder(

@@ -334,18 +334,19 @@ def _mean_pool_normalize(hidden: np.ndarray, attention_mask: np.ndarray) -> np.n
     return (pooled / np.clip(norms, 1e-12, None)).astype(np.float32)
 
 
-@lru_cache(maxsize=1)
-def default_embedder() -> OnnxMiniLMEmbedder:
-    """One shared embedder per process, so the model is loaded (lazily) at most once.
+@lru_cache(maxsize=4)
+def shared_embedder(
+    intra_op_threads: int, query_cache_bytes: int, query_threads: int
+) -> OnnxMiniLMEmbedder:
+    """One embedder per process and configuration, so the model is loaded (lazily) once: the
+    index build, the enrichment summaries, the query side and late interaction share it.
 
-    Its thread count comes from the settings (`LOREHOUSE_EMBED_THREADS`): the index build,
-    the enrichment summaries and the query side all share this one session.
+    The composition root passes the deployment's settings (`LOREHOUSE_EMBED_THREADS`, ...);
+    nothing here reads them, so a `Settings` built in code is obeyed as one from the
+    environment is.
     """
-    from lorehouse.settings import get_settings
-
-    settings = get_settings()
     return OnnxMiniLMEmbedder(
-        intra_op_threads=settings.embed_threads,
-        query_cache_bytes=settings.embed_query_cache_bytes,
-        query_threads=settings.embed_query_threads,
+        intra_op_threads=intra_op_threads,
+        query_cache_bytes=query_cache_bytes,
+        query_threads=query_threads,
     )

@@ -261,17 +261,19 @@ def build_reranker(
     api_base: str | None = None,
     timeout_seconds: float = 30.0,
     token_store: TokenVectorStore | None = None,
+    encoder: TokenEncoder | None = None,
 ) -> Reranker:
     """The reranker a name stands for; anything but none and maxsim is a litellm model.
 
-    `token_store` holds the token vectors `maxsim` would otherwise compute per query.
+    `maxsim` encodes with `encoder`; `token_store` holds the token vectors it would
+    otherwise compute per query.
     """
     if name == NONE:
         return NoReranker()
     if name == MAXSIM:
-        from lorehouse.embedding.minilm import default_embedder
-
-        return LateInteractionReranker(default_embedder(), token_store)
+        if encoder is None:
+            raise ValueError("the maxsim reranker needs a token encoder (the bundled model)")
+        return LateInteractionReranker(encoder, token_store)
     if "/" not in name:
         raise ValueError(f"unknown reranker {name!r}: use none, maxsim or a litellm rerank model")
     return LiteLLMReranker(name, api_base=api_base, timeout_seconds=timeout_seconds)

@@ -13,7 +13,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Literal
+from typing import Literal, cast
 
 import numpy as np
 from pydantic import BaseModel, Field
@@ -38,6 +38,7 @@ from lorehouse.search.tables import (
     sql_in,
     sql_string,
 )
+from lorehouse.search.token_vectors import TokenEncoder
 from lorehouse.settings import (
     DEFAULT_BM25_WEIGHT,
     DEFAULT_ENRICHED_WEIGHT,
@@ -211,8 +212,17 @@ class Retriever:
         split_asks: bool = True,
         rrf_k: float = DEFAULT_FUSION_RRF_K,
         passage_words: int = 0,
+        token_encoder: TokenEncoder | None = None,
     ) -> None:
         self.index = index
+        #: What the maxsim reranker encodes a query's tokens (and passages without stored
+        #: token vectors) with: the bundled model, whichever model embeds the index (the
+        #: embedder itself when it is one and no encoder is given).
+        self.token_encoder = token_encoder or (
+            cast("TokenEncoder", embedder)
+            if callable(getattr(embedder, "token_vectors", None))
+            else None
+        )
         self.passage_words = passage_words
         self.split_asks = split_asks
         self.embedder = embedder
@@ -412,7 +422,10 @@ class Retriever:
         mode = SearchMode(plan.mode)
         rerank = plan.rerank or self.default_rerank
         reranker = build_reranker(
-            rerank, api_base=self.rerank_api_base, token_store=self.index.token_vectors()
+            rerank,
+            api_base=self.rerank_api_base,
+            token_store=self.index.token_vectors(),
+            encoder=self.token_encoder,
         )
         timings: dict[str, float] = {}
         warnings: list[str] = []

@@ -11,13 +11,12 @@ import pyarrow as pa
 import pytest
 
 from lorehouse.embedding.litellm import LiteLLMEmbedder
-from lorehouse.embedding.minilm import default_embedder
 from lorehouse.models import PUBLIC_GROUP
 from lorehouse.search.retriever import Retriever
 from lorehouse.settings import BUNDLED_SAMPLE_CORPUS
 from lorehouse.stores.duckdb_store import DuckDBStore
 from lorehouse.stores.lance_index import ChunkIndex
-from tests.conftest import materialize_everything
+from tests.conftest import default_embedder, materialize_everything
 from tests.dagster.conftest import metadata_of
 from tests.provider_server import provider_server
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lorehouse.embedding.minilm import default_embedder
 from lorehouse.search.rerankers import LateInteractionReranker
 from lorehouse.stages.embed import EmbedReport, sync_table, sync_token_vectors
 from lorehouse.stores.lance_index import ChunkIndex, chunk_schema
 from lorehouse.wiring import lance_storage_options
+from tests.conftest import default_embedder
 from tests.dagster.conftest import s3_bucket
 from tests.unit.test_sentence_vectors import _rows
 from tests.unit.test_token_vectors import QUESTION, CountingEncoder, _candidates

@@ -6,11 +6,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from lorehouse.embedding.minilm import default_embedder
 from lorehouse.search.retriever import Retriever
 from lorehouse.sources.gdrive import FOLDER
 from lorehouse.stores.lance_index import ChunkIndex
-from tests.conftest import materialize_everything
+from tests.conftest import default_embedder, materialize_everything
 from tests.dagster.conftest import metadata_of
 from tests.drive_server import Drive, serve
 

@@ -6,11 +6,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from lorehouse.embedding.minilm import default_embedder
 from lorehouse.search.retriever import Retriever
 from lorehouse.stores.duckdb_store import DuckDBStore
 from lorehouse.stores.lance_index import ChunkIndex
-from tests.conftest import materialize_everything
+from tests.conftest import default_embedder, materialize_everything
 from tests.dagster.conftest import metadata_of
 from tests.web_site import Site, html, serve
 

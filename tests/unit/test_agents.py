@@ -14,10 +14,10 @@ from lorehouse.agents.post_processor import post_process
 from lorehouse.agents.query_optimizer import Turn, optimize_query
 from lorehouse.agents.source_identifier import DocumentProfile, choose_with_llm
 from lorehouse.agents.trace import StepTrace
-from lorehouse.embedding.minilm import default_embedder
 from lorehouse.llm import LLMClient, LLMFailure
 from lorehouse.search.retriever import Retriever
 from lorehouse.stores.lance_index import ChunkIndex
+from tests.conftest import default_embedder
 
 
 def _client(reply: str) -> LLMClient:

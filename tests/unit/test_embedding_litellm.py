@@ -9,7 +9,7 @@ import pytest
 
 from lorehouse.embedding.base import EmbeddingFailure, embedder_for
 from lorehouse.embedding.litellm import LiteLLMEmbedder
-from lorehouse.embedding.minilm import default_embedder
+from tests.conftest import default_embedder
 from tests.provider_server import hashed_vector, provider_server
 
 
@@ -47,5 +47,6 @@ def test_an_unreachable_provider_fails_clearly_after_retries() -> None:
 
 
 def test_local_names_the_bundled_model() -> None:
-    assert embedder_for("local") is default_embedder()
-    assert embedder_for("openai/text-embedding-3-small").name == "openai/text-embedding-3-small"
+    assert embedder_for("local", default_embedder) is default_embedder()
+    hosted = embedder_for("openai/text-embedding-3-small", default_embedder)
+    assert hosted.name == "openai/text-embedding-3-small"

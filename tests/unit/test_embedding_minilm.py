@@ -15,10 +15,12 @@ from lorehouse.embedding.minilm import (
     MAX_BATCH_TOKENS,
     OnnxMiniLMEmbedder,
     TokenCounter,
-    default_embedder,
     default_token_counter,
+    shared_embedder,
 )
-from lorehouse.settings import REPO_ROOT
+from lorehouse.settings import REPO_ROOT, Settings
+from lorehouse.wiring import Lorehouse
+from tests.conftest import default_embedder
 
 QUESTION = "How many weeks of parental leave do employees get?"
 RELEVANT = "Primary caregivers receive 20 weeks of paid parental leave."
@@ -71,8 +73,10 @@ def test_bare_string_is_rejected(counter: TokenCounter, embedder: OnnxMiniLMEmbe
 
 
 def test_default_accessors_are_cached() -> None:
+    """One model session per process and configuration, whichever deployment asks."""
     assert default_token_counter() is default_token_counter()
-    assert default_embedder() is default_embedder()
+    assert default_embedder() is default_embedder() is Lorehouse(Settings()).bundled_model()
+    assert shared_embedder(1, 0, 1) is not shared_embedder(2, 0, 1)
 
 
 def test_embeddings_are_unit_norm_float32(embedder: OnnxMiniLMEmbedder) -> None:
@@ -296,9 +300,9 @@ for _name in ("connect", "connect_ex", "sendto"):
 _LOAD_EMBEDDER = """
 import sys
 import lorehouse.page_images  # PyMuPDF loads onnxruntime before the embedder does
-from lorehouse.embedding.minilm import default_embedder
+from lorehouse.wiring import Lorehouse
 
-vectors = default_embedder().embed(["The guest network is Lorehouse-Guest.", "Wi-Fi"])
+vectors = Lorehouse().bundled_model().embed(["The guest network is Lorehouse-Guest.", "Wi-Fi"])
 assert vectors.shape == (2, 384), vectors.shape
 assert "onnxruntime" in sys.modules
 """

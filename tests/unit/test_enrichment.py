@@ -243,7 +243,7 @@ def test_the_extractive_summary_runs_no_model(monkeypatch: pytest.MonkeyPatch) -
     def refuse() -> None:
         raise AssertionError("the summary loaded the embedding model")
 
-    monkeypatch.setattr(minilm, "default_embedder", refuse)
+    monkeypatch.setattr(minilm, "shared_embedder", refuse)
     text = "Travel\n" + " ".join(f"Rule {n} of the travel policy covers hotels." for n in range(9))
     chunk = ChunkInput("c1", "d1", "Travel", text, text, is_table=False)
     only_stop_words = ChunkInput("c2", "d1", "", "it is what it was and\n" * 5, "", False)

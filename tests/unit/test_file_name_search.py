@@ -8,10 +8,10 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from lorehouse.embedding.minilm import default_embedder
 from lorehouse.search.retriever import Retriever, SearchMode
 from lorehouse.search.tables import file_name_words
 from lorehouse.stores.lance_index import ChunkIndex, chunk_schema
+from tests.conftest import default_embedder
 
 # Two quarters' filings whose passages read alike: only the file name tells them apart.
 FILINGS = {

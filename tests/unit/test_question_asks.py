@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from evals.metrics import Evidence, RetrievedChunk, first_hit_rank
-from lorehouse.embedding.minilm import default_embedder
 from lorehouse.search.asks import MAX_ASKS, QuestionAsks, interleave, question_asks
 from lorehouse.search.retriever import Retriever, SearchResult
 from lorehouse.stores.lance_index import ChunkIndex
+from tests.conftest import default_embedder
 
 PARENTAL_LEAVE = Evidence(
     "hr/parental-leave-faq.md", "Primary caregivers: **20 weeks** at full pay."

@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 
 from lorehouse.embedding.base import EmbeddingFailure
-from lorehouse.embedding.minilm import default_embedder
 from lorehouse.search.rerankers import (
     MAXSIM,
     NONE,
@@ -31,6 +30,7 @@ from lorehouse.search.tables import TableSnapshot, sql_in
 from lorehouse.settings import REPO_ROOT, SENTENCES_PER_CANDIDATE
 from lorehouse.stores import DuckDBStore
 from lorehouse.stores.lance_index import ChunkIndex, LanceTable
+from tests.conftest import default_embedder
 
 COLUMNS = [*HIT_COLUMNS, "text_embed"]
 TOP_K = 8

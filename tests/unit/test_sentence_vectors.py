@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from lorehouse.embedding.minilm import OnnxMiniLMEmbedder, default_embedder
+from lorehouse.embedding.minilm import OnnxMiniLMEmbedder
 from lorehouse.search.retriever import Retriever
 from lorehouse.stages import embed as embed_stage
 from lorehouse.stages.embed import (
@@ -18,6 +18,7 @@ from lorehouse.stages.embed import (
     sync_table,
 )
 from lorehouse.stores.lance_index import ChunkIndex, chunk_schema
+from tests.conftest import default_embedder
 
 # A long chunk about office life where one sentence states the hotel limit, and a short chunk
 # about hotel bookings that is closer to a hotel question than the long chunk's average.

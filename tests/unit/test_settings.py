@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from lorehouse.embedding.minilm import default_embedder
 from lorehouse.settings import REPO_ROOT, SETTING_GROUPS, Settings, get_settings
 from lorehouse.settings_docs import generated_files, render_configuration_page, render_env_example
+from tests.conftest import default_embedder
 
 
 def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -70,7 +70,6 @@ def test_bundled_embedder_takes_its_threads_from_the_settings(
     default_vector = default_embedder().embed(["How many vacation days do I get?"])[0]
     monkeypatch.setenv("LOREHOUSE_EMBED_THREADS", "1")
     get_settings.cache_clear()
-    default_embedder.cache_clear()
     try:
         embedder = default_embedder()
         assert embedder._get_session().get_session_options().intra_op_num_threads == 1
@@ -79,7 +78,6 @@ def test_bundled_embedder_takes_its_threads_from_the_settings(
         assert float(one_thread @ default_vector) > 0.9999
     finally:
         get_settings.cache_clear()
-        default_embedder.cache_clear()
 
 
 def test_defaults_that_depend_on_the_machine_follow_the_cores_a_process_may_use(

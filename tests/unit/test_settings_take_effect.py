@@ -42,7 +42,6 @@ from typer.testing import CliRunner
 from api.main import create_app
 from cli.main import app as cli
 from lorehouse import llm
-from lorehouse.embedding.minilm import default_embedder
 from lorehouse.errors import SourceError
 from lorehouse.llm import LLMClient, Prompt
 from lorehouse.settings import Settings, get_settings
@@ -314,12 +313,10 @@ def process_embedder(deployment: Deployment, **variables: str) -> Iterator[Any]:
     """The bundled embedder a process with these variables queries with."""
     settings = deployment.settings(**variables)
     get_settings.cache_clear()
-    default_embedder.cache_clear()
     try:
         yield Lorehouse(settings).embedder()
     finally:
         get_settings.cache_clear()
-        default_embedder.cache_clear()
 
 
 QUESTION = "How many vacation days do I get?"

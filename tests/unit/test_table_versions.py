@@ -12,10 +12,10 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from lorehouse.embedding.minilm import default_embedder
 from lorehouse.search.retriever import Retriever, access_clause
 from lorehouse.search.tables import VersionGone, VersionsFolderWatch
 from lorehouse.stores.lance_index import ChunkIndex, chunk_schema
+from tests.conftest import default_embedder
 
 DIMENSION = 8
 AN_HOUR = 3600

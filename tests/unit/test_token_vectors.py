@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from lorehouse.embedding.minilm import OnnxMiniLMEmbedder, default_embedder
+from lorehouse.embedding.minilm import OnnxMiniLMEmbedder
 from lorehouse.search.rerankers import Candidate, LateInteractionReranker
 from lorehouse.search.token_vectors import (
     CapturingEmbedder,
@@ -21,6 +21,7 @@ from lorehouse.search.token_vectors import (
 )
 from lorehouse.stages.embed import EmbedReport, keyed_rows, sync_table, sync_token_vectors
 from lorehouse.stores.lance_index import ChunkIndex, chunk_schema
+from tests.conftest import default_embedder
 from tests.unit.test_sentence_vectors import _rows
 
 QUESTION = "What is the hotel limit per night?"
