@@ -305,18 +305,16 @@ def test_a_parse_memory_mb_of_0_lifts_the_ceiling(deployment: Deployment) -> Non
     assert Lorehouse(deployment.settings()).parse_limits().memory_mb == 2048
 
 
-# -- the bundled embedder, which reads the process settings ----------------------------------
+# -- the bundled embedder, built from the deployment's settings -----------------------------
 
 
 @contextmanager
 def process_embedder(deployment: Deployment, **variables: str) -> Iterator[Any]:
-    """The bundled embedder a process with these variables queries with."""
+    """The bundled embedder a deployment with these settings queries with: read from the
+    Settings object, so nothing is left in the environment to fall back on."""
     settings = deployment.settings(**variables)
-    get_settings.cache_clear()
-    try:
-        yield Lorehouse(settings).embedder()
-    finally:
-        get_settings.cache_clear()
+    deployment.clear()
+    yield Lorehouse(settings).embedder()
 
 
 QUESTION = "How many vacation days do I get?"
