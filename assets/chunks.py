@@ -8,9 +8,9 @@ from assets._metadata import markdown_table
 from assets.checks import asset_check
 from assets.documents import MERGED_PARTITIONS, parsed_documents, schema_check
 from assets.partitioning import INDEX_PARTITIONS, PARTITION_BACKFILL, partition_stores
+from assets.resources import ChunkingResource, FeatureStoreResource
 from lorehouse.schemas import chunks_schema
 from lorehouse.stages.chunk import ChunkReport, run_chunking
-from pipelines.resources import ChunkingResource, FeatureStoreResource
 
 
 @dg.asset(

@@ -8,6 +8,7 @@ import pandera.pandas as pa
 from assets._metadata import markdown_table, progress_logger, sources_table
 from assets.checks import asset_check
 from assets.partitioning import INDEX_PARTITIONS, PARTITION_BACKFILL, partition_stores
+from assets.resources import DocumentSourceResource, FeatureStoreResource, ParsingResource
 from lorehouse.display import printable
 from lorehouse.schemas import (
     TABLE_CONTRACTS,
@@ -18,7 +19,6 @@ from lorehouse.schemas import (
 from lorehouse.stages.inventory import run_inventory
 from lorehouse.stages.parse import ParseReport, run_parse
 from lorehouse.stores.partitions import seed_partition
-from pipelines.resources import DocumentSourceResource, FeatureStoreResource, ParsingResource
 
 
 @dg.asset(group_name="ingest", kinds={"duckdb"})

@@ -7,11 +7,11 @@ from assets._metadata import markdown_table, progress_logger
 from assets.checks import asset_check
 from assets.features import document_features, enriched_chunks
 from assets.partitioning import INDEX_PARTITIONS, PARTITION_BACKFILL, partition_stores
+from assets.resources import FeatureStoreResource, VectorIndexResource
 from lorehouse.stages.embed import EmbedReport, run_embedding
 from lorehouse.stages.features import run_document_features
 from lorehouse.stages.index_merge import run_index_merge
 from lorehouse.stores.partitions import record_indexed, seeded_vectors_taken, seeding
-from pipelines.resources import FeatureStoreResource, VectorIndexResource
 
 
 @dg.asset(

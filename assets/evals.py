@@ -8,17 +8,17 @@ from assets._metadata import markdown_table, progress_logger
 from assets.checks import asset_check
 from assets.embeddings import search_index
 from assets.policies import LLM_RETRY_POLICY
-from evals.answer_eval import NO_JUDGE, AnswerEvalReport
-from evals.explain import miss_counts
-from evals.golden_set import GoldenSetNotIndexed
-from evals.runner import run_answer_eval, run_retrieval_eval
-from pipelines.resources import (
+from assets.resources import (
     EnrichmentResource,
     EvalResource,
     FeatureStoreResource,
     VectorIndexResource,
     wiring_for,
 )
+from evals.answer_eval import NO_JUDGE, AnswerEvalReport
+from evals.explain import miss_counts
+from evals.golden_set import GoldenSetNotIndexed
+from evals.runner import run_answer_eval, run_retrieval_eval
 
 GATE_K = 8
 GATE_MAX_DROP = 0.03

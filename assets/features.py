@@ -8,6 +8,7 @@ from assets.chunks import chunks
 from assets.documents import MERGED_PARTITIONS, parsed_documents, raw_documents, schema_check
 from assets.partitioning import INDEX_PARTITIONS, PARTITION_BACKFILL, partition_stores
 from assets.policies import LLM_RETRY_POLICY
+from assets.resources import EnrichmentResource, FeatureStoreResource
 from lorehouse.schemas import (
     CHUNK_FAQS_SCHEMA,
     CHUNK_KEYWORDS_SCHEMA,
@@ -17,7 +18,6 @@ from lorehouse.schemas import (
 from lorehouse.stages.enrich import combined_reports, run_enrichment
 from lorehouse.stages.features import run_document_features
 from lorehouse.stages.merge import run_merge
-from pipelines.resources import EnrichmentResource, FeatureStoreResource
 
 
 @dg.asset(

@@ -21,11 +21,11 @@ from assets._metadata import markdown_table
 from assets.checks import asset_check
 from assets.documents import MERGED_PARTITIONS, raw_documents
 from assets.embeddings import search_index
+from assets.resources import DocumentSourceResource, FeatureStoreResource
 from lorehouse.display import printable
 from lorehouse.inventory import LISTING_SCHEMA, Listing, listing_batches
 from lorehouse.sources.composite import connected_sources
 from lorehouse.sources.connectors import ConnectorState
-from pipelines.resources import DocumentSourceResource, FeatureStoreResource
 
 
 @asset_check(asset=search_index)

@@ -14,11 +14,11 @@ from collections.abc import Iterable, Iterator, Sequence
 import dagster as dg
 
 from assets._metadata import PartitionProgress
+from assets.resources import FeatureStoreResource
 from lorehouse.settings import Settings
 from lorehouse.stages.progress import ProgressCallback
 from lorehouse.stores.duckdb_store import DuckDBStore
 from lorehouse.stores.partitions import partition_keys
-from pipelines.resources import FeatureStoreResource
 
 #: The bucket count the asset modules are declared with; the code location replaces it with
 #: the deployment's (`with_index_partitions`), read when the Definitions are built.

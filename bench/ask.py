@@ -46,8 +46,8 @@ def _materialize(data_dir: Path) -> None:
     from assets import chunks, documents, embeddings, features
     from assets.checks import checks_of
     from assets.partitioning import all_partitions_tags
+    from assets.resources import build_resources
     from lorehouse.settings import BUNDLED_SAMPLE_CORPUS, Settings
-    from pipelines.resources import build_resources
 
     modules = [documents, chunks, features, embeddings]
     settings = Settings(source_uri=str(BUNDLED_SAMPLE_CORPUS), data_dir=data_dir, workers=2)

@@ -72,8 +72,8 @@ def materialize_chunks(sources: list[Path], workdir: Path, workers: int) -> tupl
     from assets import chunks, documents, features
     from assets.checks import checks_of
     from assets.partitioning import all_partitions_tags
+    from assets.resources import build_resources
     from lorehouse.settings import Settings
-    from pipelines.resources import build_resources
 
     source_dir = workdir / "source"
     source_dir.mkdir(parents=True)

@@ -108,8 +108,8 @@ def materialize(source: Path, data_dir: Path) -> dict[str, Any]:
     from assets import chunks, documents, embeddings, features
     from assets.checks import checks_of
     from assets.partitioning import all_partitions_tags
+    from assets.resources import build_resources
     from lorehouse.settings import Settings
-    from pipelines.resources import build_resources
 
     modules = [documents, chunks, features, embeddings]
     settings = Settings(source_uri=str(source), data_dir=data_dir, workers=2)

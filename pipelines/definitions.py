@@ -11,6 +11,7 @@ from assets import chunks, documents, embeddings, evals, features, freshness
 from assets.checks import checks_of
 from assets.partitioning import with_index_partitions
 from assets.policies import index_freshness
+from assets.resources import build_resources
 from lorehouse.settings import Settings, get_settings
 from lorehouse.wiring import Lorehouse
 from pipelines.asset_attributes import code_versions, column_schemas, with_attributes
@@ -21,7 +22,6 @@ from pipelines.jobs import (
     nightly_reindex_schedule,
     partitions_job,
 )
-from pipelines.resources import build_resources
 from pipelines.sensors import changed_partitions_sensor, source_change_sensor
 
 ASSET_MODULES = [documents, chunks, features, embeddings, evals]

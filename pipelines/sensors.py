@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, field
 
 import dagster as dg
 
+from assets.resources import DocumentSourceResource
 from lorehouse.settings import Settings
 from lorehouse.sources.manifest import Manifest, take_manifest
 from pipelines.jobs import (
@@ -20,7 +21,6 @@ from pipelines.jobs import (
     PARTITIONS_JOB,
     TRIGGER_TAG,
 )
-from pipelines.resources import DocumentSourceResource
 
 
 def source_change_sensor(settings: Settings) -> dg.SensorDefinition:

@@ -105,8 +105,8 @@ def materialize_everything(
     from assets import chunks, documents, embeddings, evals, features
     from assets.checks import checks_of
     from assets.partitioning import all_partitions_tags, with_index_partitions
+    from assets.resources import build_resources
     from lorehouse.settings import Settings
-    from pipelines.resources import build_resources
 
     modules = [documents, chunks, features, embeddings, *([evals] if with_evals else [])]
     config = Settings(source_uri=str(source), data_dir=data_dir, workers=2, **settings)

@@ -16,8 +16,8 @@ from moto.server import ThreadedMotoServer
 from assets import documents, features
 from assets.checks import checks_of
 from assets.partitioning import all_partitions_tags, with_index_partitions
+from assets.resources import build_resources
 from lorehouse.settings import Settings
-from pipelines.resources import build_resources
 
 
 def materialize_all(

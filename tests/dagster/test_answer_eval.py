@@ -11,11 +11,11 @@ import pandas as pd
 import pytest
 
 from assets import evals
+from assets.resources import build_resources
 from evals.golden_files import load_golden
 from evals.metrics import normalize
 from lorehouse.settings import BUNDLED_SAMPLE_CORPUS, Settings
 from lorehouse.stores.duckdb_store import DuckDBStore
-from pipelines.resources import build_resources
 from tests.dagster.conftest import metadata_of
 from tests.provider_server import provider_server
 

@@ -6,9 +6,9 @@ import pytest
 
 from assets import documents as documents_assets
 from assets.documents import schema_check
+from assets.resources import FeatureStoreResource
 from lorehouse.schemas import RawDocumentsSchema, chunks_schema
 from lorehouse.stores.duckdb_store import DuckDBStore
-from pipelines.resources import FeatureStoreResource
 
 
 @pytest.fixture

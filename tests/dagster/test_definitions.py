@@ -10,11 +10,11 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
+from assets.resources import build_resources
 from lorehouse.settings import REPO_ROOT, Settings
 from lorehouse.stores.duckdb_store import DuckDBStore
 from pipelines.definitions import build_definitions, defs
 from pipelines.jobs import INDEX_WRITER_TAG
-from pipelines.resources import build_resources
 from tests.web_site import Site, html, serve
 
 

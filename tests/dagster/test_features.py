@@ -9,9 +9,9 @@ import dagster as dg
 from assets import chunks, documents, features
 from assets.checks import checks_of
 from assets.partitioning import all_partitions_tags
+from assets.resources import build_resources
 from lorehouse.settings import BUNDLED_SAMPLE_CORPUS, Settings
 from lorehouse.stores.duckdb_store import DuckDBStore
-from pipelines.resources import build_resources
 from tests.dagster.conftest import metadata_of
 
 MODULES = [documents, chunks, features]

@@ -13,9 +13,9 @@ import dagster as dg
 
 from assets.documents import raw_documents
 from assets.freshness import index_matches_source, no_failed_documents, sources_synced
+from assets.resources import build_resources
 from lorehouse.settings import Settings
 from pipelines.definitions import defs
-from pipelines.resources import build_resources
 from tests.dagster.conftest import materialize_all, metadata_of
 from tests.web_site import Site, html, serve
 

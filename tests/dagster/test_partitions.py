@@ -15,11 +15,11 @@ import pytest
 
 from assets import chunks, documents, embeddings, features
 from assets.partitioning import with_index_partitions
+from assets.resources import build_resources
 from lorehouse.inventory import document_id
 from lorehouse.settings import BUNDLED_SAMPLE_CORPUS, Settings
 from lorehouse.stores.partitions import bucket_of, partition_keys
 from pipelines.definitions import build_definitions
-from pipelines.resources import build_resources
 from tests.conftest import materialize_everything
 from tests.dagster.conftest import metadata_of
 

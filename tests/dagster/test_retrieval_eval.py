@@ -10,9 +10,9 @@ import pytest
 
 from assets import evals
 from assets.checks import checks_of
+from assets.resources import build_resources
 from lorehouse.settings import BUNDLED_SAMPLE_CORPUS, Settings
 from lorehouse.stores.duckdb_store import DuckDBStore
-from pipelines.resources import build_resources
 from tests.dagster.conftest import metadata_of
 from tests.provider_server import provider_server
 

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import dagster as dg
 
+from assets.resources import build_resources
 from lorehouse.settings import Settings
 from lorehouse.stores import DuckDBStore
 from lorehouse.stores.lance_index import ChunkIndex
 from lorehouse.wiring import lance_storage_options
-from pipelines.resources import build_resources
 from pipelines.sensors import source_change_sensor
 from tests.conftest import materialize_everything
 from tests.dagster.conftest import materialize_all, metadata_of, s3_bucket

@@ -9,9 +9,9 @@ from typing import Any
 
 import dagster as dg
 
+from assets.resources import build_resources
 from lorehouse.settings import Settings
 from pipelines.definitions import defs
-from pipelines.resources import build_resources
 from pipelines.sensors import source_change_sensor
 from tests.dagster.conftest import s3_bucket
 

@@ -22,9 +22,9 @@ from typer.testing import CliRunner
 
 from api.main import create_app
 from assets import evals
+from assets.resources import build_resources
 from cli.main import app as cli
 from lorehouse.settings import Settings, get_settings
-from pipelines.resources import build_resources
 from tests.provider_server import ProviderServer, judge_verdict, provider_server
 
 QUESTION = "How many weeks of parental leave do primary caregivers get?"

@@ -164,3 +164,9 @@ def test_the_records_know_nothing_of_how_they_are_built() -> None:
     ]
     assert not offenders
     assert all((REPO_ROOT / "lorehouse" / name).exists() for name in KERNEL)
+
+
+def test_assets_do_not_import_the_code_location() -> None:
+    """The assets and the resources they hold are one layer, the jobs, sensors and
+    Definitions that gather them the next: `pipelines` imports `assets`, never the reverse."""
+    assert not _importing("assets", ("pipelines",))

@@ -40,6 +40,7 @@ from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 from api.main import create_app
+from assets.resources import build_resources, wiring_for
 from cli.main import app as cli
 from lorehouse import llm
 from lorehouse.errors import SourceError
@@ -49,7 +50,6 @@ from lorehouse.sources import DocumentSource
 from lorehouse.stores.duckdb_store import DuckDBStore
 from lorehouse.wiring import Lorehouse
 from pipelines.definitions import build_definitions
-from pipelines.resources import build_resources, wiring_for
 from tests.drive_server import Drive
 from tests.local_http import local_server, send_json
 from tests.web_site import Site, html, serve
