@@ -16,10 +16,10 @@ import logging
 import re
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
+from cachetools import LRUCache
 from slack_bolt import App, BoltRequest
 from slack_sdk import WebClient
 
@@ -105,8 +105,8 @@ class EventsSeen:
     """The ids of the last events taken, so a redelivered event is recognised."""
 
     def __init__(self, size: int = _REMEMBERED_EVENTS) -> None:
-        self._ids: OrderedDict[str, None] = OrderedDict()
-        self._size = size
+        # Least recently taken first; a redelivery's lookup does not refresh it.
+        self._ids: LRUCache[str, None] = LRUCache(size)
         self._lock = threading.Lock()
 
     def first_time(self, event_id: str) -> bool:
@@ -115,8 +115,6 @@ class EventsSeen:
             if event_id in self._ids:
                 return False
             self._ids[event_id] = None
-            if len(self._ids) > self._size:
-                self._ids.popitem(last=False)
             return True
 
 

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
 import numpy as np
+from cachetools import LRUCache
 
 
 def embed_key(model: str, text: str) -> str:
@@ -48,7 +48,7 @@ class VectorCache:
         if size < 1:
             raise ValueError(f"size must be at least 1, got {size}")
         self.size = size
-        self._vectors: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
+        self._vectors: LRUCache[tuple[str, str], np.ndarray] = LRUCache(size)
         self._lock = threading.Lock()
 
     def embed(self, embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
@@ -58,7 +58,6 @@ class VectorCache:
             for text in texts:
                 key = (embedder.name, text)
                 if key in self._vectors:
-                    self._vectors.move_to_end(key)
                     found[text] = self._vectors[key]
         missing = [text for text in dict.fromkeys(texts) if text not in found]
         if missing:
@@ -67,8 +66,6 @@ class VectorCache:
                 for text, vector in zip(missing, fresh, strict=True):
                     # A copy: a row of the batch would keep the whole batch's array alive.
                     found[text] = self._vectors[(embedder.name, text)] = vector.copy()
-                while len(self._vectors) > self.size:
-                    self._vectors.popitem(last=False)
         return np.stack([found[text] for text in texts]) if texts else np.zeros((0, 0), np.float32)
 
 

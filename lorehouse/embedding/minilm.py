@@ -16,7 +16,6 @@ Why this module exists and is shaped the way it is:
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from functools import lru_cache
 from importlib import resources
@@ -24,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
+from cachetools import LRUCache
 from tokenizers import Tokenizer
 
 from lorehouse.settings import DEFAULT_EMBED_QUERY_CACHE_BYTES
@@ -140,9 +140,10 @@ class OnnxMiniLMEmbedder:
         self._sessions: dict[int, ort.InferenceSession] = {}
         self._session_lock = threading.Lock()
         # Recent queries' (sentence vector, token vectors), least recently used first.
-        self._query_cache: OrderedDict[str, tuple[np.ndarray, np.ndarray]] = OrderedDict()
+        self._query_cache: LRUCache[str, tuple[np.ndarray, np.ndarray]] = LRUCache(
+            query_cache_bytes, getsizeof=_query_bytes
+        )
         self._query_cache_bytes = query_cache_bytes
-        self._query_cache_used = 0
 
     def _get_session(self, threads: int | None = None) -> ort.InferenceSession:
         """The ONNX session running on `threads` intra-op threads (default: the batch
@@ -238,9 +239,8 @@ class OnnxMiniLMEmbedder:
         """
         with self._session_lock:
             cached = self._query_cache.get(text)
-            if cached is not None:
-                self._query_cache.move_to_end(text)
-                return cached
+        if cached is not None:
+            return cached
         # On its own session of `query_threads` (1): a second thread shortens one short text
         # only a little and then spins, spending more CPU than the text saves, which a server
         # answering many queries at once takes from other requests
@@ -250,18 +250,10 @@ class OnnxMiniLMEmbedder:
             _mean_pool_normalize(hidden, attention_mask)[0],
             _unit_tokens(hidden[0], attention_mask[0]),
         )
-        size = cached[0].nbytes + cached[1].nbytes
-        if size > self._query_cache_bytes:
-            return cached
+        if _query_bytes(cached) > self._query_cache_bytes:
+            return cached  # larger than the whole cache (or the cache is off)
         with self._session_lock:
-            previous = self._query_cache.pop(text, None)
-            if previous is not None:
-                self._query_cache_used -= previous[0].nbytes + previous[1].nbytes
             self._query_cache[text] = cached
-            self._query_cache_used += size
-            while self._query_cache_used > self._query_cache_bytes:
-                _, (vector, tokens) = self._query_cache.popitem(last=False)
-                self._query_cache_used -= vector.nbytes + tokens.nbytes
         return cached
 
     def _hidden_states(
@@ -319,6 +311,11 @@ def _unit_tokens(hidden: np.ndarray, attention_mask: np.ndarray) -> np.ndarray:
     real = int(attention_mask.sum())
     tokens = hidden[1 : real - 1].astype(np.float32)
     return tokens / np.clip(np.linalg.norm(tokens, axis=1, keepdims=True), 1e-12, None)
+
+
+def _query_bytes(cached: tuple[np.ndarray, np.ndarray]) -> int:
+    """What a kept query takes: its sentence vector and its token vectors."""
+    return cached[0].nbytes + cached[1].nbytes
 
 
 def _mean_pool_normalize(hidden: np.ndarray, attention_mask: np.ndarray) -> np.ndarray:

@@ -20,13 +20,14 @@ from __future__ import annotations
 import re
 import threading
 import unicodedata
-from collections import Counter, OrderedDict
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
 import Stemmer
+from cachetools import LRUCache
 
 _TOKEN = re.compile(r"\w+")
 # The English stop words of tantivy, which LanceDB's FTS index removes by default.
@@ -198,7 +199,7 @@ class BM25Index:
         self.fields = fields
         self.analyzer = analyzer
         #: Access scope (its mask's bytes) -> its FieldScope per field, most recent last.
-        self._scopes: OrderedDict[bytes, dict[str, FieldScope]] = OrderedDict()
+        self._scopes: LRUCache[bytes, dict[str, FieldScope]] = LRUCache(self.SCOPES_KEPT)
         self._scopes_lock = threading.Lock()
 
     @classmethod
@@ -217,14 +218,11 @@ class BM25Index:
         key = np.packbits(visible).tobytes()
         with self._scopes_lock:
             found = self._scopes.get(key)
-            if found is not None:
-                self._scopes.move_to_end(key)
-                return found
+        if found is not None:
+            return found
         built = {name: postings.scope(visible) for name, postings in self.fields.items()}
         with self._scopes_lock:
             self._scopes[key] = built
-            while len(self._scopes) > self.SCOPES_KEPT:
-                self._scopes.popitem(last=False)
         return built
 
     def mask(self, keys: Iterable[str]) -> np.ndarray:

@@ -13,7 +13,6 @@ import math
 import re
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
@@ -23,6 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import lancedb
 import numpy as np
 import pyarrow as pa
+from cachetools import LRUCache
 
 from lorehouse.search.bm25 import Analyzer, BM25Index
 from lorehouse.search.passages import passage_runs
@@ -780,7 +780,9 @@ class TokenVectorTable(TableReader):
         super().__init__(*args, **kwargs)
         # (table version, chunk id) -> (embed key, packed bytes), or None for no stored row;
         # most recently used last.
-        self._recent: OrderedDict[tuple[int, str], tuple[str, np.ndarray] | None] = OrderedDict()
+        self._recent: LRUCache[tuple[int, str], tuple[str, np.ndarray] | None] = LRUCache(
+            _CACHED_TOKEN_ROWS
+        )
         self._recent_lock = threading.Lock()
         self._offsets: _TokenRowOffsets | None = None
         self._offsets_lock = threading.Lock()
@@ -801,9 +803,7 @@ class TokenVectorTable(TableReader):
             for chunk_id in chunk_ids:
                 if (version, chunk_id) not in self._recent:
                     unread.append(chunk_id)
-                    continue
-                self._recent.move_to_end((version, chunk_id))
-                if (row := self._recent[(version, chunk_id)]) is not None:
+                elif (row := self._recent[(version, chunk_id)]) is not None:
                     found[chunk_id] = row
         if not unread:
             return found
@@ -826,8 +826,6 @@ class TokenVectorTable(TableReader):
         with self._recent_lock:
             for chunk_id in unread:
                 self._recent[(version, chunk_id)] = read.get(chunk_id)
-            while len(self._recent) > _CACHED_TOKEN_ROWS:
-                self._recent.popitem(last=False)
         return {**found, **read}
 
     def _row_offsets(self, version: int) -> _TokenRowOffsets:

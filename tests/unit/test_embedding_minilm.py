@@ -249,7 +249,7 @@ def test_the_query_cache_keeps_the_recently_used_within_its_bytes() -> None:
     assert len(runs) == 3  # A was kept
     embedder.token_vectors([b])
     assert len(runs) == 4  # B was dropped
-    assert embedder._query_cache_used <= 2 * per_question + per_question // 2
+    assert embedder._query_cache.currsize <= 2 * per_question + per_question // 2
     embedder.token_vectors([handbook(12)])  # about 170 tokens: more than the cap
     embedder.token_vectors([handbook(12)])
     assert len(runs) == 6
