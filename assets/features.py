@@ -99,6 +99,8 @@ def merged_partitions(
             "partitions_merged": len(report.merged),
             "partitions_unchanged": len(report.unchanged),
             "merged": dg.MetadataValue.json(report.merged),
+            # Files of an earlier bucket count, never read again once the current ones merged.
+            "stale_partitions_removed": dg.MetadataValue.json(report.removed),
             "rows_copied": dg.MetadataValue.md(
                 markdown_table(["table", "rows"], sorted(report.rows_by_table.items()))
             ),

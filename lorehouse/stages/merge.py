@@ -11,12 +11,19 @@ from __future__ import annotations
 import time
 
 from lorehouse.stores.duckdb_store import DuckDBStore
-from lorehouse.stores.partitions import MergeReport, PartitionLayout, merge_partitions
+from lorehouse.stores.partitions import (
+    MergeReport,
+    PartitionLayout,
+    merge_partitions,
+    remove_stale_partitions,
+)
 
 
 def run_merge(shared: DuckDBStore, layout: PartitionLayout) -> MergeReport:
-    """Merges every partition whose stage tables changed since its last merge."""
+    """Merges every partition whose stage tables changed since its last merge, then, with
+    every current partition merged, removes the files an earlier bucket count left."""
     started = time.perf_counter()
     report = merge_partitions(shared, layout)
+    report.removed = remove_stale_partitions(layout)
     report.seconds = time.perf_counter() - started
     return report

@@ -23,6 +23,7 @@ any crash, and the embedding stage compares the LanceDB rows with the chunks its
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -92,6 +93,33 @@ class PartitionRemote:
             with duckdb.connect(str(path)) as connection:
                 connection.execute("CHECKPOINT")
         return self._push(path.name, path)
+
+    def remove_partitions_except(self, keys: set[str], key_pattern: re.Pattern[str]) -> set[str]:
+        """Deletes the objects of partitions not in `keys` (their store, their LanceDB
+        folder, their inventory slice); returns the partitions removed."""
+        objects, folders = self._listing("")
+        slices, _ = self._listing(INVENTORY)
+        doomed: list[str] = []
+        removed: set[str] = set()
+        for name in [*objects, *folders, *(f"{INVENTORY}/{name}" for name in slices)]:
+            key = name.rsplit("/", 1)[-1].split(".", 1)[0]
+            if not key_pattern.fullmatch(key) or key in keys:
+                continue
+            removed.add(key)
+            if name in folders:
+                doomed += self._objects_under(f"{name}/")
+            else:
+                doomed.append(self._object_key(name))
+        for start in range(0, len(doomed), 1000):  # DeleteObjects takes 1,000 keys a call
+            batch = [{"Key": key} for key in doomed[start : start + 1000]]
+            self.client.delete_objects(Bucket=self.bucket, Delete={"Objects": batch})
+        return removed
+
+    def _objects_under(self, folder: str) -> list[str]:
+        pages = self.client.get_paginator("list_objects_v2").paginate(
+            Bucket=self.bucket, Prefix=self._object_key(folder)
+        )
+        return [item["Key"] for page in pages for item in page.get("Contents", [])]
 
     # -- the inventory's slices -------------------------------------------------------------
 

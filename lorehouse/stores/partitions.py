@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
+import shutil
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -133,6 +135,35 @@ class PartitionLayout:
         return self.root / "inventory" / "digests.json"
 
 
+#: A partition key of any bucket count: p00 ... p99, p000 ... p255.
+PARTITION_KEY = re.compile(r"p\d{2,}")
+
+
+def remove_stale_partitions(layout: PartitionLayout) -> list[str]:
+    """Removes the files of partitions the current bucket count does not have, here and in
+    the bucket; returns their keys.
+
+    A deployment moving from 16 buckets to 4 leaves p04-p15 behind, one moving to 128 every
+    pNN: a full second copy of the stage tables and vectors. Their documents are in the
+    current partitions, which took them from the shared stores (`seed_partition`), so the old
+    files are never read again.
+    """
+    current = set(layout.keys)
+    stale = {
+        key
+        for path in [*layout.root.glob("p*"), *(layout.root / "inventory").glob("p*")]
+        if PARTITION_KEY.fullmatch(key := path.name.split(".", 1)[0]) and key not in current
+    }
+    for key in stale:
+        shutil.rmtree(layout.index_path(key), ignore_errors=True)
+        for path in (layout.store_path(key), layout.inventory_slice(key)):
+            for suffix in ("", ".wal", ".sync"):
+                path.with_name(path.name + suffix).unlink(missing_ok=True)
+    if layout.remote:
+        stale |= layout.remote.remove_partitions_except(current, PARTITION_KEY)
+    return sorted(stale)
+
+
 def publish_inventory_slices(shared: DuckDBStore, layout: PartitionLayout) -> list[str]:
     """Writes the inventory rows of every bucket that changed since the last publication (or
     whose slice is missing) to its Parquet slice, and returns those buckets' keys.
@@ -184,6 +215,8 @@ class MergeReport:
     #: Buckets whose file is behind the inventory (their run has not adopted its slice yet).
     behind: list[str] = field(default_factory=list)
     rows_by_table: dict[str, int] = field(default_factory=dict)
+    #: Partitions of an earlier bucket count whose files were removed.
+    removed: list[str] = field(default_factory=list)
     seconds: float = 0.0
 
 

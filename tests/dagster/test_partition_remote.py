@@ -15,6 +15,7 @@ from assets import documents, embeddings, features
 from lorehouse.inventory import document_id
 from lorehouse.settings import BUNDLED_SAMPLE_CORPUS, Settings
 from lorehouse.stores.partition_remote import PartitionRemote
+from lorehouse.stores.partitions import PARTITION_KEY
 from tests.dagster.conftest import metadata_of, s3_bucket
 from tests.dagster.test_partitions import (
     PER_DOCUMENT,
@@ -149,6 +150,29 @@ def test_a_pull_keeps_work_not_pushed_yet_and_takes_a_newer_object(
     assert there.pull_stores(["p00"]) == ["p00"]
     assert _rows(tmp_path / "there" / "p00.duckdb") == [1, 3]
     assert not (tmp_path / "there" / "p00.duckdb.wal").exists()
+
+
+def test_partitions_of_an_earlier_bucket_count_leave_the_bucket(
+    tmp_path: Path, s3_endpoint: str
+) -> None:
+    client = s3_bucket(s3_endpoint, BUCKET)
+    for key in (
+        "parts/p00.duckdb",
+        "parts/p05.duckdb",
+        "parts/inventory/p05.parquet",
+        "parts/inventory/digests.json",
+        "parts/p000.lancedb/data/a.lance",
+        "parts/p00.lancedb/data/b.lance",
+    ):
+        client.put_object(Bucket=BUCKET, Key=key, Body=b"rows")
+    remote = PartitionRemote(client, f"s3://{BUCKET}/parts", tmp_path)
+    assert remote.remove_partitions_except({"p00", "p01"}, PARTITION_KEY) == {"p05", "p000"}
+    left = client.list_objects_v2(Bucket=BUCKET, Prefix="parts/")["Contents"]
+    assert sorted(item["Key"] for item in left) == [
+        "parts/inventory/digests.json",
+        "parts/p00.duckdb",
+        "parts/p00.lancedb/data/b.lance",
+    ]
 
 
 def test_a_partitions_uri_outside_a_bucket_is_refused_with_its_reason() -> None:

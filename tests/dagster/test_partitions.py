@@ -302,10 +302,14 @@ def test_an_upgrade_or_a_new_bucket_count_builds_nothing_again(
         after = _searchable(data_dir)
         for table in before:
             assert after[table] == before[table], (partitions, table)
+        # The earlier count's partitions are gone once the new ones merged (4 -> 3: p03).
         keys = partition_keys(partitions)
-        assert {p.name for p in (data_dir / "partitions").glob("p*.duckdb")} >= {
-            f"{key}.duckdb" for key in keys
+        assert {p.name for p in (data_dir / "partitions").glob("p*")} == {
+            f"{key}.{kind}" for key in keys for kind in ("duckdb", "lancedb")
         }
+        assert {p.stem for p in (data_dir / "partitions" / "inventory").glob("p*")} == set(keys)
+        removed = metadata_of(result, "merged_partitions")["stale_partitions_removed"]
+        assert removed == ([] if partitions == 4 else ["p03"])
     # A second run under the same count seeds nothing: its partitions are its own now.
     again = materialize_everything(
         BUNDLED_SAMPLE_CORPUS, data_dir, with_evals=False, index_partitions=3
