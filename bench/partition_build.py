@@ -8,8 +8,9 @@ recording each run's wall time, peak memory and documents. Every finished partit
 appended to `partitions.jsonl` in --workdir as it ends, so a bench that is stopped resumes
 with the next partition, and the partition it was in resumes crash-safe from its last batch.
 
-`--limit K` builds the first K partitions only: the projection takes the median seconds per
-document of those built, times the corpus, spread over N pods. The merges that follow are
+`--concurrency C` runs C partitions at once (C one-core pods). `--limit K` builds the first
+K partitions only: the projection takes the median seconds per document of those built,
+times the corpus, spread over N pods. The merges that follow are
 measured at 100,000 and 1,000,000 chunks by bench/merge_scale.py.
 
     .venv/bin/python bench/partition_build.py --documents 100000 --partitions 256 \\
@@ -25,7 +26,9 @@ import os
 import statistics
 import subprocess
 import sys
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +81,9 @@ def main() -> None:
     parser.add_argument("--documents", type=int, default=100_000)
     parser.add_argument("--partitions", type=int, default=256)
     parser.add_argument("--limit", type=int, default=3, help="partitions to build")
+    parser.add_argument(
+        "--concurrency", type=int, default=1, help="partition runs at once, one core each"
+    )
     parser.add_argument("--workdir", type=Path, required=True, help="kept: resumes from here")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
@@ -115,16 +121,27 @@ def main() -> None:
         if (done_path.exists())
         else []
     )
-    for key in partition_keys(args.partitions)[: args.limit]:
-        if key in {row["partition"] for row in done}:
-            continue
-        row = {"partition": key, "documents": counts[key]}
+    todo = [
+        key
+        for key in partition_keys(args.partitions)[: args.limit]
+        if key not in {row["partition"] for row in done}
+    ]
+    recorded = threading.Lock()
+
+    def build(key: str) -> None:
+        row = {"partition": key, "documents": counts[key], "concurrency": args.concurrency}
         row |= _run(["materialize", "--partitions", key], env, log)
         row["seconds_per_document"] = round(row["wall_seconds"] / max(1, row["documents"]), 3)
-        with done_path.open("a") as out:
-            out.write(json.dumps(row) + "\n")
-        done.append(row)
-        print(json.dumps(row), file=sys.stderr)
+        with recorded:
+            with done_path.open("a") as out:
+                out.write(json.dumps(row) + "\n")
+            done.append(row)
+            print(json.dumps(row), file=sys.stderr)
+
+    # Partition runs write only their own files, so several run at once, as pods would.
+    with ThreadPoolExecutor(max_workers=args.concurrency) as pool:
+        for finished in [pool.submit(build, key) for key in todo]:
+            finished.result()
 
     per_document = statistics.median(row["seconds_per_document"] for row in done)
     result: dict[str, Any] = {
