@@ -85,7 +85,7 @@ class Lorehouse:
         if self.settings.partitions_uri:
             from lorehouse.stores.partition_remote import PartitionRemote
 
-            remote = PartitionRemote(self.s3_client(), self.settings.partitions_uri, root)
+            remote = PartitionRemote(self.s3_client, self.settings.partitions_uri, root)
         return PartitionLayout(root, self.settings.index_partitions, remote)
 
     def partition_store(self, key: str) -> DuckDBStore:

@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -44,16 +45,22 @@ class PartitionRemote:
     """The bucket prefix the partition files of a deployment are kept under, and the folder
     (`root`, the partitions folder of this pod's data dir) they are worked on in."""
 
-    def __init__(self, client: Any, uri: str, root: Path) -> None:
+    def __init__(self, client: Any | Callable[[], Any], uri: str, root: Path) -> None:
+        """`client` is a boto3 S3 client, or a function building one when a copy is first
+        made: a layout asked only where a partition's files are builds none."""
         if not uri.startswith("s3://"):
             raise ValueError(f"LOREHOUSE_PARTITIONS_URI must be an s3:// URI, not {uri!r}")
         bucket, _, prefix = uri.removeprefix("s3://").partition("/")
         if not bucket:
             raise ValueError(f"LOREHOUSE_PARTITIONS_URI names no bucket: {uri!r}")
-        self.client = client
+        self._client = client
         self.bucket = bucket
         self.prefix = prefix.strip("/")
         self.root = root
+
+    @cached_property
+    def client(self) -> Any:
+        return self._client() if callable(self._client) else self._client
 
     @property
     def uri(self) -> str:
