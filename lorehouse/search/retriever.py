@@ -13,7 +13,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Literal, cast
+from typing import Literal
 
 import numpy as np
 from pydantic import BaseModel, Field
@@ -216,13 +216,8 @@ class Retriever:
     ) -> None:
         self.index = index
         #: What the maxsim reranker encodes a query's tokens (and passages without stored
-        #: token vectors) with: the bundled model, whichever model embeds the index (the
-        #: embedder itself when it is one and no encoder is given).
-        self.token_encoder = token_encoder or (
-            cast("TokenEncoder", embedder)
-            if callable(getattr(embedder, "token_vectors", None))
-            else None
-        )
+        #: token vectors) with: the bundled model, whichever model embeds the index.
+        self.token_encoder = token_encoder
         self.passage_words = passage_words
         self.split_asks = split_asks
         self.embedder = embedder

@@ -105,7 +105,7 @@ def _eager_search(
 def retriever(materialized_sample: Path) -> Retriever:
     index = ChunkIndex(str(materialized_sample / "lancedb"))
     # One query, one search: the eager search below has no per-ask searches to compare with.
-    return Retriever(index, default_embedder(), split_asks=False)
+    return Retriever(index, default_embedder(), split_asks=False, token_encoder=default_embedder())
 
 
 @pytest.mark.parametrize("rerank", [NONE, MAXSIM])
