@@ -217,6 +217,7 @@ def answer_eval_metadata(report: AnswerEvalReport, golden_set: Path) -> dict[str
         "cases": len(report.outcomes),
         # What a person reads: numbers Dagster plots across runs.
         "lead_states_fact": _plotted(lead["lead_states_fact"]),
+        "lead_from_evidence": _plotted(lead["lead_from_evidence"]),
         "shown_key_facts": _plotted(lead["shown_key_facts"]),
         "median_lead_words": _plotted(lead["median_lead_words"]),
         "wrongly_declined": _plotted(lead["wrongly_declined"]),
@@ -224,12 +225,20 @@ def answer_eval_metadata(report: AnswerEvalReport, golden_set: Path) -> dict[str
         "key_facts_mean_share": _plotted(facts.get("mean_share")),
         "by_type": dg.MetadataValue.md(
             markdown_table(
-                ["case type", "answers", "lead states a fact", "key facts shown", "lead words"],
+                [
+                    "case type",
+                    "answers",
+                    "lead states a fact",
+                    "lead from the evidence",
+                    "key facts shown",
+                    "lead words",
+                ],
                 [
                     [
                         case_type,
                         measures["answers"],
                         _shown(measures["lead_states_fact"]),
+                        _shown(measures["lead_from_evidence"]),
                         _shown(measures["shown_key_facts"]),
                         _shown(measures["median_lead_words"]),
                     ]

@@ -22,6 +22,7 @@ from pydantic import BaseModel, Field
 
 from evals.golden_set import GoldenCase
 from evals.key_facts import score_key_facts
+from evals.metrics import DEFAULT_THRESHOLD, Evidence, contains, normalize
 from lorehouse.agents.answerer import CITATION
 from lorehouse.agents.ask import AskResponse
 from lorehouse.llm import LLMClient, LLMFailure
@@ -87,6 +88,8 @@ class AnswerOutcome:
     #: Reference key facts the lead alone states, and the lead and excerpts together.
     lead_key_facts_found: int = 0
     shown_key_facts_found: int = 0
+    #: Whether a statement of the lead is part of an evidence excerpt (None: the case has none).
+    lead_from_evidence: bool | None = None
     score: int | None = None
     label: Label | None = None
     reasoning: str | None = None
@@ -154,18 +157,23 @@ class AnswerEvalReport:
 
     def lead_summary(self) -> dict:
         """How the answer reads to a person: per type and overall, the share of answers whose
-        lead alone states a reference key fact, the share of key facts the lead and excerpts
-        state together, the lead's median words, and the declines (right and wrong)."""
+        lead alone states a reference key fact, the share whose lead is taken from the
+        evidence, the share of key facts the lead and excerpts state together, the lead's
+        median words, and the declines (right and wrong)."""
         answerable = [o for o in self.outcomes if o.case_type != "unanswerable"]
         unanswerable = [o for o in self.outcomes if o.case_type == "unanswerable"]
 
         def measures(outcomes: list[AnswerOutcome]) -> dict[str, float | int | None]:
             with_facts = [o for o in outcomes if o.key_facts]
+            with_evidence = [o for o in outcomes if o.lead_from_evidence is not None]
             leads = sorted(o.lead_words for o in outcomes if not o.declined)
             return {
                 "answers": len(outcomes),
                 "lead_states_fact": _share(
                     sum(o.lead_key_facts_found > 0 for o in with_facts), len(with_facts)
+                ),
+                "lead_from_evidence": _share(
+                    sum(bool(o.lead_from_evidence) for o in with_evidence), len(with_evidence)
                 ),
                 "shown_key_facts": _share(
                     sum(o.shown_key_facts_found / o.key_facts for o in with_facts),
@@ -244,6 +252,33 @@ def lead_of(response: AskResponse) -> str:
     return response.answer[: first.end()] if first else response.answer
 
 
+#: A lead statement shorter than this ("Yes.", "Critical: 1 day") is in many excerpts by
+#: chance, so it alone does not show that the lead was taken from the evidence.
+MIN_QUOTED_CHARACTERS = 20
+
+
+def lead_from_evidence(lead: str, evidence: Sequence[Evidence]) -> bool | None:
+    """Whether a statement of the lead is part of an evidence excerpt, or an excerpt part of it.
+
+    "Lead states a key fact" counts any sentence holding one of the reference's numbers or
+    names, so a lead that picks sentences for holding numbers scores there without answering
+    ("Cost per person: $30" for the co-working budget of "$300-500"). A lead copied from the
+    passage the reference rests on is a stricter reading; it misses a fact stated the same way
+    in another document, so the two are read together. None for a case without evidence.
+    """
+    if not evidence:
+        return None
+    statements = [normalize(text) for text in CITATION.split(lead)]
+    excerpts = [normalize(item.excerpt) for item in evidence]
+    return any(
+        contains(excerpt, statement, DEFAULT_THRESHOLD)
+        or contains(statement, excerpt, DEFAULT_THRESHOLD)
+        for statement in statements
+        if len(statement) >= MIN_QUOTED_CHARACTERS
+        for excerpt in excerpts
+    )
+
+
 def judge_answer(judge: LLMClient, case: GoldenCase, answer: str, sources: str) -> JudgeVerdict:
     """The judge's verdict on one answer; LLMFailure when no valid verdict came back."""
     return judge.complete(
@@ -298,6 +333,7 @@ def evaluate_answers(
             lead=lead,
             lead_words=len(CITATION.sub(" ", lead).split()),
             lead_key_facts_found=len(score_key_facts(case.answer, lead).found),
+            lead_from_evidence=lead_from_evidence(lead, case.evidence_items()),
             shown_key_facts_found=len(facts.found),
         )
         answered.append((case, outcome, sources))

@@ -63,7 +63,8 @@ def same_file(rel_path: str, evidence_file: str) -> bool:
     return a == b or a.endswith("/" + b) or b.endswith("/" + a)
 
 
-def _contains(haystack: str, needle: str, threshold: float) -> bool:
+def contains(haystack: str, needle: str, threshold: float) -> bool:
+    """Whether `needle` is in `haystack` (both normalized), up to `threshold` (0-100)."""
     if not needle:
         return True
     if needle in haystack:
@@ -88,16 +89,16 @@ def excerpt_found(
     mine = sorted(
         (c for c in retrieved if same_file(c.rel_path, evidence.file)), key=lambda c: c.position
     )
-    if any(_contains(normalize(_body(c.text)), needle, threshold) for c in mine):
+    if any(contains(normalize(_body(c.text)), needle, threshold) for c in mine):
         return True
     run: list[RetrievedChunk] = []
     for chunk in mine:
         if run and chunk.position != run[-1].last_position + 1:
-            if len(run) > 1 and _contains(_joined(run), needle, threshold):
+            if len(run) > 1 and contains(_joined(run), needle, threshold):
                 return True
             run = []
         run.append(chunk)
-    return len(run) > 1 and _contains(_joined(run), needle, threshold)
+    return len(run) > 1 and contains(_joined(run), needle, threshold)
 
 
 def _body(text: str) -> str:

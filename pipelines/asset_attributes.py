@@ -177,6 +177,9 @@ COLUMN_DESCRIPTIONS = {
     "lead_words": "Words in the lead, citations left out.",
     "lead_key_facts_found": "Key facts the lead alone states.",
     "shown_key_facts_found": "Key facts the lead and the excerpts state together.",
+    "lead_from_evidence": (
+        "Whether a statement of the lead is part of an evidence excerpt; empty without evidence."
+    ),
 }
 
 #: table -> column -> what it holds, where that differs from `COLUMN_DESCRIPTIONS`.

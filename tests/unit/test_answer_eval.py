@@ -101,3 +101,33 @@ def test_a_citation_number_is_not_a_stated_fact() -> None:
         "4",
         "8",
     )
+
+
+def test_a_lead_holding_the_right_number_elsewhere_is_not_from_the_evidence() -> None:
+    """The co-working question's lead "Cost per person: $30" states no fact of "$300-500",
+    but a wrong row can hold one; the evidence reading asks whether the lead was taken from
+    the passage the reference rests on."""
+    from evals.answer_eval import lead_from_evidence
+    from evals.metrics import Evidence
+
+    evidence = [
+        Evidence(
+            "expenses.md",
+            "We offer our teammates a **$300–500 monthly budget** to join a coworking space.",
+        )
+    ]
+    taken = "We offer our teammates a $300–500 monthly budget to join a coworking space. [1]"
+    assert lead_from_evidence(taken, evidence) is True
+    assert (
+        lead_from_evidence("Expense: Co-working space; Cost per person: $300. [2]", evidence)
+        is False
+    )
+    # The second statement of a two-part lead counts; a lead longer than a short excerpt too.
+    assert lead_from_evidence(f"Desks are provided in every office. [3] {taken}", evidence)
+    assert lead_from_evidence(
+        "Expect a 7-10 day turn around on receiving reimbursements, once approved. [1]",
+        [Evidence("expenses.md", "Expect a 7-10 day turn around on receiving reimbursements.")],
+    )
+    # A statement too short to show where it came from, and a case without evidence.
+    assert lead_from_evidence("Yes. [1]", [Evidence("a.md", "Yes. You may keep it.")]) is False
+    assert lead_from_evidence(taken, []) is None

@@ -178,7 +178,9 @@ CREATE TABLE IF NOT EXISTS eval_answers (
     lead VARCHAR DEFAULT '',
     lead_words INTEGER DEFAULT 0,
     lead_key_facts_found INTEGER DEFAULT 0,
-    shown_key_facts_found INTEGER DEFAULT 0
+    shown_key_facts_found INTEGER DEFAULT 0,
+    -- whether the lead was taken from an evidence excerpt; NULL for a case without evidence
+    lead_from_evidence BOOLEAN
 );
 CREATE TABLE IF NOT EXISTS chunk_keywords (
     chunk_id VARCHAR NOT NULL,
