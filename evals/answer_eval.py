@@ -9,6 +9,7 @@ judge's error, with no score: a failed judgement is never turned into a number.
 
 from __future__ import annotations
 
+import re
 import time
 import uuid
 from collections import Counter
@@ -257,6 +258,10 @@ def lead_of(response: AskResponse) -> str:
 MIN_QUOTED_CHARACTERS = 20
 
 
+#: A column name before its cell in a table row's lead ("trip: team; limit: $1,850.").
+_ROW_LABEL = re.compile(r"(?:^|;)\s*[^;:]{1,60}:\s")
+
+
 def lead_from_evidence(lead: str, evidence: Sequence[Evidence]) -> bool | None:
     """Whether a statement of the lead is part of an evidence excerpt, or an excerpt part of it.
 
@@ -269,6 +274,8 @@ def lead_from_evidence(lead: str, evidence: Sequence[Evidence]) -> bool | None:
     if not evidence:
         return None
     statements = [normalize(text) for text in CITATION.split(lead)]
+    # A table row leads as "Trip: Team; Limit: $1,850.", its source row has the cells alone.
+    statements += [_ROW_LABEL.sub(" ", statement) for statement in statements]
     excerpts = [normalize(item.excerpt) for item in evidence]
     return any(
         contains(excerpt, statement, DEFAULT_THRESHOLD)

@@ -131,3 +131,15 @@ def test_a_lead_holding_the_right_number_elsewhere_is_not_from_the_evidence() ->
     # A statement too short to show where it came from, and a case without evidence.
     assert lead_from_evidence("Yes. [1]", [Evidence("a.md", "Yes. You may keep it.")]) is False
     assert lead_from_evidence(taken, []) is None
+
+
+def test_a_table_row_lead_is_matched_by_its_cells() -> None:
+    """A row leads with its column names; the evidence quotes the row's cells."""
+    from evals.answer_eval import lead_from_evidence
+    from evals.metrics import Evidence
+
+    evidence = [Evidence("travel.md", "| Team offsite | $1,850 per person | Finance |")]
+    row = "Trip: Team offsite; Limit: $1,850 per person; Approver: Finance. [1]"
+    assert lead_from_evidence(row, evidence)
+    other = "Trip: Company trip; Limit: $2,400 per person; Approver: CEO. [1]"
+    assert not lead_from_evidence(other, evidence)
