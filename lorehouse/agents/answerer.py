@@ -33,7 +33,8 @@ NOT_FOUND_ANSWER = (
 #: A citation of a context passage as answers write it: "[3]".
 CITATION = re.compile(r"\[(\d{1,3})\]")
 _PROMPT_SCAFFOLDING = ("Passages (in document order)", "Search queries used to find", "Rules:")
-_LINK = re.compile(r"\[([^\]]+)\]\([^)]*\)")
+#: An inline link; not an image ("![alt](src)"), which `plain_text` reads as its alt text.
+_LINK = re.compile(r"(?<!!)\[([^\]]+)\]\([^)]*\)")
 #: A reference-style link, "the [Checkov website][2]": its "[2]" is the source's link label,
 #: and quoted as is it read as a citation of context passage 2. Not after a word or a
 #: bracket, where "[1][2]" indexes something ("grid[1][2]").

@@ -35,11 +35,15 @@ _INLINE_HTML = [
     (re.compile(r"</?(p|div)\b[^>]*>", re.IGNORECASE), "\n\n"),
     (re.compile(r"</?(span|font|center|u)\b[^>]*>", re.IGNORECASE), ""),
 ]
+#: An image or an embedded player, each tag in any attribute order.
+_IMAGE_TAG = re.compile(r"<img\b[^>]*>", re.IGNORECASE)
+_FRAME_TAG = re.compile(r"<iframe\b[^>]*>(?:.*?</iframe\s*>)?", re.IGNORECASE | re.DOTALL)
+_ATTRIBUTE = r"""\b{name}\s*=\s*(?:"([^"]*)"|'([^']*)')"""
 _LINE_BREAK = re.compile(r"<br\s*/?>", re.IGNORECASE)
 _BLANK_LINES = re.compile(r"\n[ \t]*\n(?:[ \t]*\n)+")
 
 
-@register_parser(file_type="md", name="markdown", version="3")
+@register_parser(file_type="md", name="markdown", version="4")
 def parse_markdown(data: bytes, rel_path: str, options: ParseOptions) -> ParseOutput:
     """The Markdown as written, with line endings normalized, the encoding fixed and
     embedded HTML made Markdown."""
@@ -98,7 +102,32 @@ def _convert_html(text: str) -> str:
     )
     for pattern, replacement in _INLINE_HTML:
         converted = pattern.sub(replacement, converted)
+    converted = _IMAGE_TAG.sub(_markdown_image, converted)
+    converted = _FRAME_TAG.sub(_markdown_frame_link, converted)
     return _BLANK_LINES.sub("\n\n", converted)
+
+
+def _attribute(tag: str, name: str) -> str:
+    """The value of attribute `name` of an HTML tag, or ""."""
+    found = re.search(_ATTRIBUTE.format(name=name), tag, re.IGNORECASE)
+    return (found.group(1) or found.group(2) or "").strip() if found else ""
+
+
+def _markdown_image(tag: re.Match[str]) -> str:
+    """`<img src alt>` as a Markdown image, as the file's own images are written: the tag's
+    attributes (width, height, file names) were words that BM25 and the embedder read, and
+    answers showed the tag."""
+    source = _attribute(tag.group(0), "src")
+    return f"![{_attribute(tag.group(0), 'alt')}]({source})" if source else ""
+
+
+def _markdown_frame_link(tag: re.Match[str]) -> str:
+    """An embedded player (a video walkthrough) as a link to what it plays, named by its
+    title; the HTML parser drops players, a Markdown file's author placed this one."""
+    source = _attribute(tag.group(0), "src")
+    return (
+        f"[{_attribute(tag.group(0), 'title') or 'Embedded content'}]({source})" if source else ""
+    )
 
 
 @register_parser(file_type="txt", name="unstructured", version=f"1+u{version('unstructured')}")

@@ -410,6 +410,26 @@ def test_links_read_as_their_text() -> None:
     assert ".md" not in answer and "](" not in answer
 
 
+def test_an_image_reads_as_its_alt_text() -> None:
+    """A screenshot between two steps is its caption, not "!caption" and not its URL."""
+    steps = _hit(
+        1,
+        "Open the access request in Entitle.\n\n"
+        "![Cloudflare access request form](https://cdn.example.com/form.png)\n\n"
+        "Approval from the Security team takes one business day.",
+    )
+    draft = answer_extractively(
+        default_embedder(),
+        "How long does approval of a Cloudflare access request take?",
+        [steps],
+        DEFAULT_ANSWER_MIN_SIMILARITY,
+    )
+    assert draft.text.startswith("Approval from the Security team takes one business day.")
+    shown = [sentence for excerpt in draft.excerpts for sentence in excerpt.sentences]
+    assert "Cloudflare access request form" in shown, shown
+    assert not any("!" in sentence or "cdn.example.com" in sentence for sentence in shown)
+
+
 def test_a_hard_wrapped_sentence_is_quoted_whole() -> None:
     """Source Markdown wrapped at 80 columns: the answer quotes the sentence, not its lines."""
     wrapped = _hit(

@@ -74,3 +74,23 @@ def test_a_table_left_open_converts_at_the_end_and_is_kept_before_more_markdown(
 def test_a_line_break_inside_a_markdown_table_row_keeps_the_row_whole() -> None:
     text = "| Case | Approval |\n| --- | --- |\n| Outside band<BR><BR>(bonuses) | VP |\n"
     assert "| Outside band (bonuses) | VP |" in _markdown(text).replace("  ", " ")
+
+
+def test_an_html_image_is_a_markdown_image_and_a_player_a_link() -> None:
+    """Docs tools export screenshots as `<img>` and walkthroughs as `<iframe>`; their
+    attributes were searched as words and shown in answers."""
+    text = (
+        'Request access in Entitle.\n\n<img src="https://cdn.example.com/shot%201.png" '
+        'alt="example Cloudflare request" width="500" height="500">\n\n'
+        "<IMG alt='no source' width=3>\n\n"
+        '<iframe src="https://www.loom.com/embed/abc" title="Access review walkthrough" '
+        'frameborder="0" allowfullscreen></iframe>\n\n<iframe src="https://v.example.com/1">'
+        "</iframe>\n\nYou will get a notification."
+    )
+    markdown = _markdown(text)
+    assert "<" not in markdown and "width" not in markdown
+    assert "![example Cloudflare request](https://cdn.example.com/shot%201.png)" in markdown
+    assert "no source" not in markdown
+    assert "[Access review walkthrough](https://www.loom.com/embed/abc)" in markdown
+    assert "[Embedded content](https://v.example.com/1)" in markdown
+    assert markdown.rstrip().endswith("You will get a notification.")
