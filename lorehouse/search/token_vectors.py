@@ -113,11 +113,12 @@ def _token_blocks(tokens: int, query_tokens: int) -> list[tuple[int, int]]:
 
     OpenBLAS computes a product with few rows by another kernel, which rounds differently; a
     short last block would move late-interaction scores in the last bit. Blocks of at least
-    _BLOCK_TOKENS rows, starting at its multiples, give every row the bits one product of all
-    the rows gives: checked on 500 random shapes of 3 to 129 query tokens and 100 to 6,000
-    passage tokens, and on the 134 handbook dev questions. A query of 2 tokens goes through a
-    kernel whose rounding depends on the rows, so it keeps one product (an eighth of the work
-    of 16 tokens).
+    _BLOCK_TOKENS rows, starting at its multiples, keep every row on the kernel one product of
+    all the rows uses. Which kernels OpenBLAS picks depends on the CPU: on some, every score
+    then has the bits of one product; on others a score can still differ from it in the last
+    bit (float32 rounding), never more. A query of 2 tokens goes through a kernel whose
+    rounding depends on the rows, so it keeps one product (an eighth of the work of 16
+    tokens).
     """
     if query_tokens == 2:
         return [(0, tokens)]
