@@ -75,12 +75,37 @@ _KIND_PATTERNS: tuple[tuple[AskedKind, re.Pattern[str]], ...] = (
 )
 
 
+#: A question whose opening asks yes or no ("Does ...", "Can I ...").
+_YES_NO_OPENING = re.compile(
+    r"^\s*(?:can|may|do|does|did|is|are|am|was|were|should|will|must|could|would|have|has)\b",
+    re.I,
+)
+#: A question that asks for a quantity in so many words, whatever its opening.
+_ASKS_QUANTITY = re.compile(
+    r"\bhow (?:much|many|long|soon|quickly|fast|early|late|far in advance)\b"
+    r"|\bis there (?:a|an|any) (?:limit|cap|maximum|minimum|budget|allowance|deadline)\b",
+    re.I,
+)
+
+
 def asked_kind(question: str) -> AskedKind:
-    """The kind of fact the question asks for; OTHER when no pattern says."""
-    for kind, pattern in _KIND_PATTERNS:
-        if pattern.search(question):
-            return kind
-    return AskedKind.OTHER
+    """The kind of fact the question asks for; OTHER when no pattern says.
+
+    A question's opening comes before its topic words: "Does the hotel limit include
+    breakfast?" asks yes or no, though "limit" names an amount; read as asking the amount, a
+    row of hotel limits led the answer instead of the sentence that answers it. A question
+    asking a quantity in so many words ("Is there a limit on ...") still asks the quantity.
+    "How is the zone 3 entry point set?" stays an amount: its answer is a rule that states
+    one (60% of zone 1's).
+    """
+    topical = next(
+        (kind for kind, pattern in _KIND_PATTERNS if pattern.search(question)), AskedKind.OTHER
+    )
+    if _ASKS_QUANTITY.search(question):
+        return topical
+    if _YES_NO_OPENING.search(question):
+        return AskedKind.YES_NO
+    return topical
 
 
 _NUMBER = r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?"

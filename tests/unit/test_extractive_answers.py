@@ -633,3 +633,27 @@ def test_a_question_names_its_subject_by_names_acronyms_and_years(
 def test_an_acronym_counts_as_mentioned_where_a_passage_spells_it_out() -> None:
     assert spelled_out("MFA", "Multi-factor authentication is required everywhere.")
     assert not spelled_out("VPN", "Use the password manager for every account.")
+
+
+@pytest.mark.parametrize(
+    ("question", "kind"),
+    [
+        ("Does the hotel limit include breakfast?", "yes_no"),
+        ("Can I approve my own expense claim?", "yes_no"),
+        ("Is there a limit on hotel costs in London?", "amount"),
+        ("How much is the hotel limit in London?", "amount"),
+        ("Can I take more than 5 days off in a row, and how many days do I get?", "duration"),
+        ("How is the zone 3 salary band entry point set?", "amount"),
+        ("How are expenses approved?", "person"),
+        ("Who approves an expense claim of EUR 3,000?", "person"),
+        ("When is the deadline for expense claims?", "date"),
+    ],
+)
+def test_the_question_form_decides_what_is_asked_before_its_topic_words(
+    question: str, kind: str
+) -> None:
+    """Read as asking an amount, "Does the hotel limit include breakfast?" was led by a
+    row of hotel limits instead of "The limit ... includes taxes and breakfast"."""
+    from lorehouse.agents.lead import asked_kind
+
+    assert asked_kind(question) == kind
