@@ -21,16 +21,19 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Annotated, Any
+from functools import cached_property
+from typing import TYPE_CHECKING, Annotated, Any
 
 import numpy as np
-import yake
 from pydantic import BaseModel, Field, StringConstraints
 from segtok.segmenter import split_single
 
 from lorehouse.llm import LLMClient, LLMFailure, as_json
 from lorehouse.stages.progress import ProgressCallback
 from lorehouse.text import BREADCRUMB_SEPARATOR
+
+if TYPE_CHECKING:
+    import yake
 
 EXTRACTIVE_MODE = "extractive"
 EXTRACTIVE_MODEL = "extractive/central-tfidf+yake-3"
@@ -129,7 +132,15 @@ class Enricher:
     def __init__(self, client: LLMClient | None, concurrency: int = 4) -> None:
         self.client = client
         self.concurrency = max(1, concurrency)
-        self._keywords = yake.KeywordExtractor(lan="en", n=3, top=8, dedupLim=0.7)
+
+    @cached_property
+    def _keywords(self) -> yake.KeywordExtractor:
+        """YAKE's extractor, built on first use: the code location builds an Enricher for
+        its version, and importing YAKE (with networkx under it) would be paid by every
+        process that loads it, while only the enrichment stage extracts keywords."""
+        import yake
+
+        return yake.KeywordExtractor(lan="en", n=3, top=8, dedupLim=0.7)
 
     @property
     def mode(self) -> str:

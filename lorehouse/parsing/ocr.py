@@ -16,12 +16,15 @@ from __future__ import annotations
 import shutil
 import subprocess
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pymupdf
 
 from lorehouse.errors import ParseError
 from lorehouse.models import FailureReason
+
+if TYPE_CHECKING:
+    import pymupdf
 
 # Darker than this (0-255 grey) counts as ink; light colour fills such as table header bands
 # stay paper.
@@ -61,6 +64,8 @@ def ocr_page(page: pymupdf.Page, languages: str, dpi: int) -> pymupdf.Document:
     The returned page has the original page's size, so positions and font sizes compare with
     those of text pages in the same document.
     """
+    import pymupdf  # imported where a page is read, as in the PDF parser
+
     pixmap = page.get_pixmap(dpi=dpi, colorspace=pymupdf.csGRAY, alpha=False)
     grey = np.frombuffer(pixmap.samples, dtype=np.uint8).reshape(pixmap.height, pixmap.stride)
     grey = grey[:, : pixmap.width]
@@ -102,6 +107,8 @@ def _read_empty_cells(page: pymupdf.Page, cleaned: np.ndarray, languages: str, d
     Page-level layout analysis throws away isolated short marks, which in a table are often
     the values that matter (a lone "5" in a count column).
     """
+    import pymupdf
+
     pixels_per_point = dpi / 72.0
     inset = 3  # pixels kept clear of the cell's rules
     for table in page.find_tables().tables:

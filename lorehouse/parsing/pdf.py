@@ -11,8 +11,8 @@ import re
 import statistics
 from collections import Counter
 from dataclasses import dataclass, field
-
-import pymupdf
+from importlib.metadata import version
+from typing import TYPE_CHECKING
 
 from lorehouse.errors import ParseError
 from lorehouse.models import FailureReason
@@ -20,6 +20,9 @@ from lorehouse.parsing.markdown_builder import MarkdownBuilder, clean_inline
 from lorehouse.parsing.ocr import ocr_page
 from lorehouse.parsing.registry import ParseOptions, ParseOutput, register_parser
 from lorehouse.parsing.tables import column_labels_above
+
+if TYPE_CHECKING:
+    import pymupdf
 
 _BULLET = re.compile(r"^\s*([•●▪◦○■□➢►‣⁃∙·\-–*])\s+(?=\S)")
 _ORDERED = re.compile(r"^\s*(\d{1,3}|[a-zA-Z]|[ivxIVX]{1,4})[.)]\s+(?=\S)")
@@ -40,12 +43,6 @@ _MAX_HEADING_CHARS = 160
 _LIST_INDENT_POINTS = 14.0
 _MAX_FONT_LEVELS = 4
 _MONOSPACE_FONTS = ("courier", "mono", "consol", "code")
-_TEXT_FLAGS = (
-    pymupdf.TEXT_PRESERVE_LIGATURES
-    | pymupdf.TEXT_PRESERVE_WHITESPACE
-    | pymupdf.TEXT_DEHYPHENATE
-    | pymupdf.TEXT_MEDIABOX_CLIP
-)
 
 
 @dataclass
@@ -79,6 +76,12 @@ class _Page:
 
 
 def _open(data: bytes) -> pymupdf.Document:
+    # Imported where a PDF is read, not with the module: PyMuPDF takes over a second to
+    # import, and every process that loads the code location reads this parser's version
+    # without ever opening a PDF. A parse pool imports it before its workers fork
+    # (`Parser.libraries`).
+    import pymupdf
+
     try:
         document = pymupdf.open(stream=data, filetype="pdf")
     except (RuntimeError, ValueError) as error:
@@ -93,7 +96,11 @@ def _open(data: bytes) -> pymupdf.Document:
 
 
 @register_parser(
-    file_type="pdf", name="pymupdf", version=f"7+pymupdf{pymupdf.VersionBind}", reads_options=True
+    file_type="pdf",
+    name="pymupdf",
+    version=f"7+pymupdf{version('pymupdf')}",
+    reads_options=True,
+    libraries=("pymupdf",),
 )
 def parse_pdf(data: bytes, rel_path: str, options: ParseOptions) -> ParseOutput:
     """Markdown for a PDF; scanned pages are OCR'd only when OCR languages are configured.
@@ -159,11 +166,19 @@ def _page_list(numbers: list[int]) -> str:
 
 
 def _read_page(page: pymupdf.Page, number: int) -> _Page:
+    import pymupdf
+
+    text_flags = (
+        pymupdf.TEXT_PRESERVE_LIGATURES
+        | pymupdf.TEXT_PRESERVE_WHITESPACE
+        | pymupdf.TEXT_DEHYPHENATE
+        | pymupdf.TEXT_MEDIABOX_CLIP
+    )
     result = _Page(number=number, height=page.rect.height or 1.0)
     result.has_images = bool(page.get_images(full=False))
     table_boxes: list[pymupdf.Rect] = []
     if _has_ruling(page):
-        words = page.get_text("words", flags=_TEXT_FLAGS, sort=False)
+        words = page.get_text("words", flags=text_flags, sort=False)
         for table in page.find_tables().tables:
             rows = _table_rows(table, words)
             if len(rows) < 2 or len(rows[0]) < 2:
@@ -177,7 +192,7 @@ def _read_page(page: pymupdf.Page, number: int) -> _Page:
                 box |= pymupdf.Rect(table.header.bbox)
             table_boxes.append(box)
             result.tables.append(_Table(rows=rows, y0=box.y0))
-    content = page.get_text("dict", flags=_TEXT_FLAGS, sort=False)
+    content = page.get_text("dict", flags=text_flags, sort=False)
     for block in content["blocks"]:
         if block.get("type") != 0:
             continue
@@ -216,6 +231,8 @@ def _has_ruling(page: pymupdf.Page) -> bool:
 
 
 def _line(line: dict, block_number: int) -> _Line | None:
+    import pymupdf
+
     spans = [span for span in line["spans"] if span["text"].strip()]
     if not spans:
         return None

@@ -6,6 +6,7 @@ library under it) re-parses exactly the documents that parser produced.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -47,6 +48,10 @@ class Parser:
     version: str
     function: ParserFunction
     reads_options: bool = False
+    #: Libraries the function imports when it runs, not when its module is imported: the code
+    #: location asks every parser for its version, and a library that takes a second to load
+    #: (PyMuPDF) would be loaded by every Dagster process that never parses.
+    libraries: tuple[str, ...] = ()
 
     def qualified_version(self, options: ParseOptions) -> str:
         """Name and version, plus the options this parser honours when they are not defaults."""
@@ -60,12 +65,17 @@ _PARSERS: dict[FileType, Parser] = {}
 
 
 def register_parser(
-    file_type: str, name: str, version: str, reads_options: bool = False
+    file_type: str,
+    name: str,
+    version: str,
+    reads_options: bool = False,
+    libraries: tuple[str, ...] = (),
 ) -> Callable[[ParserFunction], ParserFunction]:
     """Registers a function as the parser of one file type (last registration wins).
 
     `reads_options` marks a parser whose output depends on ParseOptions, so that changing
-    them re-parses that parser's documents and no others.
+    them re-parses that parser's documents and no others. `libraries` names what the
+    function imports when it runs (`import_parser_libraries`).
     """
 
     def decorate(function: ParserFunction) -> ParserFunction:
@@ -76,6 +86,7 @@ def register_parser(
             version=version,
             function=function,
             reads_options=reads_options,
+            libraries=libraries,
         )
         return function
 
@@ -95,3 +106,16 @@ def load_builtin_parsers() -> None:
     and friends into processes that never parse.
     """
     from lorehouse.parsing import docx, html, mail, pandoc, pdf, pptx, text, xlsx  # noqa: F401
+
+
+def import_parser_libraries() -> None:
+    """Imports the libraries the registered parsers load when they run.
+
+    A parse pool calls this before its workers start, so that workers forked from it share
+    the libraries instead of each importing them again, and each worker's memory ceiling is
+    measured with them already mapped.
+    """
+    load_builtin_parsers()
+    for parser in list(_PARSERS.values()):
+        for library in parser.libraries:
+            importlib.import_module(library)

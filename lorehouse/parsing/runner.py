@@ -23,7 +23,7 @@ from pebble import ProcessExpired, ProcessPool
 
 from lorehouse.errors import ParseError, SourceError
 from lorehouse.models import DocumentFailure, FailureReason, FileType, ParsedDocument, RawDocument
-from lorehouse.parsing.registry import ParseOptions, load_builtin_parsers, parser_for
+from lorehouse.parsing.registry import ParseOptions, import_parser_libraries, parser_for
 
 PARSE_STAGE = "parse"
 _log = logging.getLogger(__name__)
@@ -148,6 +148,7 @@ def parse_many(
     """
     workers = max(1, limits.workers)
     in_flight: dict[Future, RawDocument] = {}
+    import_parser_libraries()  # before the workers fork, so they share them
     with (
         warnings.catch_warnings(),
         ProcessPool(
@@ -194,7 +195,7 @@ def _cap_memory(memory_mb: int | None) -> None:
     """
     if memory_mb is None:
         return
-    load_builtin_parsers()
+    import_parser_libraries()
     _, hard = resource.getrlimit(resource.RLIMIT_AS)
     ceiling = psutil.Process().memory_info().vms + memory_mb * 1024 * 1024
     if hard != resource.RLIM_INFINITY:

@@ -19,7 +19,6 @@ from datetime import timedelta
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import lancedb
 import numpy as np
 import pyarrow as pa
 from cachetools import LRUCache
@@ -29,6 +28,7 @@ from lorehouse.search.passages import passage_runs
 
 if TYPE_CHECKING:
     import lance
+    import lancedb
 
 TABLE_NAME = "chunks"
 
@@ -615,6 +615,10 @@ class TableReader:
         # committed since: LanceDB checks for a newer version on each call, which costs less
         # than a checkout_latest() before each read
         # (docs/experiments/2026-11-24-search-at-the-speed-of-the-store.md).
+        # Imported here, not with the module: a process that loads the code location but
+        # reads no table (the webserver, the daemon, most step processes) never loads it.
+        import lancedb
+
         self._db = db or lancedb.connect(
             uri, storage_options=storage_options, read_consistency_interval=timedelta(0)
         )

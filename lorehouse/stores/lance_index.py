@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, NamedTuple, TypeVar, cast
 
-import lancedb
 import numpy as np
 import pyarrow as pa
 
@@ -31,6 +30,7 @@ from lorehouse.settings import DEFAULT_ANN_INDEX_MIN_ROWS
 
 if TYPE_CHECKING:
     import lance
+    import lancedb
 
 #: Lance's per-column switch for how a column's pages are compressed.
 _COMPRESSION_KEY = b"lance-encoding:compression"

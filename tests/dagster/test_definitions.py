@@ -5,6 +5,8 @@ from __future__ import annotations
 import itertools
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import dagster as dg
@@ -16,6 +18,30 @@ from lorehouse.stores.duckdb_store import DuckDBStore
 from pipelines.definitions import build_definitions, defs
 from pipelines.jobs import INDEX_WRITER_TAG
 from tests.web_site import Site, html, serve
+
+
+def test_loading_the_code_location_leaves_what_only_a_stage_uses_unloaded() -> None:
+    """Every Dagster process (the webserver, the daemon, each run and step process or pod)
+    loads the code location first. The libraries only one stage uses are loaded by that
+    stage: PyMuPDF by the parse pool, LanceDB by what reads or writes a table, YAKE by the
+    enrichment. Loaded with the code location they cost each process over a second and
+    about 130 MB."""
+    listed = subprocess.run(
+        [
+            sys.executable,
+            "-W",
+            "ignore",
+            "-c",
+            "import sys, pipelines.definitions; print(' '.join(sys.modules))",
+        ],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    loaded = set(listed.stdout.split())
+    assert "pipelines.definitions" in loaded
+    assert not {"pymupdf", "lancedb", "lance", "yake"} & loaded
 
 
 def test_asset_graph_runs_raw_to_parsed() -> None:
