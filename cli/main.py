@@ -23,7 +23,7 @@ from rich.padding import Padding
 from rich.table import Table
 
 from lorehouse.display import pages_label, shown
-from lorehouse.models import SearchMode
+from lorehouse.models import MAX_QUESTION_CHARS, READABLE_FILE_TYPES, SearchMode
 from lorehouse.settings import Settings, get_settings
 from lorehouse.stages.progress import ProgressCallback
 from lorehouse.wiring import Lorehouse
@@ -168,13 +168,14 @@ def docs(
     Each document's format, status (parsed, failed or pending), why it failed, who may read
     it, and its title.
     """
+    status = _one_of(status.lower() if status else None, DOCUMENT_STATUSES, "--status")
     settings = get_settings()
     if not settings.duckdb_path.exists():
         console.print(
             f"No store at {shown(settings.duckdb_path)}; run `lorehouse materialize` first."
         )
         raise typer.Exit(1)
-    rows = Lorehouse(settings).feature_store().document_statuses(status=status or None)
+    rows = Lorehouse(settings).feature_store().document_statuses(status=status)
     if not rows:
         which = f"{shown(status)} " if status else ""
         console.print(f"No {which}documents in {shown(settings.data_dir.resolve())}.")
@@ -227,9 +228,13 @@ def search(
     """
     from lorehouse.search.retriever import SearchFilters
 
+    _question_text(query, "query")
+    file_types = [
+        _one_of(kind.lower(), READABLE_FILE_TYPES, "--file-type") for kind in file_type or []
+    ]
     settings = get_settings()
     retriever = _retriever(settings)
-    filters = SearchFilters(doc_ids=doc_id or None, file_types=file_type or None)
+    filters = SearchFilters(doc_ids=doc_id or None, file_types=file_types or None)
     result = _or_exit(
         lambda: retriever.search(
             query,
@@ -290,15 +295,15 @@ def show(
         console.print("[red]A chunk id is letters and digits.[/red]")
         raise typer.Exit(2)
     matches = index.rows(f"chunk_id LIKE {sql_string(prefix + '%')}", ["chunk_id"], 2)
+    named = shown(repr(chunk if len(chunk) <= SHOWN_ID_CHARS else chunk[:SHOWN_ID_CHARS] + "…"))
     if len(matches) != 1:
         console.print(
-            f"[red]{'No' if not matches else 'More than one'} chunk starts with "
-            f"{shown(repr(chunk))}.[/red]"
+            f"[red]{'No' if not matches else 'More than one'} chunk starts with {named}.[/red]"
         )
         raise typer.Exit(1)
     found = lorehouse.retriever().chunk_preview(matches[0]["chunk_id"], group or [], window=0)
     if found is None:
-        console.print(f"[red]No chunk {shown(repr(chunk))} you may read.[/red]")
+        console.print(f"[red]No chunk {named} you may read.[/red]")
         raise typer.Exit(1)
     row = found[0]
     where = " > ".join(row["heading_path"])
@@ -331,6 +336,7 @@ def ask(
     LOREHOUSE_LLM_MODEL (any litellm model string, with its key) to have a model rewrite the
     question, choose sources and write the answer.
     """
+    _question_text(question, "question")
     settings = get_settings()
     lorehouse = Lorehouse(settings)
     _require_index(settings, lorehouse)
@@ -418,6 +424,36 @@ def _or_exit(
     except errors as error:
         console.print(f"[red]{shown(error)}[/red]")
         raise typer.Exit(exit_code) from error
+
+
+#: Document statuses `lorehouse docs --status` lists.
+DOCUMENT_STATUSES = ("parsed", "failed", "pending")
+#: Characters of a chunk id an error message repeats (an id is 16 hex digits; more is a typo).
+SHOWN_ID_CHARS = 40
+
+
+def _one_of(value: str | None, allowed: tuple[str, ...], option: str) -> str | None:
+    """`value` if it is one of `allowed` (or not given); otherwise a usage error naming them,
+    rather than an empty listing that reads as "nothing there"."""
+    if value is not None and value not in allowed:
+        console.print(
+            f"[red]{option} is one of: {', '.join(allowed)} (not {shown(repr(value))})[/red]"
+        )
+        raise typer.Exit(2)
+    return value
+
+
+def _question_text(text: str, what: str) -> None:
+    """The API's bounds on a query or question, kept by the CLI too: not blank, at most
+    MAX_QUESTION_CHARS characters."""
+    if not text.strip():
+        console.print(f"[red]The {what} is empty.[/red]")
+        raise typer.Exit(2)
+    if len(text) > MAX_QUESTION_CHARS:
+        console.print(
+            f"[red]The {what} is {len(text):,} characters; at most {MAX_QUESTION_CHARS:,}.[/red]"
+        )
+        raise typer.Exit(2)
 
 
 def _retriever(settings: Settings) -> Retriever:
@@ -687,11 +723,20 @@ def eval_feedback(
     if rating not in (None, "up", "down"):
         console.print("[red]--rating is 'up' or 'down'[/red]")
         raise typer.Exit(2)
+    if not destination.parent.is_dir():
+        console.print(f"[red]No folder {shown(destination.parent)} to write --out into.[/red]")
+        raise typer.Exit(2)
     feedback = Lorehouse(get_settings()).feature_store().feedback()
     if rating is not None:
         feedback = feedback[feedback["rating"] == rating]
     cases = feedback_candidates(feedback)
-    destination.write_text("".join(json.dumps(case) + "\n" for case in cases), encoding="utf-8")
+    _or_exit(
+        lambda: destination.write_text(
+            "".join(json.dumps(case) + "\n" for case in cases), encoding="utf-8"
+        ),
+        OSError,
+        exit_code=2,
+    )
     # Who sent each verdict (the key's name), so the reviewer knows whose proposal it is.
     table = Table("case", "sent by", "rating", "comment", "question", "cited files")
     for case, row in zip(cases, feedback.itertuples(index=False), strict=True):

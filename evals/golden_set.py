@@ -10,6 +10,7 @@ from typing import Literal
 from pydantic import BaseModel, Field, ValidationError
 
 from evals.metrics import Evidence
+from lorehouse.errors import validation_summary
 
 CaseType = Literal["lookup", "table", "paraphrase", "multi_doc", "ambiguous", "unanswerable"]
 
@@ -55,11 +56,19 @@ class GoldenSetNotIndexed(GoldenSetError):
 
 
 def jsonl_cases(path: Path) -> Iterator[GoldenCase]:
-    """The cases of a Lorehouse JSONL golden set, in file order."""
+    """The cases of a Lorehouse JSONL golden set, in file order; a file without any is an
+    error, since its scores (all zero) would read as a retriever that finds nothing."""
+    cases = 0
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         if not line.strip():
             continue
         try:
-            yield GoldenCase.model_validate(json.loads(line))
-        except (json.JSONDecodeError, ValidationError) as error:
-            raise GoldenSetError(f"{path}:{number}: {error}") from error
+            case = GoldenCase.model_validate(json.loads(line))
+        except json.JSONDecodeError as error:
+            raise GoldenSetError(f"{path}:{number}: not a JSON object: {error}") from error
+        except ValidationError as error:
+            raise GoldenSetError(f"{path}:{number}: {validation_summary(error)}") from error
+        cases += 1
+        yield case
+    if not cases:
+        raise GoldenSetError(f"{path} holds no cases: one JSON object a line")

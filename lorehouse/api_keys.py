@@ -20,7 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError, field_validator
+
+from lorehouse.errors import validation_summary
 
 ANONYMOUS = "anonymous"
 
@@ -31,6 +33,28 @@ class KeyEntry(BaseModel):
     name: str = Field(min_length=1, max_length=128)
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
     groups: list[str] = Field(default_factory=list)
+
+    @field_validator("name")
+    @classmethod
+    def _readable_name(cls, name: str) -> str:
+        """The name is who the key is for in every log line and feedback record: one line of
+        printable text, no blank name and no spaces at its ends to tell two keys apart."""
+        if not _readable(name):
+            raise ValueError("a key's name is printable text, not blank, no spaces at its ends")
+        return name
+
+    @field_validator("groups")
+    @classmethod
+    def _readable_groups(cls, groups: list[str]) -> list[str]:
+        """A blank group or one with a line break matches no document's access list, so a
+        key holding one was meant to hold some other group."""
+        if not all(_readable(group) for group in groups):
+            raise ValueError("an access group is printable text, not blank, no spaces at its ends")
+        return groups
+
+
+def _readable(text: str) -> bool:
+    return bool(text) and text == text.strip() and text.isprintable()
 
 
 class KeysFile(BaseModel):
@@ -86,7 +110,11 @@ def add_key(path: Path, name: str, groups: list[str]) -> str:
     if any(entry.name == name for entry in existing):
         raise KeysFileError(f"a key named {name!r} already exists in {path}")
     key = "lh_" + secrets.token_urlsafe(32)
-    entries = [*existing, KeyEntry(name=name, sha256=digest(key), groups=groups)]
+    try:
+        entry = KeyEntry(name=name, sha256=digest(key), groups=groups)
+    except ValidationError as error:
+        raise KeysFileError(validation_summary(error)) from error
+    entries = [*existing, entry]
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(KeysFile(keys=entries).model_dump(), sort_keys=False))
     return key

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from lorehouse.models import FailureReason
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
 
 
 class LorehouseError(Exception):
@@ -20,3 +25,13 @@ class ParseError(LorehouseError):
         super().__init__(f"{reason.value}: {detail}")
         self.reason = reason
         self.detail = detail
+
+
+def validation_summary(error: ValidationError, whole: str = "value", shown: int = 3) -> str:
+    """A pydantic error as one line: where and what for the first few problems, without the
+    input echoed back or the documentation links, for a log line or a command's error.
+    `whole` names a problem with the value as a whole (no field)."""
+    return "; ".join(
+        f"{'.'.join(str(part) for part in item['loc']) or whole}: {item['msg']}"
+        for item in error.errors()[:shown]
+    )

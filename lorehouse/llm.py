@@ -25,6 +25,8 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from lorehouse.errors import validation_summary
+
 T = TypeVar("T", bound=BaseModel)
 
 
@@ -179,7 +181,7 @@ class LLMClient:
             try:
                 return response_model.model_validate_json(_json_part(content)), None
             except ValidationError as error:
-                return None, _short(error)
+                return None, validation_summary(error, whole="json")
 
         response_format = response_model if self._enforces_schema else {"type": "json_object"}
         return self._complete(prompt.render(**values), parse, response_format=response_format)
@@ -332,12 +334,6 @@ def _json_part(content: str) -> str:
     """The JSON object in a reply, tolerating code fences some models add in JSON mode."""
     start, end = content.find("{"), content.rfind("}")
     return content[start : end + 1] if 0 <= start < end else content
-
-
-def _short(error: ValidationError) -> str:
-    return "; ".join(
-        f"{'.'.join(str(p) for p in e['loc']) or 'json'}: {e['msg']}" for e in error.errors()[:3]
-    )
 
 
 def as_json(value: BaseModel) -> str:

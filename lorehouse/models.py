@@ -36,6 +36,14 @@ class FileType(StrEnum):
     UNKNOWN = "unknown"
 
 
+#: The formats a search can be narrowed to: every one Lorehouse reads.
+READABLE_FILE_TYPES = tuple(kind.value for kind in FileType if kind is not FileType.UNKNOWN)
+#: The longest query or question, in characters, whether it comes through the API or the CLI:
+#: a question longer than a paragraph is a document pasted by mistake, and every character is
+#: embedded and matched against the index.
+MAX_QUESTION_CHARS = 2000
+
+
 class FailureReason(StrEnum):
     """Why a document could not be parsed: a fixed set so failures can be counted and alerted on."""
 

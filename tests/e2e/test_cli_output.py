@@ -221,3 +221,48 @@ def test_keys_create_says_serve_reads_the_keys_file_it_wrote(
     assert again.exit_code == 0, again.output
     told = " ".join(again.stderr.split())
     assert "LOREHOUSE_API_KEYS_FILE" in told and "restart a running server" in told
+
+
+def _refused(*args: str) -> str:
+    """A command given bad input: a usage or input error of one or two lines, no traceback."""
+    result = CliRunner().invoke(cli, list(args))
+    assert result.exit_code in (1, 2), (result.exit_code, result.output)
+    assert not isinstance(result.exception, Exception) or isinstance(
+        result.exception, SystemExit
+    ), result.exception
+    assert "Traceback" not in result.output and "errors.pydantic.dev" not in result.output
+    return " ".join(result.output.split())
+
+
+def test_bad_input_to_each_command_is_refused_in_a_line_naming_what_is_allowed(
+    in_sample: Path, tmp_path: Path
+) -> None:
+    keys_file = str(tmp_path / "keys.yaml")
+    assert "name: " in _refused("keys", "create", "", "--file", keys_file)
+    assert "key's name" in _refused("keys", "create", "a\nb", "--file", keys_file)
+    assert "access group" in _refused("keys", "create", "ops", "-g", "", "--file", keys_file)
+    assert not Path(keys_file).exists()  # nothing half-written
+
+    said = _refused("docs", "--status", "bogus")
+    assert "parsed, failed, pending" in said
+    assert "parsed" in _run("docs", "--status", "PARSED")  # any case
+    said = _refused("search", "leave", "--file-type", "exe")
+    assert "pdf" in said and "epub" in said
+    assert "p. " in _run("search", "leave", "--file-type", "PDF", "--top-k", "1")
+
+    assert "100,000 characters; at most 2,000" in _refused("ask", "x" * 100_000)
+    assert "at most 2,000" in _refused("search", "x" * 2001)
+    assert "is empty" in _refused("ask", "   ")
+    said = _refused("show", "a" * 100_000)
+    assert len(said) < 200
+
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    for kind in ("retrieval", "answers"):
+        assert "holds no cases" in _refused("eval", kind, "--golden", str(empty))
+    wrong = tmp_path / "wrong.jsonl"
+    wrong.write_text('{"question": 5}\n')
+    said = _refused("eval", "answers", "--golden", str(wrong))
+    assert ":1: " in said and "question: Input should be a valid string" in said
+    said = _refused("eval", "feedback", "--out", str(tmp_path / "missing" / "fb.jsonl"))
+    assert "No folder" in said and "missing" in said
