@@ -17,9 +17,12 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from lorehouse.agents.query_optimizer import Turn
+from lorehouse.models import MAX_QUESTION_CHARS
 from lorehouse.search.retriever import ChunkSince, ChunkView, SearchFilters, SearchMode
 
-FileTypeName = Literal["pdf", "docx", "pptx", "xlsx", "html", "md", "txt"]
+FileTypeName = Literal[
+    "pdf", "docx", "pptx", "xlsx", "html", "md", "txt", "rst", "eml", "msg", "rtf", "odt", "epub"
+]
 
 
 def _json_integer(value: object) -> object:
@@ -51,11 +54,13 @@ def _unicode_text(value: str) -> str:
     return value
 
 
-# A string every store and model can take.
-UnicodeText = Annotated[str, AfterValidator(_unicode_text)]
+# Every string field is `Annotated[str, Field(<bounds>), AfterValidator(_unicode_text)]`: text
+# every store and model can take, its bounds before the validator, since bounds after it are
+# checked as a length of any kind and a reader is told "items" instead of "characters".
+
 # A document id as the API hands them out (20 hex characters), with room for other schemes:
 # every string a request carries has a bound, so no field can make a request (or its 422) huge.
-DocumentId = Annotated[UnicodeText, Field(min_length=1, max_length=128)]
+DocumentId = Annotated[str, Field(min_length=1, max_length=128), AfterValidator(_unicode_text)]
 
 # One character that str.isspace() does not call whitespace, spelled out because ECMA regex `\s`
 # (what JSON Schema clients use) and Python's differ; with it the schema says exactly what the
@@ -69,12 +74,15 @@ def _not_blank(value: str) -> str:
     return value
 
 
-#: A query or question: up to 2,000 characters, not only whitespace (the schema's pattern
+#: A query or question: up to MAX_QUESTION_CHARS, not only whitespace (the schema's pattern
 #: says it to generated clients; the validator says it to Python's idea of whitespace).
+#: The bounds come before the validators: after them pydantic checks a length of any kind
+#: and says "items" where a reader expects "characters".
 QueryText = Annotated[
-    UnicodeText,
+    str,
+    Field(min_length=1, max_length=MAX_QUESTION_CHARS, json_schema_extra={"pattern": NOT_BLANK}),
+    AfterValidator(_unicode_text),
     AfterValidator(_not_blank),
-    Field(min_length=1, max_length=2000, json_schema_extra={"pattern": NOT_BLANK}),
 ]
 
 # Pages are stored as 32-bit integers; the store refuses to compare them with anything larger.
@@ -116,9 +124,8 @@ class SearchRequest(BaseModel):
     top_k: JsonInt = Field(default=8, ge=1, le=100)
     mode: SearchMode = SearchMode.HYBRID
     filters: SearchFiltersIn | None = None
-    rerank: UnicodeText | None = Field(
+    rerank: Annotated[str, Field(max_length=200), AfterValidator(_unicode_text)] | None = Field(
         default=None,
-        max_length=200,
         description="none, maxsim or the configured litellm reranker; unset: default",
     )
     # The bounds sit on the integer, before the JSON-integer check: on the optional field,
@@ -246,7 +253,12 @@ class FeedbackRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    answer_id: UnicodeText = Field(min_length=1, max_length=64)
+    answer_id: Annotated[
+        str,
+        Field(min_length=1, max_length=64),
+        AfterValidator(_unicode_text),
+        AfterValidator(_not_blank),
+    ]
     rating: Literal["up", "down"]
     comment: FeedbackComment | None = Field(
         default=None,
@@ -255,8 +267,8 @@ class FeedbackRequest(BaseModel):
     # The question and the answer as /v1/ask took and gave them: the same bound as an ask's
     # question, and room for the longest answer a model writes.
     question: QueryText
-    answer: UnicodeText = Field(min_length=1, max_length=20_000)
-    citations: list[Annotated[UnicodeText, Field(min_length=1, max_length=128)]] = Field(
+    answer: Annotated[str, Field(min_length=1, max_length=20_000), AfterValidator(_unicode_text)]
+    citations: list[DocumentId] = Field(
         default_factory=list, max_length=50, description="Chunk ids the answer cited, in order."
     )
 

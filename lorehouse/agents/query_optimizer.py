@@ -6,7 +6,7 @@ import re
 from datetime import date
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from lorehouse.llm import LLMClient, LLMFailure
 
@@ -16,10 +16,23 @@ HISTORY_TURNS = 6
 
 
 class Turn(BaseModel):
-    """One message of the conversation before the question."""
+    """One message of the conversation before the question.
+
+    Strict as every request body is: a field it does not know is a client's mistake that
+    would otherwise be dropped unseen, and a turn of whitespace gives the rewriter nothing.
+    """
+
+    model_config = ConfigDict(extra="forbid")
 
     role: Literal["user", "assistant"]
     content: str = Field(min_length=1, max_length=4000)
+
+    @field_validator("content")
+    @classmethod
+    def _not_blank(cls, content: str) -> str:
+        if not content.strip():
+            raise ValueError("must contain more than whitespace")
+        return content
 
 
 class OptimizedQuery(BaseModel):

@@ -144,9 +144,13 @@ def test_ask_validates_its_request(api: TestClient) -> None:
         {"question": "x", "top_k": "8"},
         {"question": "x", "stream": 0},
         {"question": "x", "history": [{"role": "bot", "content": "hi"}]},
+        {"question": "x", "history": [{"role": "user", "content": "hi", "colour": "blue"}]},
+        {"question": "x", "history": [{"role": "user", "content": " \n "}]},
     ):
         response = api.post("/v1/ask", json=body)
         assert response.status_code == 422, body
+    too_long = api.post("/v1/ask", json={"question": "x" * 2001}).json()["detail"][0]
+    assert too_long["msg"] == "String should have at most 2000 characters"
 
 
 def test_text_that_is_not_unicode_is_a_422_not_a_500(api: TestClient) -> None:

@@ -183,6 +183,11 @@ def test_an_oversized_comment_is_refused_naming_the_field(
     [error] = refused.json()["detail"]
     assert error["loc"] == ["body", "comment"]
     assert error["msg"] == "String should have at most 1000 characters"
+    blank = api.post("/v1/feedback", json=_unsourced("   "), headers=keys["public"])
+    assert blank.status_code == 422
+    assert blank.json()["detail"][0]["loc"] == ["body", "answer_id"]
+    long_id = api.post("/v1/feedback", json=_unsourced("a" * 65), headers=keys["public"])
+    assert long_id.json()["detail"][0]["msg"] == "String should have at most 64 characters"
     assert DuckDBStore(data_dir / "lorehouse.duckdb").feedback().empty
 
 

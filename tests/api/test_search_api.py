@@ -287,6 +287,7 @@ def test_without_a_keys_file_callers_see_public_documents_only(open_client) -> N
         ({"query": "leave", "passage_words": -1}, "passage_words"),
         ({"query": "leave", "passage_words": 5001}, "passage_words"),
         ({"query": "leave", "filters": {"file_types": ["exe"]}}, "filters"),
+        ({"query": "leave", "filters": {"file_types": ["PDF"]}}, "filters"),
         ({"query": "leave", "filters": {"page_from": 0}}, "filters"),
         ({"query": "leave", "filters": {"page_from": 6, "page_to": 2}}, "filters"),
         ({"query": "leave", "filters": {"doc_ids": []}}, "filters"),
