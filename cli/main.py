@@ -60,11 +60,31 @@ PIPED_WIDTH = 160
 
 
 @app.callback()
-def _fit_output_to_terminal() -> None:
+def _before_every_command() -> None:
     """Before every command: the terminal's width, COLUMNS when set, else PIPED_WIDTH. Decided
     per command rather than at import, so a process running several commands (a test, a
-    notebook) prints each at the width of its own moment."""
+    notebook) prints each at the width of its own moment. Then the settings, so a bad
+    LOREHOUSE_* value stops the command before it starts anything."""
     out.width = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else PIPED_WIDTH
+    _settings_or_exit()
+
+
+def _settings_or_exit() -> None:
+    """The settings, or one line per bad value naming its variable, what it was and what it
+    must be: the model's own error names fields rather than variables, and adds a line for
+    each setting whose default is derived from a bad one."""
+    from pydantic import ValidationError
+
+    try:
+        get_settings()
+    except ValidationError as error:
+        for item in error.errors():
+            if item["type"] == "default_factory_not_called":
+                continue
+            name = "LOREHOUSE_" + "_".join(str(part) for part in item["loc"]).upper()
+            given = shown(repr(item["input"]))[:80] if "input" in item else "(unset)"
+            console.print(f"[red]{name}={given}: {shown(item['msg'])}[/red]", highlight=False)
+        raise typer.Exit(2) from error
 
 
 @app.command()

@@ -266,3 +266,19 @@ def test_bad_input_to_each_command_is_refused_in_a_line_naming_what_is_allowed(
     assert ":1: " in said and "question: Input should be a valid string" in said
     said = _refused("eval", "feedback", "--out", str(tmp_path / "missing" / "fb.jsonl"))
     assert "No folder" in said and "missing" in said
+
+
+def test_a_bad_setting_is_named_in_a_line_before_any_command_starts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("LOREHOUSE_INDEX_PARTITIONS", "abc")
+    monkeypatch.setenv("LOREHOUSE_WORKERS", "0")
+    get_settings.cache_clear()
+    try:
+        said = _refused("docs")
+    finally:
+        get_settings.cache_clear()
+    assert "LOREHOUSE_INDEX_PARTITIONS='abc': Input should be a valid integer" in said
+    assert "LOREHOUSE_WORKERS='0': Input should be greater than or equal to 1" in said
+    # Not the settings model's extra line for a default derived from a bad value.
+    assert "default factory" not in said and "api_search_threads" not in said
