@@ -128,9 +128,11 @@ def materialize(
             raise typer.Exit(2) from error
     tags = {TRIGGER_TAG: "cli"}
     if partitions is not None:
-        first, _, last = partitions.partition("...")
+        first, dots, last = partitions.partition("...")
+        last = last if dots else first
         known = partition_keys(settings.index_partitions)
-        if first not in known or (last or first) not in known:
+        # A range reads first to last ("p03...p01" would run nothing and report success).
+        if first not in known or last not in known or known.index(first) > known.index(last):
             console.print(
                 f"[red]{shown(repr(partitions))} names no partition range of the "
                 f"{len(known)} index partitions ({known[0]} to {known[-1]}).[/red]"

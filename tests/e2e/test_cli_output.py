@@ -255,6 +255,9 @@ def test_bad_input_to_each_command_is_refused_in_a_line_naming_what_is_allowed(
     assert "is empty" in _refused("ask", "   ")
     said = _refused("show", "a" * 100_000)
     assert len(said) < 200
+    for reach in ("p03...p01", "p00...", "p09"):
+        said = _refused("materialize", "--partitions", reach)
+        assert "names no partition range of the 4 index partitions (p00 to p03)" in said
 
     empty = tmp_path / "empty.jsonl"
     empty.write_text("")
