@@ -113,11 +113,6 @@ def materialize(
     from pipelines.local_runs import runs_with_workspace_origin
 
     settings = get_settings()
-    instance = (
-        dg.DagsterInstance.get()
-        if os.environ.get("DAGSTER_HOME")
-        else dg.DagsterInstance.ephemeral()
-    )
     graph = defs.resolve_asset_graph()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", dg.BetaWarning)
@@ -141,7 +136,7 @@ def materialize(
         keys = {key for key in keys if graph.get(key).partitions_def is not None}
         tags |= {
             "dagster/asset_partition_range_start": first,
-            "dagster/asset_partition_range_end": last or first,
+            "dagster/asset_partition_range_end": last,
         }
     if not keys:
         console.print(f"[red]Selection {shown(repr(select))} matches no asset.[/red]")
@@ -153,6 +148,13 @@ def materialize(
     # index_job, as the schedule and the sensor run it: the run carries its writer tag (one
     # index run at a time) and says it came from the CLI, so the UI lists it like theirs.
     # With the workspace's origin, the Overview timeline draws it in index_job's row too.
+    # The instance once the arguments are known to be good: a bad one is refused even where
+    # DAGSTER_HOME names a folder not made yet.
+    instance = (
+        dg.DagsterInstance.get()
+        if os.environ.get("DAGSTER_HOME")
+        else dg.DagsterInstance.ephemeral()
+    )
     job = defs.resolve_job_def(INDEX_JOB)
     with runs_with_workspace_origin(instance, INDEX_JOB):
         result = job.execute_in_process(
