@@ -186,6 +186,20 @@ class Settings(BaseSettings):
     web_max_pages: int = Field(
         default=10_000, ge=1, description="Pages a web site's crawl visits at most."
     )
+    web_allowed_networks: str = Field(
+        default="",
+        description=(
+            "Non-public networks a web crawl may connect to, as CIDRs or addresses separated "
+            "by commas (`10.20.0.0/16, 127.0.0.1`): an intranet's. Loopback, private, "
+            "link-local (the cloud's instance metadata) and other non-public addresses are "
+            "refused otherwise, whatever a page links or redirects to."
+        ),
+    )
+    web_page_seconds: float = Field(
+        default=60.0,
+        gt=0,
+        description="The longest one page's download may take before it is recorded as failed.",
+    )
     data_dir: Path = Field(
         default_factory=lambda: default_data_dir(),
         description=(
@@ -671,6 +685,14 @@ class Settings(BaseSettings):
             )
         return value.strip()
 
+    @field_validator("web_allowed_networks")
+    @classmethod
+    def _web_allowed_networks_parse(cls, value: str) -> str:
+        from lorehouse.sources.addresses import parse_networks
+
+        parse_networks(value)  # raises ValueError naming the entry it cannot read
+        return value
+
     @field_validator("partitions_uri")
     @classmethod
     def _partitions_uri_in_a_bucket(cls, value: str | None) -> str | None:
@@ -755,6 +777,8 @@ SETTING_GROUPS: dict[str, tuple[str, ...]] = {
         "msgraph_api_url",
         "msgraph_login_url",
         "web_max_pages",
+        "web_allowed_networks",
+        "web_page_seconds",
     ),
     "Parse": (
         "workers",

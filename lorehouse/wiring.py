@@ -214,6 +214,8 @@ class Lorehouse:
                 cache_dir=folder / "pages",
                 max_pages=settings.web_max_pages,
                 max_bytes=settings.max_file_bytes,
+                allowed_networks=settings.web_allowed_networks,
+                page_seconds=settings.web_page_seconds,
             )
             anyone_default = "public"
         return ConnectorSource(

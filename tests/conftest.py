@@ -29,6 +29,10 @@ SAMPLE_STORE_DIR_VARIABLE = "TEST_SAMPLE_STORE_DIR"
 #: overhead (a store to open, a parser pool) many times over. The tests that are about
 #: partitions set their own count.
 os.environ.setdefault("LOREHOUSE_INDEX_PARTITIONS", "4")
+#: The local stand-ins of web sites and services listen on 127.0.0.1, which a crawl refuses
+#: unless a setting names it, as an intranet's network is named in a deployment. The tests
+#: of that refusal set their own.
+os.environ.setdefault("LOREHOUSE_WEB_ALLOWED_NETWORKS", "127.0.0.1")
 #: Under `make test` two workers share the machine's two cores: the bundled embedder's
 #: default of two threads per process would put four on them, and onnxruntime's threads spin
 #: while they wait for each other. One thread each keeps two builds from competing

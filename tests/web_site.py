@@ -8,6 +8,8 @@ and 304 to a request whose If-None-Match matches; and, on request, the faults a 
 from __future__ import annotations
 
 import hashlib
+import time
+import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -31,12 +33,27 @@ class Site:
     failing: set[str] = field(default_factory=set)
     #: Path -> extra response headers (X-Robots-Tag...).
     headers: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: Path -> where it redirects (302 with that Location, taken as written).
+    redirects: dict[str, str] = field(default_factory=dict)
+    #: Path -> a gzip body, answered with Content-Encoding: gzip (`bomb`).
+    gzipped: dict[str, bytes] = field(default_factory=dict)
+    #: Path -> seconds between the bytes of its body, sent one at a time.
+    drip: dict[str, float] = field(default_factory=dict)
     #: (method, path, status) of every request answered.
     requests: list[tuple[str, str, int]] = field(default_factory=list)
     base_url: str = ""
 
     def page(self, path: str, body: str, content_type: str = "text/html") -> None:
         self.pages[path] = (content_type, body.encode())
+
+    def bomb(self, path: str, mebibytes: int) -> None:
+        """`path` answers a small gzip body that decompresses to `mebibytes` of spaces,
+        compressed a mebibyte at a time so that the server never holds it whole."""
+        packer = zlib.compressobj(9, zlib.DEFLATED, 31)  # 31: the gzip container
+        block = b" " * 2**20
+        self.gzipped[path] = (
+            b"".join(packer.compress(block) for _ in range(mebibytes)) + packer.flush()
+        )
 
     def statuses(self, status: int) -> list[str]:
         return [path for _, path, answered in self.requests if answered == status]
@@ -67,9 +84,21 @@ def serve(site: Site) -> Iterator[Site]:
                 self.send_header(name, value)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
+            if path in site.drip:
+                for byte in body:
+                    self.wfile.write(bytes([byte]))
+                    self.wfile.flush()
+                    time.sleep(site.drip[path])
+                return
             self.wfile.write(body)
 
         def _answer(self, path: str) -> tuple[int, dict[str, str], bytes]:
+            if path in site.redirects:
+                return 302, {"Location": site.redirects[path]}, b""
+            if path in site.gzipped:
+                kind = "text/plain" if path.endswith(".txt") else "application/xml"
+                headers = {"Content-Type": kind, "Content-Encoding": "gzip"}
+                return 200, headers, site.gzipped[path]
             if path == "/robots.txt":
                 if site.robots is None:
                     return 404, {}, b""

@@ -40,6 +40,7 @@ from lorehouse.sources.connectors import (
     ConnectorItem,
     Principal,
     RetryPolicy,
+    next_link,
     send,
 )
 
@@ -107,7 +108,12 @@ class ConfluenceConnector:
         response = send(self.client, "GET", absolute, self.retry, auth=self.auth, **extra)
         if response.status_code != 200:
             raise SourceError(f"Confluence {url}: {_error_message(response)}")
-        return response.json()
+        try:
+            return response.json()
+        except ValueError as error:
+            # A sign-in or proxy page answering 200 instead of the API's JSON.
+            kind = response.headers.get("Content-Type", "no content type")
+            raise SourceError(f"Confluence {url}: answered {kind}, not JSON") from error
 
     def _v2_pages(self, url: str, **params: Any) -> Iterator[dict[str, Any]]:
         """Every result of a v2 list, following `_links.next` (relative to the site)."""
@@ -118,8 +124,8 @@ class ConfluenceConnector:
             following = body.get("_links", {}).get("next")
             if not following:
                 return
-            _check_cursor(following, seen)
-            body = self._get(urljoin(self.base + "/", following.removeprefix("/wiki/")))
+            absolute = urljoin(self.base + "/", following.removeprefix("/wiki/"))
+            body = self._get(next_link(self.base, absolute, seen))
 
     def _v1_pages(self, url: str, **params: Any) -> Iterator[dict[str, Any]]:
         """Every result of a v1 list, following `_links.next` (relative to `_links.base`)."""
@@ -130,8 +136,8 @@ class ConfluenceConnector:
             links = body.get("_links", {})
             if not links.get("next"):
                 return
-            _check_cursor(links["next"], seen)
-            body = self._get(links.get("base", self.base).rstrip("/") + links["next"])
+            absolute = str(links.get("base") or self.base).rstrip("/") + links["next"]
+            body = self._get(next_link(self.base, absolute, seen))
 
     # -- listing -------------------------------------------------------------------------------
 
@@ -269,13 +275,6 @@ class ConfluenceConnector:
             f"<html><head><title>{title}</title></head><body><h1>{title}</h1>{body}</body></html>"
         )
         return document.encode("utf-8")
-
-
-def _check_cursor(following: str, seen: set[str]) -> None:
-    """Stops a listing whose next link comes round again, instead of asking for ever."""
-    if following in seen:
-        raise SourceError(f"Confluence pagination repeats itself at {following}")
-    seen.add(following)
 
 
 def _ancestry(page_id: str, by_id: dict[str, dict[str, Any]]) -> list[str]:

@@ -13,8 +13,10 @@ could not be read is indexed as readable by nobody (fail closed), never as publi
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
+import os
 import random
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -23,6 +25,7 @@ from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal, Protocol
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -184,6 +187,9 @@ class ConnectorState:
     synced_at: datetime | None = None
     #: Why the last sync failed, while it has not succeeded since.
     error: str | None = None
+    #: Item id -> the path it is listed and read under: assigned once, at the sync that
+    #: first lists the item, so two items whose service paths collide keep theirs apart.
+    paths: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def load(cls, path: Path) -> ConnectorState:
@@ -205,13 +211,17 @@ class ConnectorState:
                 else tuple(Principal(kind, value) for kind, value in principals),
             )
         synced_at = payload.get("synced_at")
-        return cls(
+        state = cls(
             path,
             payload.get("checkpoint"),
             items,
             datetime.fromisoformat(synced_at) if synced_at else None,
             payload.get("error"),
+            dict(payload.get("paths") or {}),
         )
+        if set(state.paths) != set(state.items):
+            state.assign_paths()  # a state saved before paths were kept
+        return state
 
     def apply(self, changes: ChangeSet) -> None:
         """Takes a change set in: changed items replace their old state, deleted ones go."""
@@ -222,6 +232,41 @@ class ConnectorState:
         for item in changes.changed:
             self.items[item.item_id] = item
         self.checkpoint = changes.checkpoint
+        self.assign_paths()
+
+    def assign_paths(self) -> None:
+        """Gives every item a path no other item holds, normalised (`safe_path`).
+
+        An item keeps the path it had while its service path stays the same, so a second
+        item arriving at that path never takes it over: the newcomer gets a digest of its
+        id in its name (`dup (3f2a9c1e).md`). Reads look items up by this path, so two
+        items the service names alike can never serve each other's bytes.
+        """
+        taken: dict[str, str] = {}
+        assigned: dict[str, str] = {}
+        ordered = sorted(self.items.values(), key=lambda i: (i.path, i.item_id))
+        for item in ordered:
+            before = self.paths.get(item.item_id)
+            natural = safe_path(item.path)
+            if before in (natural, _disambiguated(natural, item.item_id)) and before not in taken:
+                taken[before] = item.item_id
+                assigned[item.item_id] = before
+        for item in ordered:
+            if item.item_id in assigned:
+                continue
+            natural = safe_path(item.path)
+            path = natural if natural not in taken else _disambiguated(natural, item.item_id)
+            digits = 8
+            while path in taken:  # a digest prefix shared too: longer until unique
+                digits += 4
+                path = _disambiguated(natural, item.item_id, digits)
+            taken[path] = item.item_id
+            assigned[item.item_id] = path
+        self.paths = assigned
+
+    def by_path(self) -> dict[str, ConnectorItem]:
+        """Every item under its assigned path."""
+        return {self.paths[item_id]: item for item_id, item in self.items.items()}
 
     def save(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -239,6 +284,7 @@ class ConnectorState:
             "synced_at": self.synced_at.isoformat() if self.synced_at else None,
             "error": self.error,
             "items": items,
+            "paths": self.paths,
         }
         temporary.write_text(json.dumps(payload))
         temporary.replace(self.path)
@@ -313,11 +359,18 @@ class ConnectorSource:
             return state
         try:
             changes = self.connector.changes(state.checkpoint)
-        except SourceError as error:
-            state.error = str(error)
+        except Exception as error:
+            # A service answering what its API does not promise (a sign-in page for JSON, a
+            # token reply without a token, a malformed link) fails this source alone, with
+            # its reason: its items keep their last known state and access, and the other
+            # sources' changes, restrictions above all, still apply.
+            reason = str(error) if isinstance(error, SourceError) else _unexpected(error)
+            state.error = reason
             state.save()
             self.last_sync = self._report(state, "failed")
-            raise
+            if isinstance(error, SourceError):
+                raise
+            raise SourceError(f"{self.uri}: {reason}") from error
         state.apply(changes)
         state.synced_at, state.error = now, None
         state.save()
@@ -347,14 +400,10 @@ class ConnectorSource:
         yield from self.listing(ConnectorState.load(self.state_path))
 
     def listing(self, state: ConnectorState) -> Iterator[SourceFile]:
-        """The files of a synced `state`, each under a path no other item holds."""
-        self._by_path = {}
-        for item in sorted(state.items.values(), key=lambda i: (i.path, i.item_id)):
-            path = item.path
-            if path in self._by_path:
-                stem = PurePosixPath(path)
-                path = str(stem.with_name(f"{stem.stem} ({item.item_id}){stem.suffix}"))
-            self._by_path[path] = item
+        """The files of a synced `state`, each under the path the state assigned it."""
+        self._by_path = state.by_path()
+        self._forget_bodies_except({_body_key(item) for item in state.items.values()})
+        for path, item in sorted(self._by_path.items()):
             groups = self.permissions.groups_for(item.principals, self.anyone_default)
             yield SourceFile(
                 rel_path=path,
@@ -367,18 +416,48 @@ class ConnectorSource:
 
     def _item(self, rel_path: str) -> ConnectorItem:
         if not self._by_path:
-            state = ConnectorState.load(self.state_path)
-            self._by_path = {item.path: item for item in state.items.values()}
+            self._by_path = ConnectorState.load(self.state_path).by_path()
         item = self._by_path.get(rel_path)
         if item is None:
             raise SourceError(f"{rel_path} is not an item of {self.uri}")
         return item
 
+    @property
+    def _bodies(self) -> Path:
+        return self.state_path.parent / "bodies"
+
     def read_bytes(self, rel_path: str) -> bytes:
+        """The item's bytes, fetched from the service once per version.
+
+        The inventory reads an item to hash it and work out its type; the parse stage
+        reads it again. Both get the bytes the first read stored, so what is parsed is what
+        was hashed and labelled with the item's access, even if the service answers
+        otherwise the second time. A connector that keeps its own bodies by digest (a web
+        crawl) is read directly.
+        """
         item = self._item(rel_path)
         if item.failure:
             raise SourceError(item.failure)
-        return self.connector.fetch(item)
+        if getattr(self.connector, "keeps_bodies", False):
+            return self.connector.fetch(item)
+        stored = self._bodies / _body_key(item)
+        try:
+            return stored.read_bytes()
+        except FileNotFoundError:
+            pass
+        data = self.connector.fetch(item)
+        self._bodies.mkdir(parents=True, exist_ok=True)
+        temporary = stored.with_name(f"{stored.name}.{os.getpid()}.tmp")
+        temporary.write_bytes(data)
+        temporary.replace(stored)
+        return data
+
+    def _forget_bodies_except(self, keys: set[str]) -> None:
+        """Drops the stored bytes of items that changed or left the source."""
+        if self._bodies.is_dir():
+            for stored in self._bodies.iterdir():
+                if stored.name not in keys and not stored.name.endswith(".tmp"):
+                    stored.unlink(missing_ok=True)
 
     def file_uri(self, rel_path: str) -> str:
         try:
@@ -430,10 +509,15 @@ def send(
     refreshed = False
     last = "no answer"
     auth = kwargs.pop("auth", httpx.USE_CLIENT_DEFAULT)
+    try:
+        request = client.build_request(method, url, **kwargs)
+    except (httpx.InvalidURL, ValueError) as error:
+        raise SourceError(f"{method} {url!r} is not a URL that can be asked: {error}") from error
     for attempt in range(policy.attempts):
         try:
-            request = client.build_request(method, url, **kwargs)
             response = client.send(request, stream=stream, auth=auth)
+        except httpx.UnsupportedProtocol as error:
+            raise SourceError(f"{method} {url}: {error}") from error
         except httpx.TransportError as error:
             last = f"{type(error).__name__}: {error}"
             wait = policy.backoff_seconds * 2**attempt
@@ -471,3 +555,64 @@ def _retry_after(response: httpx.Response) -> float | None:
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
     return max(0.0, (when - datetime.now(UTC)).total_seconds())
+
+
+#: List pages a connector follows at most in one listing: a service whose cursors never end
+#: (or never repeat) fails that source instead of being asked for ever. At a service's usual
+#: 200-1,000 items a page, this is millions of items.
+MAX_LIST_PAGES = 10_000
+
+
+def next_link(origin_of: str, link: str, seen: set[str]) -> str:
+    """A list's next-page link, checked before it is asked for: on the service's own origin
+    (scheme, host and port of `origin_of`), so the token it is sent with never leaves for
+    another host; not seen before in this listing; and within `MAX_LIST_PAGES`."""
+    if _origin(link) != _origin(origin_of):
+        raise SourceError(f"a next-page link leads off {_origin(origin_of)}: {link!r}")
+    if link in seen:
+        raise SourceError(f"the listing's next-page link comes round again: {link!r}")
+    if len(seen) >= MAX_LIST_PAGES:
+        raise SourceError(f"the listing runs past {MAX_LIST_PAGES:,} pages")
+    seen.add(link)
+    return link
+
+
+def _origin(url: str) -> tuple[str, str, int | None]:
+    try:
+        parts = urlsplit(url)
+        port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
+    except ValueError as error:
+        raise SourceError(f"not a URL: {url!r}") from error
+    return parts.scheme, (parts.hostname or "").lower(), port
+
+
+def safe_path(path: str) -> str:
+    """A service's name for an item as a relative POSIX path that stays inside the source:
+    empty and `.` segments dropped, `..` kept as a name (`_..`), never as a step up,
+    backslashes and control characters made `_`."""
+    parts = []
+    for part in path.replace("\\", "/").split("/"):
+        part = "".join("_" if ord(c) < 32 or ord(c) == 127 else c for c in part)
+        if part in ("", "."):
+            continue
+        parts.append("_.." if part == ".." else part)
+    return "/".join(parts) or "untitled"
+
+
+def _disambiguated(path: str, item_id: str, digits: int = 8) -> str:
+    """`path` with a digest of the item's id in its name: a stable, unique name for the
+    second item the service gives one path (ids may hold `/` or be URLs)."""
+    pure = PurePosixPath(path)
+    tag = hashlib.sha256(item_id.encode()).hexdigest()[:digits]
+    return str(pure.with_name(f"{pure.stem} ({tag}){pure.suffix}"))
+
+
+def _body_key(item: ConnectorItem) -> str:
+    """The stored bytes' file name: one per item and version."""
+    return hashlib.sha256(f"{item.item_id}\0{item.version}".encode()).hexdigest()[:32]
+
+
+def _unexpected(error: Exception) -> str:
+    """A connector's unexpected failure in one line: the service answered what its API
+    does not promise."""
+    return f"unexpected answer from the service ({type(error).__name__}: {error})"

@@ -33,6 +33,7 @@ from lorehouse.sources.connectors import (
     ConnectorItem,
     Principal,
     RetryPolicy,
+    next_link,
     send,
 )
 
@@ -98,7 +99,10 @@ class SharePointConnector:
         )
         if response.status_code != 200:
             raise SourceError(f"Microsoft sign-in refused the app: {_error_message(response)}")
-        self._token = response.json()["access_token"]
+        token = _body(response, "Microsoft sign-in").get("access_token")
+        if not isinstance(token, str) or not token:
+            raise SourceError("Microsoft sign-in answered 200 without an access_token")
+        self._token = token
 
     def _get(self, url: str, **headers: str) -> httpx.Response:
         if not self._token:
@@ -118,7 +122,7 @@ class SharePointConnector:
         response = self._get(url, **headers)
         if response.status_code != 200:
             raise SourceError(f"Microsoft Graph {url}: {_error_message(response)}")
-        return response.json()
+        return _body(response, f"Microsoft Graph {url}")
 
     # -- listing -------------------------------------------------------------------------------
 
@@ -185,7 +189,7 @@ class SharePointConnector:
                 raise _Resync
             if response.status_code != 200:
                 raise SourceError(f"Microsoft Graph {url}: {_error_message(response)}")
-            body = response.json()
+            body = _body(response, f"Microsoft Graph {url}")
             for entry in body.get("value", []):
                 if "deleted" in entry:
                     deleted.append(entry["id"])
@@ -200,12 +204,12 @@ class SharePointConnector:
                     parent = folders.get(entry.get("parentReference", {}).get("id", ""))
                     changed[entry["id"]] = self._item(drive_id, entry, parent or drive["name"])
             if "@odata.deltaLink" in body:
-                drive["delta"] = body["@odata.deltaLink"]
+                drive["delta"] = next_link(self.api, body["@odata.deltaLink"], set())
                 return
             url = body.get("@odata.nextLink", "")
-            if not url or url in seen:
+            if not url:
                 raise SourceError(f"Microsoft Graph delta of {drive_id} has no next page")
-            seen.add(url)
+            next_link(self.api, url, seen)
 
     def _item(self, drive_id: str, entry: dict[str, Any], folder: str) -> ConnectorItem:
         return ConnectorItem(
@@ -256,6 +260,19 @@ class SharePointConnector:
         if response.status_code != 200:
             raise SourceError(f"{item.path}: {_error_message(response)}")
         return response.content
+
+
+def _body(response: httpx.Response, what: str) -> dict[str, Any]:
+    """A JSON object answer; anything else (a sign-in page, a proxy's error) is the
+    service failing, said as such."""
+    try:
+        body = response.json()
+    except ValueError as error:
+        kind = response.headers.get("Content-Type", "no content type")
+        raise SourceError(f"{what}: answered {kind}, not JSON") from error
+    if not isinstance(body, dict):
+        raise SourceError(f"{what}: answered {type(body).__name__}, not a JSON object")
+    return body
 
 
 class _Resync(Exception):

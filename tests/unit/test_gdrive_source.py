@@ -95,7 +95,10 @@ def test_faults_are_waited_out_or_recorded_against_their_file(tmp_path: Path) ->
         drive.expire_tokens()  # the next call gets 401, renews the token, and goes on
         assert source.read_bytes("Travel/hotels.md").startswith(b"# Hotels")
         issued = drive.issued
-        del drive.files["f-hotels"]  # vanishes between listing and fetching
-        with pytest.raises(SourceError, match=r"Travel/hotels.md: .*404 notFound"):
-            source.read_bytes("Travel/hotels.md")
+        del drive.files["f-hotels"]  # gone from the service: read once, its bytes are kept
+        assert source.read_bytes("Travel/hotels.md").startswith(b"# Hotels")
+        unread = next(path for path in listed if path.endswith(".md") and "hotels" not in path)
+        drive.files.clear()  # vanishes between listing and fetching
+        with pytest.raises(SourceError, match=rf"{unread}: .*404 notFound"):
+            source.read_bytes(unread)
     assert issued == 2

@@ -22,6 +22,8 @@ from lorehouse.stores.duckdb_store import DuckDBStore
 from tests.web_site import Site, html, serve
 
 FAST = RetryPolicy(attempts=3, backoff_seconds=0.01, max_wait_seconds=1.0)
+#: The test site's address, named as an intranet's network would be.
+LOCAL = "127.0.0.1"
 
 
 def _site() -> Site:
@@ -37,7 +39,7 @@ def _site() -> Site:
 
 def _source(site: Site, tmp_path: Path, **options: object) -> ConnectorSource:
     connector = WebSiteConnector(
-        f"{site.base_url}/docs/", tmp_path / "pages", retry=FAST, **options
+        f"{site.base_url}/docs/", tmp_path / "pages", retry=FAST, allowed_networks=LOCAL, **options
     )
     return ConnectorSource(connector, tmp_path / "state.json", anyone_default="public")
 
@@ -123,7 +125,9 @@ def test_the_permission_map_decides_who_reads_a_site_and_fails_closed(tmp_path: 
 
     store = DuckDBStore(tmp_path / "store.duckdb")
     with serve(_site()) as site:
-        connector = WebSiteConnector(f"{site.base_url}/docs/", tmp_path / "pages", retry=FAST)
+        connector = WebSiteConnector(
+            f"{site.base_url}/docs/", tmp_path / "pages", retry=FAST, allowed_networks=LOCAL
+        )
         source = ConnectorSource(connector, tmp_path / "state.json", permissions, "public")
         report = run_inventory(source, store, max_file_bytes=1 << 20)
     rows = store.table("documents_raw")
@@ -147,7 +151,11 @@ def test_a_crawl_keeps_the_sites_pace_and_its_noindex_and_nofollow(tmp_path: Pat
     waits: list[float] = []
     with serve(site):
         connector = WebSiteConnector(
-            f"{site.base_url}/docs/", tmp_path / "pages", retry=FAST, sleep=waits.append
+            f"{site.base_url}/docs/",
+            tmp_path / "pages",
+            retry=FAST,
+            sleep=waits.append,
+            allowed_networks=LOCAL,
         )
         source = ConnectorSource(connector, tmp_path / "state.json", anyone_default="public")
         listed = {f.rel_path for f in source.list_files()}
@@ -155,3 +163,169 @@ def test_a_crawl_keeps_the_sites_pace_and_its_noindex_and_nofollow(tmp_path: Pat
     assert listed == again == {"index.html", "reached.html", "closed.html"}
     assert "/docs/x.html" not in {path for _, path, _ in site.requests}
     assert waits and set(waits) == {2.0}
+
+
+# -- what a page can make the crawl do: redirects, odd links, bombs, slow pages ----------------
+
+
+def _internal() -> Site:
+    """Another server on the machine, holding what no crawl of the site may read."""
+    internal = Site(robots=None, sitemap=False)
+    internal.page("/secret/creds.txt", "aws_secret_access_key=INTERNAL", "text/plain")
+    internal.page("/sitemap.xml", "<urlset/>", "application/xml")
+    return internal
+
+
+def _bodies(tmp_path: Path) -> bytes:
+    return b"".join(p.read_bytes() for p in (tmp_path / "pages").iterdir())
+
+
+def test_redirects_are_followed_only_within_the_scope_hop_by_hop(tmp_path: Path) -> None:
+    crawled = _site()
+    crawled.sitemap = False  # reached by links and redirects only
+    with serve(_internal()) as internal, serve(crawled) as site:
+        secret = f"{internal.base_url}/secret/creds.txt"
+        site.page("/docs/", html("Handbook", "Start.", ["off.html", "out.html", "moved.html"]))
+        site.redirects["/docs/off.html"] = secret  # another origin on the same host
+        site.redirects["/docs/out.html"] = "/blog/post.html"  # the site, outside /docs/
+        site.redirects["/docs/moved.html"] = "/docs/guide.html"  # inside: followed
+        chain = {f"/docs/hop{i}.html": f"/docs/hop{i + 1}.html" for i in range(10)}
+        site.redirects.update(chain)
+        site.page("/docs/hop10.html", html("End", "Ten redirects away."))
+        site.page("/docs/chain.html", html("Chain", "start", ["hop0.html"]))
+        site.pages["/docs/"] = (
+            "text/html",
+            html(
+                "Handbook", "Start.", ["off.html", "out.html", "moved.html", "chain.html"]
+            ).encode(),
+        )
+        listed = {f.rel_path for f in _source(site, tmp_path).list_files()}
+    assert internal.requests == []  # not a byte asked of the other server
+    assert "/blog/post.html" not in {path for _, path, _ in site.requests}
+    assert "/docs/hop6.html" not in {path for _, path, _ in site.requests}  # five hops at most
+    assert "hop10.html" not in listed
+    assert "guide.html" in listed and "moved.html" not in listed  # under its own address
+    assert b"INTERNAL" not in _bodies(tmp_path)
+
+
+def test_robots_and_sitemaps_redirecting_off_the_site_are_not_followed(tmp_path: Path) -> None:
+    with serve(_internal()) as internal, serve(_site()) as site:
+        site.redirects["/robots.txt"] = f"{internal.base_url}/secret/creds.txt"
+        site.redirects["/sitemap.xml"] = f"{internal.base_url}/sitemap.xml"
+        listed = {f.rel_path for f in _source(site, tmp_path).list_files()}
+    assert internal.requests == []
+    assert "index.html" in listed and "guide.html" in listed
+
+
+def test_dot_segments_and_encoded_ones_cannot_leave_the_start_path(tmp_path: Path) -> None:
+    with serve(_site()) as site:
+        site.page("/outside/dotdot.html", html("Outside", "Not under /docs/."))
+        links = [
+            f"{site.base_url}/docs/../outside/dotdot.html",
+            "%2e%2e/outside/dotdot.html",
+            "./%2E%2E/%2e%2e/outside/dotdot.html",
+            "guide.html/../guide.html",
+        ]
+        site.page("/docs/", html("Handbook", "Start.", links))
+        listed = {f.rel_path for f in _source(site, tmp_path).list_files()}
+    assert "/outside/dotdot.html" not in {path for _, path, _ in site.requests}
+    assert not any(".." in path for path in listed)
+    assert "guide.html" in listed
+
+
+def test_two_addresses_of_one_path_are_both_listed_under_paths_of_their_own(
+    tmp_path: Path,
+) -> None:
+    with serve(_site()) as site:
+        site.page("/docs/about", html("About", "Without an extension."))
+        site.page("/docs/about.html", html("About", "With one."))
+        site.page("/docs/team/", html("Team", "A folder's page."))
+        site.page("/docs/team/index.html", html("Team", "Its index."))
+        links = ["about", "about.html", "team/", "team/index.html"]
+        site.page("/docs/", html("Handbook", "Start.", links))
+        source = _source(site, tmp_path)
+        listed = {f.rel_path for f in source.list_files()}
+        texts = {path: source.read_bytes(path) for path in listed}
+    about = sorted(path for path in listed if path.startswith("about"))
+    assert len(about) == 2 and "about.html" in about
+    assert {b"Without an extension." in texts[p] for p in about} == {True, False}
+    assert len([path for path in listed if path.startswith("team/index")]) == 2
+
+
+def test_links_that_are_not_urls_are_left_and_the_crawl_goes_on(tmp_path: Path) -> None:
+    with serve(_site()) as site:
+        site.page(
+            "/docs/",
+            '<html><body><a href="http://[::1">broken</a><a href="guide\x01.html">ctl</a>'
+            '<a href="guide.html">fine</a></body></html>',
+        )
+        listed = {f.rel_path for f in _source(site, tmp_path).list_files()}
+    assert "guide.html" in listed
+
+
+def test_compressed_robots_and_sitemaps_are_read_only_up_to_their_caps(tmp_path: Path) -> None:
+    import tracemalloc
+
+    site = _site()
+    site.robots = None
+    site.bomb("/robots.txt", 256)
+    site.bomb("/sitemap.xml", 256)
+    with serve(site):
+        tracemalloc.start()
+        try:
+            listed = {f.rel_path for f in _source(site, tmp_path, max_bytes=2**20).list_files()}
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+    assert "guide.html" in listed
+    assert peak < 128 * 2**20  # 256 MiB each, decompressed whole
+
+
+def test_a_page_that_drips_is_given_up_at_its_deadline(tmp_path: Path) -> None:
+    import time
+
+    with serve(_site()) as site:
+        site.page("/docs/", html("Handbook", "Start.", ["slow.html", "guide.html"]))
+        site.page("/docs/slow.html", "x" * 40)
+        site.drip["/docs/slow.html"] = 0.1
+        started = time.monotonic()
+        source = _source(site, tmp_path, page_seconds=0.5)
+        listed = {f.rel_path: f for f in source.list_files()}
+        took = time.monotonic() - started
+        with pytest.raises(SourceError, match="deadline"):
+            source.read_bytes("slow.html")
+    assert took < 3.5  # the drip alone would take 4 s
+    assert "guide.html" in listed
+
+
+def test_the_saved_crawl_state_keeps_no_links(tmp_path: Path) -> None:
+    with serve(_site()) as site:
+        many = [f"page{i}.html" for i in range(300)]
+        site.page("/docs/", html("Handbook", "Start.", ["guide.html", *many]))
+        source = _source(site, tmp_path, max_pages=20)
+        first = {f.rel_path for f in source.list_files()}
+        again = {f.rel_path for f in source.list_files()}  # index answers 304: links re-read
+    state = (tmp_path / "state.json").read_text()
+    assert "page299.html" not in state
+    assert "guide.html" in first and first == again
+
+
+def test_a_crawl_connects_to_no_loopback_or_private_address_a_setting_does_not_name(
+    tmp_path: Path,
+) -> None:
+    with serve(_site()) as site:
+        port = site.base_url.rsplit(":", 1)[1]
+        for start in (f"{site.base_url}/docs/", f"http://localhost:{port}/docs/"):
+            connector = WebSiteConnector(start, tmp_path / "pages", retry=FAST)
+            source = ConnectorSource(connector, tmp_path / "state.json", anyone_default="public")
+            with pytest.raises(SourceError, match="LOREHOUSE_WEB_ALLOWED_NETWORKS"):
+                list(source.list_files())
+        assert site.requests == []
+        named = WebSiteConnector(
+            f"http://localhost:{port}/docs/",
+            tmp_path / "p2",
+            retry=FAST,
+            allowed_networks="127.0.0.0/8",
+        )
+        listed = ConnectorSource(named, tmp_path / "s2.json", anyone_default="public")
+        assert "guide.html" in {f.rel_path for f in listed.list_files()}
