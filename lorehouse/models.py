@@ -55,6 +55,9 @@ class FailureReason(StrEnum):
     TOO_LARGE = "too_large"
     TIMEOUT = "timeout"
     UNREADABLE = "unreadable"
+    #: The bytes read for parsing are not those the inventory hashed (and whose access it
+    #: worked out): the file changed in between, or a service answered otherwise.
+    CHANGED = "changed"
 
 
 class RawDocument(BaseModel):

@@ -31,6 +31,12 @@ class Wiki:
     space_groups: dict[str, list[str]] = field(default_factory=dict)
     #: Pages whose restrictions answer 403 (the indexing account may not see them).
     unreadable: set[str] = field(default_factory=set)
+    #: Pages whose restrictions answer 200 with an HTML sign-in page instead of JSON.
+    html_restrictions: set[str] = field(default_factory=set)
+    #: An origin the lists' next links point at instead of this server's.
+    next_origin: str = ""
+    #: Lists whose cursors never end: each page links a new one.
+    endless: bool = False
     page_size: int = 2
     throttle: int = 0
     token: str = "secret-token"
@@ -106,6 +112,14 @@ def serve(wiki: Wiki) -> Iterator[Wiki]:
                 page_id, restriction = match.groups()
                 if page_id not in wiki.pages:
                     return self._json(404, {"message": "No content found with id"})
+                if restriction and page_id in wiki.html_restrictions:
+                    body = b"<html><body>Log in to Atlassian</body></html>"
+                    self.send_response(200)
+                    self.send_header("Content-Type", "text/html;charset=UTF-8")
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                    return None
                 if restriction and page_id in wiki.unreadable:
                     return self._json(403, {"message": "Not permitted to view restrictions"})
                 if restriction:
@@ -157,16 +171,17 @@ def serve(wiki: Wiki) -> Iterator[Wiki]:
         def _v2(self, path: str, query: dict[str, str], entries: list[Any]) -> None:
             start = int(query.pop("cursor", 0))
             body: dict[str, Any] = {"results": entries[start : start + wiki.page_size]}
-            if start + wiki.page_size < len(entries):
+            if start + wiki.page_size < len(entries) or wiki.endless:
                 following = urlencode({**query, "cursor": start + wiki.page_size})
-                body["_links"] = {"next": f"{wiki.root}{path}?{following}"}
+                body["_links"] = {"next": f"{wiki.next_origin}{wiki.root}{path}?{following}"}
             self._json(200, body)
 
         def _v1(self, path: str, query: dict[str, str], entries: list[Any]) -> None:
             start = int(query.pop("start", 0))
             page = entries[start : start + wiki.page_size]
-            links = {"base": wiki.base_url + wiki.root, "context": wiki.root}
-            if start + wiki.page_size < len(entries):
+            base = (wiki.next_origin or wiki.base_url) + wiki.root
+            links = {"base": base, "context": wiki.root}
+            if start + wiki.page_size < len(entries) or wiki.endless:
                 links["next"] = f"{path}?{urlencode({**query, 'start': start + wiki.page_size})}"
             self._json(200, {"results": page, "start": start, "size": len(page), "_links": links})
 

@@ -39,6 +39,13 @@ class Tenant:
     #: Delta tokens older than this answer 410 (resync).
     oldest_token: int = 0
     secret: str = "app-secret"
+    #: The token endpoint answers 200 without an access_token.
+    tokenless: bool = False
+    #: An origin the delta's next links point at instead of this server's.
+    next_origin: str = ""
+    #: Item id -> the bytes its second and later downloads answer.
+    later_content: dict[str, bytes] = field(default_factory=dict)
+    downloads: dict[str, int] = field(default_factory=dict)
     requests: list[str] = field(default_factory=list)
     base_url: str = ""
 
@@ -88,6 +95,8 @@ def serve(tenant: Tenant) -> Iterator[Tenant]:
                         "error_description": "AADSTS7000215: Invalid client secret provided.",
                     },
                 )
+            if tenant.tokenless:
+                return send_json(self, 200, {"token_type": "Bearer", "expires_in": 3599})
             tenant.issued += 1
             token = f"eyJ.local-{tenant.issued}"
             tenant.tokens.add(token)
@@ -102,13 +111,18 @@ def serve(tenant: Tenant) -> Iterator[Tenant]:
             if parts.path.startswith("/download/"):
                 if "Authorization" in self.headers:  # pre-authenticated: a token is refused
                     return send_json(self, 401, {"error": {"code": "unexpectedToken"}})
-                item = tenant.items.get(parts.path.removeprefix("/download/"))
+                item_id = parts.path.removeprefix("/download/")
+                item = tenant.items.get(item_id)
                 if item is None:
                     return send_json(self, 404, {"error": {"code": "itemNotFound"}})
+                tenant.downloads[item_id] = tenant.downloads.get(item_id, 0) + 1
+                content = item["content"]
+                if tenant.downloads[item_id] > 1:
+                    content = tenant.later_content.get(item_id, content)
                 self.send_response(200)
-                self.send_header("Content-Length", str(len(item["content"])))
+                self.send_header("Content-Length", str(len(content)))
                 self.end_headers()
-                self.wfile.write(item["content"])
+                self.wfile.write(content)
                 return None
             if tenant.throttle > 0:
                 tenant.throttle -= 1
@@ -173,7 +187,7 @@ def serve(tenant: Tenant) -> Iterator[Tenant]:
                     for i, gone in latest.items()
                 ]  # fmt: skip
                 end = len(tenant.log)
-            base = f"{tenant.base_url}/v1.0/drives/{drive}/root/delta"
+            base = f"{tenant.next_origin or tenant.base_url}/v1.0/drives/{drive}/root/delta"
             body: dict[str, Any] = {"value": entries[skip : skip + tenant.page_size]}
             if skip + tenant.page_size < len(entries):
                 body["@odata.nextLink"] = f"{base}?token={token}&skip={skip + tenant.page_size}"

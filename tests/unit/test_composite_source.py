@@ -93,3 +93,39 @@ def test_each_source_syncs_at_its_own_pace_and_one_down_keeps_its_listing(tmp_pa
     # Once it answers again, its failure is cleared; the blog is still not due.
     assert third.syncs["wiki"].outcome == "synced" and third.syncs["wiki"].error is None
     assert third.syncs["blog"].outcome == "not due"
+
+
+def test_a_service_answering_nonsense_fails_alone_and_a_local_restriction_still_applies(
+    tmp_path: Path,
+) -> None:
+    from lorehouse.sources.connectors import ConnectorSource, PermissionMap, RetryPolicy
+    from lorehouse.sources.local import LocalFolderSource
+    from lorehouse.sources.sharepoint import SharePointConnector
+    from tests.graph_server import Tenant
+    from tests.graph_server import serve as serve_graph
+
+    share = tmp_path / "share"
+    share.mkdir()
+    (share / "india.md").write_text("# India\nThe office opens at nine.")
+    tenant = Tenant(drives={"d-docs": "Documents"})
+    tenant.add("i-a", "d-docs", "a.md", "", b"# A\nShared with the organisation.")
+    tenant.share("i-a", {"roles": ["read"], "link": {"scope": "organization", "type": "view"}})
+    store = DuckDBStore(tmp_path / "store.duckdb")
+    with serve_graph(tenant):
+        connector = SharePointConnector(
+            "site-1", "t", "app", tenant.secret, tenant.base_url, tenant.base_url,
+            retry=RetryPolicy(attempts=2, backoff_seconds=0.01),
+        )  # fmt: skip
+        permissions = PermissionMap(domains={"organization": "staff"})
+        sp = ConnectorSource(connector, tmp_path / "sp.json", permissions)
+        source = CompositeSource({"files": LocalFolderSource(share), "sp": sp})
+        run_inventory(source, store, max_file_bytes=1 << 20)
+        tenant.tokenless = True  # a sign-in answer without its token: not the API's promise
+        connector._token = ""
+        (share / "india.md.meta.json").write_text(json.dumps({"groups": ["india"]}))
+        run_inventory(source, store, max_file_bytes=1 << 20)
+    rows = {r["rel_path"]: r for r in store.table("documents_raw").to_dict("records")}
+    assert list(rows["files/india.md"]["acl_groups"]) == ["india"]
+    assert list(rows["sp/Documents/a.md"]["acl_groups"]) == ["staff"]  # as last known
+    assert sp.last_sync is not None and sp.last_sync.outcome == "failed"
+    assert "access_token" in (sp.last_sync.error or "")

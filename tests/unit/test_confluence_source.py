@@ -44,6 +44,7 @@ def _source(wiki: Wiki, tmp_path: Path) -> ConnectorSource:
         email="indexer@example.com" if wiki.cloud else None,
         retry=FAST,
     )
+    tmp_path.mkdir(parents=True, exist_ok=True)
     (tmp_path / "map.json").write_text(json.dumps(MAP))
     return ConnectorSource(
         connector, tmp_path / "state.json", PermissionMap.load(tmp_path / "map.json")
@@ -140,3 +141,50 @@ def test_the_source_setting_builds_the_connector_with_its_token_and_map(
         "HR/Salaries/Offers.html": ["hr", "legal"],
     }
     assert (tmp_path / "data" / "connectors").is_dir()
+
+
+def test_two_pages_one_path_apart_keep_their_own_text_and_access(tmp_path: Path) -> None:
+    wiki = _wiki(cloud=True)
+    wiki.add("6", "HR", "Budget/2027", "<p>HR-only budget: EUR 4.1m.</p>")
+    wiki.add("7", "HR", "Budget_2027", "<p>The public budget summary.</p>")
+    wiki.restrict("6", groups=["hr-team"])
+    with serve(wiki):
+        source = _source(wiki, tmp_path)
+        listed = {f.rel_path: f.acl_groups for f in source.list_files()}
+        # A fresh source, as the parse stage opens, reads by the same assignment.
+        fresh = _source(wiki, tmp_path)
+        texts = {path: fresh.read_bytes(path) for path in listed if "Budget" in path}
+    budget = {p: g for p, g in listed.items() if "Budget" in p}
+    assert len(budget) == 2
+    for path, groups in budget.items():
+        assert (b"HR-only" in texts[path]) == (groups == ("hr",))
+
+
+def test_a_restriction_answering_a_sign_in_page_fails_closed_and_the_sync_goes_on(
+    tmp_path: Path,
+) -> None:
+    wiki = _wiki(cloud=True)
+    wiki.html_restrictions.add("2")
+    with serve(wiki):
+        listed = {f.rel_path: f.acl_groups for f in _source(wiki, tmp_path).list_files()}
+    assert listed["ENG/Runbooks/On-call.html"] == (NOBODY_GROUP,)
+    assert listed["ENG/Runbooks.html"] == ("staff",)
+
+
+@pytest.mark.parametrize("cloud", [True, False], ids=["cloud", "data-center"])
+def test_next_links_to_another_origin_get_no_token_and_endless_ones_end(
+    tmp_path: Path, cloud: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from lorehouse.sources import connectors
+
+    with serve(Wiki(cloud=cloud)) as elsewhere, serve(_wiki(cloud)) as wiki:
+        wiki.next_origin = elsewhere.base_url
+        with pytest.raises(SourceError, match="leads off"):
+            list(_source(wiki, tmp_path / "a").list_files())
+        assert elsewhere.requests == []
+        wiki.next_origin = ""
+        wiki.endless = True
+        monkeypatch.setattr(connectors, "MAX_LIST_PAGES", 20)
+        with pytest.raises(SourceError, match="runs past 20 pages"):
+            list(_source(wiki, tmp_path / "b").list_files())
+    assert len(wiki.requests) < 30

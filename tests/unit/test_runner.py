@@ -110,6 +110,21 @@ def test_a_large_file_gets_more_time_than_a_small_one(tmp_path: Path) -> None:
     assert limits.timeout_for(2_436_166) == pytest.approx(1 + 120 * 2.323, abs=0.05)
 
 
+def test_bytes_other_than_those_the_inventory_hashed_are_not_parsed(tmp_path: Path) -> None:
+    (tmp_path / "policy.md").write_text("# Policy\n\nPublic text.\n")
+    (tmp_path / "same.md").write_text("# Same\n\nUnchanged.\n")
+    jobs = _jobs([tmp_path / "policy.md", tmp_path / "same.md"])
+    # Between the inventory (which hashed and labelled the file) and the parse.
+    (tmp_path / "policy.md").write_text("# Policy\n\nText for the board only.\n")
+    outcomes: list[ParsedDocument | DocumentFailure] = []
+    limits = ParseLimits(workers=1, timeout_seconds=30, max_file_bytes=10_000)
+    parse_many(jobs, limits, outcomes.append)
+    by_path = {o.doc_id: o for o in outcomes}
+    changed = by_path[jobs[0].document.doc_id]
+    assert isinstance(changed, DocumentFailure) and changed.reason is FailureReason.CHANGED
+    assert isinstance(by_path[jobs[1].document.doc_id], ParsedDocument)
+
+
 def test_parsing_in_a_process_that_loaded_lancedb_warns_nobody(tmp_path: Path) -> None:
     """The parse pool forks a process that has loaded LanceDB and Lance (a materialization
     has): lancedb warns in each forked child and Lance before each fork, on the terminal the

@@ -133,3 +133,56 @@ def test_a_wrong_secret_stops_the_sync_and_unreadable_sharing_reads_as_nobody(
         listed = {f.rel_path: f.acl_groups for f in _source(tenant, tmp_path / "b").list_files()}
     assert listed["HR/bands.md"] == (NOBODY_GROUP,)
     assert listed["Documents/deploy.md"] == ("engineering",)
+
+
+def test_two_items_of_one_name_in_a_folder_serve_their_own_bytes(tmp_path: Path) -> None:
+    tenant = _tenant()
+    tenant.add("i-dup-public", "d-docs", "dup.md", "f-policies", b"# Dup\nThe public text.")
+    tenant.add("i-dup-finance", "d-docs", "dup.md", "f-policies", b"# Dup\nFinance only: 7%.")
+    link = {"roles": ["read"], "link": {"scope": "organization", "type": "view"}}
+    tenant.share("i-dup-public", link)
+    ana = {"user": {"id": "u1", "email": "ana@contoso.com"}}
+    tenant.share("i-dup-finance", {"roles": ["read"], "grantedToV2": ana})
+    with serve(tenant):
+        listed = {f.rel_path: f.acl_groups for f in _source(tenant, tmp_path).list_files()}
+        fresh = _source(tenant, tmp_path)  # as the parse stage opens it
+        dups = {p: fresh.read_bytes(p) for p in listed if p.startswith("Documents/Policies/dup")}
+    assert len(dups) == 2
+    for path, text in dups.items():
+        assert (b"Finance only" in text) == (listed[path] == ("finance",))
+
+
+def test_an_item_is_downloaded_once_and_read_as_listed(tmp_path: Path) -> None:
+    with serve(_tenant()) as tenant:
+        tenant.later_content["i-travel"] = b"# Travel\nSomething else entirely."
+        source = _source(tenant, tmp_path)
+        list(source.list_files())
+        first = source.read_bytes("Documents/Policies/travel.md")  # the inventory's read
+        again = _source(tenant, tmp_path).read_bytes("Documents/Policies/travel.md")
+    assert first == again == b"# Travel\nCAD 240 a night."
+    assert tenant.downloads["i-travel"] == 1
+
+
+def test_names_with_dot_segments_stay_inside_the_source(tmp_path: Path) -> None:
+    tenant = _tenant()
+    tenant.add("f-up", "d-docs", "..", "")
+    tenant.items["f-up"]["folder"] = True
+    tenant.add("i-escape", "d-docs", "escape.md", "f-up", b"# Escape\nStays inside.")
+    with serve(tenant):
+        listed = {f.rel_path for f in _source(tenant, tmp_path).list_files()}
+    escape = next(path for path in listed if path.endswith("escape.md"))
+    assert ".." not in escape.split("/") and escape.startswith("Documents/")
+
+
+def test_a_token_answer_without_a_token_or_a_next_link_elsewhere_fails_the_sync(
+    tmp_path: Path,
+) -> None:
+    with serve(Tenant()) as elsewhere, serve(_tenant()) as tenant:
+        tenant.tokenless = True
+        with pytest.raises(SourceError, match="without an access_token"):
+            list(_source(tenant, tmp_path / "a").list_files())
+        tenant.tokenless = False
+        tenant.next_origin = elsewhere.base_url
+        with pytest.raises(SourceError, match="leads off"):
+            list(_source(tenant, tmp_path / "b").list_files())
+    assert elsewhere.requests == []
