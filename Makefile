@@ -95,14 +95,17 @@ test: install-dev
 			-m "not benchmark and not serial" --durations=15 \
 		&& $(BIN)/pytest -m serial
 
-# The Dagster UI and daemon on workspace.yaml's code location (pipelines.definitions).
+# The Dagster UI and daemon on workspace.yaml's code location (pipelines.definitions), at
+# http://127.0.0.1:$(DEV_PORT); `make dev DEV_PORT=3100` where 3000 is taken.
+DEV_PORT ?= 3000
 dev: install $(DAGSTER_HOME)/dagster.yaml
-	$(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
+	$(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p $(DEV_PORT)
 
-# The documentation site at http://127.0.0.1:8001, rebuilt as pages change.
+# The documentation site at http://127.0.0.1:$(DOCS_PORT), rebuilt as pages change.
+DOCS_PORT ?= 8001
 docs: install-dev
 	$(BIN)/python -m lorehouse.settings_docs
-	$(BIN)/mkdocs serve -a 127.0.0.1:8001
+	$(BIN)/mkdocs serve -a 127.0.0.1:$(DOCS_PORT)
 
 serve: install
 	$(BIN)/lorehouse serve
