@@ -43,8 +43,8 @@ $(UV):
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet -c constraints.txt uv
 
-$(STAMP): pyproject.toml constraints.txt | $(UV)
-	$(UV_INSTALL) -e .
+$(STAMP): pyproject.toml constraints.txt overrides.txt | $(UV)
+	$(UV_INSTALL) --override overrides.txt -e .
 	touch $(STAMP)
 
 $(DEV_STAMP): $(STAMP)
