@@ -66,21 +66,22 @@ def _pinned_chunk(
 ) -> tuple[dict, list[dict], ChunkSince]:
     """The chunk and its neighbours as they were at `version`, and what became of it.
 
-    The caller must be able to read it both then and now: a document whose access list
-    narrowed since serves its old text to nobody who lost access (404, as for any chunk the
-    caller may not see). A version no longer kept is 410, one never written 404.
+    The caller must be able to read it both then and now (`Retriever.pinned_preview`): a
+    document whose access list narrowed since, that was restricted and then deleted, or that
+    moved into a folder the caller may not read serves its old text to nobody who lacks
+    access now (404, as for any chunk the caller may not see). A version no longer kept, or
+    replaced more than LOREHOUSE_CITATION_RETENTION_HOURS ago, is 410; one never written 404.
     """
     try:
-        found = service.retriever.chunk_preview(chunk_id, caller.groups, window, version)
+        found = service.retriever.pinned_preview(chunk_id, caller.groups, window, version)
     except VersionGone as error:
         raise HTTPException(
             status_code=410 if version < error.latest else 404,
             detail=f"{error}; /v1/chunks/{chunk_id} shows the chunk if it is still indexed",
         ) from error
-    since = None if found is None else service.retriever.changed_since(found[0], caller.groups)
-    if found is None or since is None:
+    if found is None:
         raise HTTPException(status_code=404, detail=f"no chunk {chunk_id!r}")
-    return found[0], found[1], since
+    return found
 
 
 def _original(service: ServiceDep, row: dict) -> bytes:

@@ -35,6 +35,7 @@ from lorehouse.search.tables import (
     ChunkTable,
     IndexNotBuilt,
     TableSnapshot,
+    VersionGone,
     sql_in,
     sql_string,
 )
@@ -627,12 +628,37 @@ class Retriever:
         )
         return chunk, sorted(around, key=lambda row: row["position"])
 
-    def changed_since(self, chunk: dict, caller_groups: Sequence[str]) -> ChunkSince | None:
-        """What became of a chunk read from an older version, for this caller: None when the
-        caller may no longer read its document, which then serves nothing of the old one.
+    def pinned_preview(
+        self, chunk_id: str, caller_groups: Sequence[str], window: int, version: int
+    ) -> tuple[dict, list[dict], ChunkSince] | None:
+        """A chunk and its neighbours as cited from `version`, and what became of it; None
+        when the caller may not read them, then or now.
+
+        The strictest of the two access lists holds: the caller must be allowed by the
+        version cited and by the index now (`changed_since`), and no text it serves may live
+        now only in chunks the caller may not read, as a document moved or copied into a
+        restricted folder does under a new id. Raises VersionGone for a version not kept.
+        """
+        found = self.chunk_preview(chunk_id, caller_groups, window, version)
+        if found is None:
+            return None
+        chunk, around = found
+        since = self.changed_since(chunk, caller_groups, version)
+        if since is None or self._held_out_of_reach(around, caller_groups):
+            return None
+        return chunk, around, since
+
+    def changed_since(
+        self, chunk: dict, caller_groups: Sequence[str], version: int
+    ) -> ChunkSince | None:
+        """What became of a chunk read from `version`, for this caller: None when the caller
+        may no longer read its document, which then serves nothing of the old one.
 
         A chunk's id is a digest of its document, position and text, so the same id now
-        holds the same text.
+        holds the same text. A document no longer in the index keeps the access list it was
+        last indexed with (in the newest version since `version` that holds it): one
+        restricted and then deleted stays restricted. When that is not known, as a version in
+        between is no longer kept, nothing is served.
         """
         access = access_clause(caller_groups)
         if self.index.rows(
@@ -644,7 +670,21 @@ class Retriever:
             return "changed"
         if self.index.rows(document, ["chunk_id"], 1):
             return None
-        return "removed"
+        try:
+            last = self.index.rows_when_last_held(
+                document, f"{document} AND {access}", ["chunk_id"], 1, after=version
+            )
+        except VersionGone:
+            return None
+        # None: no version since holds the document, so the one cited was its last.
+        return "removed" if last is None or last else None
+
+    def _held_out_of_reach(self, rows: Sequence[dict], caller_groups: Sequence[str]) -> bool:
+        """Whether some text of `rows` is held now only by chunks the caller may not read."""
+        holders = self.index.snapshot().holders(
+            "text_chat", [row["text_chat"] for row in rows], access_clause(caller_groups)
+        )
+        return not all(holders.values())
 
 
 @dataclass(frozen=True)

@@ -15,12 +15,13 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from cachetools import LRUCache
 
 from lorehouse.search.bm25 import Analyzer, BM25Index
@@ -109,6 +110,21 @@ log = logging.getLogger(__name__)
 # version is read is trusted to show the next commit as a new modification time (see
 # VersionsFolderWatch). File times tick in steps of a few milliseconds; a second is ample.
 _SETTLED_NANOSECONDS = 1_000_000_000
+
+
+# Answers of `rows_when_last_held` kept per reader: a citation of a removed document is
+# opened again and again, and each answer reads one version after another.
+_CACHED_LAST_HELD = 256
+
+
+def _utc_now() -> datetime:
+    """The time a version's age is measured against (a function, so tests can move it)."""
+    return datetime.now(UTC)
+
+
+def _aware(stamp: datetime) -> datetime:
+    """A version's timestamp in UTC: LanceDB gives it as a naive local time."""
+    return stamp.astimezone(UTC)
 
 
 class IndexNotBuilt(RuntimeError):
@@ -511,6 +527,23 @@ class TableSnapshot:
         rows = [position[k] for k in keys if k in position and allowed[position[k]]]
         return {row[self.key_column]: row for row in self._take(rows, columns)}
 
+    def holders(self, column: str, values: Iterable[str], where: str) -> dict[str, bool]:
+        """value -> whether a row holding it in `column` matches `where`, for those of
+        `values` some row of this version holds (compared in memory, whole values only)."""
+        wanted = sorted({value for value in values if value is not None})
+        if not wanted:
+            return {}
+        self._load()
+        assert self._rows is not None
+        held = self._rows[column]
+        matches = pc.fill_null(pc.is_in(held, value_set=pa.array(wanted, held.type)), False)
+        rows = np.flatnonzero(matches.to_numpy(zero_copy_only=False))
+        allowed = self.mask(where)
+        found: dict[str, bool] = {}
+        for row, value in zip(rows, held.take(pa.array(rows)).to_pylist(), strict=True):
+            found[value] = found.get(value, False) or bool(allowed[row])
+        return found
+
     def passages(self, max_words: int) -> dict[str, tuple[str, ...]]:
         """key -> the keys of its passage, in reading order: each document's rows divided
         into runs of consecutive rows up to `max_words` (lorehouse/search/passages.py). Computed on
@@ -602,6 +635,9 @@ class TableReader:
     derived_text_fields: tuple[tuple[str, str, Callable[[str | None], str]], ...] = ()
     #: Whether `vector` is searched by nearness (and so has a snapshot to search).
     nearest_neighbour_search: bool = True
+    #: How long a version stays readable by `rows_at` after a later one replaced it; None:
+    #: for as long as its files are kept.
+    keep_versions: timedelta | None = None
 
     def __init__(
         self,
@@ -625,6 +661,12 @@ class TableReader:
         self._table: lancedb.table.Table | None = None
         # The older version `rows_at` read last.
         self._pinned: lancedb.table.Table | None = None
+        # version -> when it was written, for the versions listed so far (they never change).
+        self._written: dict[int, datetime] = {}
+        self._last_held: LRUCache[tuple[object, ...], list[dict] | None] = LRUCache(
+            _CACHED_LAST_HELD
+        )
+        self._last_held_lock = threading.Lock()
         # What searches of the latest version seen share (see TableSnapshot).
         self._snapshot: TableSnapshot | None = None
         self._snapshot_lock = threading.Lock()
@@ -710,11 +752,16 @@ class TableReader:
     def rows_at(self, version: int, where: str, columns: Sequence[str], limit: int) -> list[dict]:
         """`rows` as the table was at `version`: what a citation made then points at.
 
-        Raises VersionGone when the version was cleaned up (older than `keep_versions` once
-        a newer one exists) or was never written.
+        Raises VersionGone when the version was never written, was cleaned up, or was
+        replaced more than `keep_versions` ago. The age is checked here, at every read, so
+        retention holds without a later run's cleanup: until one runs, the files of every
+        older version are still there, those of documents deleted since included.
         """
-        if version == self.latest_version():
+        latest = self.latest_version()
+        if version == latest:
             return self.rows(where, columns, limit)
+        if version > latest or self._past_retention(version):
+            raise VersionGone(version, latest)
         pinned = self._pinned
         if pinned is None or pinned.version != version:
             # One opened version kept: a citation's chunk and its neighbours, or an answer's
@@ -726,6 +773,54 @@ class TableReader:
                 raise VersionGone(version, self.latest_version()) from error
             self._pinned = pinned
         return pinned.search().where(where).select(list(columns)).limit(limit).to_list()
+
+    def _past_retention(self, version: int) -> bool:
+        """Whether `version`, older than the latest, was replaced more than `keep_versions`
+        ago, or is not listed at all (cleaned up)."""
+        if self.keep_versions is None:
+            return False
+        written = self._written
+        if version not in written or not any(later > version for later in written):
+            listed = self.table().list_versions()
+            written = self._written = {
+                int(entry["version"]): _aware(entry["timestamp"]) for entry in listed
+            }
+        if version not in written:
+            return True
+        replaced = min((at for later, at in written.items() if later > version), default=None)
+        return replaced is not None and _utc_now() - replaced > self.keep_versions
+
+    def rows_when_last_held(
+        self, held: str, where: str, columns: Sequence[str], limit: int, after: int
+    ) -> list[dict] | None:
+        """The rows matching `where` in the newest version between `after` and the latest
+        (both left out) with a row matching `held`; None when none of them has one.
+
+        What a document gone from the latest version was last indexed as: its access list
+        then is the one it left with. Raises VersionGone when one of those versions is no
+        longer kept, as what it held is then unknown. Versions are read newest first, one
+        by one; answers are kept per latest version.
+        """
+        latest = self.latest_version()
+        key = (held, where, tuple(columns), limit, after, latest)
+        with self._last_held_lock:
+            if key in self._last_held:
+                cached = self._last_held[key]
+                return None if cached is None else list(cached)
+        found: list[dict] | None = None
+        reader: lancedb.table.Table | None = None
+        for version in range(latest - 1, after, -1):
+            reader = reader or self._db.open_table(self.name)
+            try:
+                reader.checkout(version)
+            except ValueError as error:
+                raise VersionGone(version, latest) from error
+            if reader.search().where(held).select([self.key_column]).limit(1).to_list():
+                found = reader.search().where(where).select(list(columns)).limit(limit).to_list()
+                break
+        with self._last_held_lock:
+            self._last_held[key] = found
+        return found
 
 
 class ChunkTable(TableReader):

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import os
 import time
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pytest
 
+from lorehouse.search import tables
 from lorehouse.search.retriever import Retriever, access_clause
 from lorehouse.search.tables import VersionGone, VersionsFolderWatch
 from lorehouse.stores.lance_index import ChunkIndex, chunk_schema
@@ -26,6 +27,7 @@ def _rows(
     seed: int,
     doc_ids: list[str] | None = None,
     acls: list[list[str]] | None = None,
+    texts: list[str] | None = None,
 ) -> pa.Table:
     schema = chunk_schema(DIMENSION, "test-8")
     vectors = np.random.default_rng(seed).standard_normal((len(ids), DIMENSION))
@@ -34,6 +36,7 @@ def _rows(
         "doc_id": doc_ids or ids,
         "acl": acls or [[] for _ in ids],
         "text_embed": ids,
+        "text_chat": texts or [f"text of {key}" for key in ids],
         "position": list(range(len(ids))),
     }
     columns |= {"embed_key": ids, "row_hash": ids}
@@ -143,8 +146,77 @@ def test_a_cited_chunk_says_what_became_of_it_and_hides_when_access_narrowed(
     def since(chunk_id: str, groups: list[str]) -> str | None:
         found = retriever.chunk_preview(chunk_id, groups, 0, cited)
         assert found is not None, chunk_id
-        return retriever.changed_since(found[0], groups)
+        return retriever.changed_since(found[0], groups, cited)
 
     assert [since(chunk_id, []) for chunk_id in "abc"] == ["unchanged", "changed", "removed"]
     assert since("d", []) is None  # served to nobody who lost access
     assert since("d", ["security"]) == "unchanged"
+
+
+def test_a_version_replaced_longer_ago_than_its_retention_is_gone_without_a_cleanup(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Until a later run cleans up, every older version's files are still there: the age is
+    checked when a version is read, so retention holds whether or not a run comes."""
+    index = ChunkIndex(str(tmp_path / "lancedb"), keep_versions=timedelta(hours=1))
+    index.upsert(_rows(["a", "b"], seed=1), [])
+    cited = index.latest_version()
+    index.upsert(_rows(["c"], seed=2), ["a"])  # no refresh_indexes: nothing is cleaned up
+
+    def ids_at(version: int) -> set[str]:
+        return {row["chunk_id"] for row in index.rows_at(version, "true", ["chunk_id"], 10)}
+
+    now = datetime.now(UTC)
+    monkeypatch.setattr(tables, "_utc_now", lambda: now + timedelta(minutes=59))
+    assert ids_at(cited) == {"a", "b"}
+    monkeypatch.setattr(tables, "_utc_now", lambda: now + timedelta(minutes=61))
+    with pytest.raises(VersionGone, match="no longer kept"):
+        ids_at(cited)
+    # The latest version is what the index holds now: it never ages.
+    monkeypatch.setattr(tables, "_utc_now", lambda: now + timedelta(days=365))
+    assert ids_at(index.latest_version()) == {"b", "c"}
+
+
+def test_a_document_restricted_and_then_deleted_stays_hidden_at_the_version_cited(
+    tmp_path: Path,
+) -> None:
+    index = ChunkIndex(str(tmp_path / "lancedb"))
+    index.upsert(_rows(["a", "d"], seed=1), [])
+    cited = index.latest_version()
+    index.upsert(_rows(["d"], seed=1, acls=[["security"]]), [])
+    index.delete_keys(["d"])
+    retriever = Retriever(index, default_embedder())
+
+    assert retriever.pinned_preview("d", [], 0, cited) is None
+    insider = retriever.pinned_preview("d", ["security"], 0, cited)
+    assert insider is not None and insider[2] == "removed"
+    outsider = retriever.pinned_preview("a", [], 0, cited)
+    assert outsider is not None and outsider[2] == "unchanged"
+
+
+def test_a_document_moved_into_a_restricted_group_stays_hidden_at_the_version_cited(
+    tmp_path: Path,
+) -> None:
+    """A move gives the document a new id: the old one looks removed, and its public access
+    list then must not outweigh the restricted one its text carries now."""
+    index = ChunkIndex(str(tmp_path / "lancedb"))
+    texts = ["## Plan\n\nBravo ships in May.", "## Budget\n\nBravo costs 4 M.", "Echo."]
+    index.upsert(_rows(["b0", "b1", "e"], seed=1, doc_ids=["b", "b", "e"], texts=texts), [])
+    cited = index.latest_version()
+    # b moves under a new id into the security group; e is copied there and stays public.
+    moved = _rows(
+        ["s0", "s1", "s2"],
+        seed=1,
+        doc_ids=["s", "s", "t"],
+        acls=[["security"]] * 3,
+        texts=texts,
+    )
+    index.upsert(moved, ["b0", "b1"])
+    retriever = Retriever(index, default_embedder())
+
+    assert retriever.pinned_preview("b0", [], 1, cited) is None
+    assert retriever.pinned_preview("b1", [], 0, cited) is None
+    insider = retriever.pinned_preview("b0", ["security"], 1, cited)
+    assert insider is not None and insider[2] == "removed" and len(insider[1]) == 2
+    copied = retriever.pinned_preview("e", [], 0, cited)
+    assert copied is not None and copied[2] == "unchanged"
