@@ -15,7 +15,7 @@ from threadpoolctl import threadpool_limits
 
 from api.slack import build_slack_app
 from lorehouse.agents.ask import AskPipeline
-from lorehouse.api_keys import ANONYMOUS, Caller, KeyRing
+from lorehouse.api_keys import ANONYMOUS, Caller, KeysFileWatch
 from lorehouse.embedding.base import Embedder
 from lorehouse.llm import LLMClient
 from lorehouse.search.retriever import Retriever
@@ -79,7 +79,8 @@ class Service:
     index: ChunkIndex
     embedder: Embedder
     retriever: Retriever
-    keys: KeyRing | None
+    #: The keys file as it is now (read again when it changes); None: no keys required.
+    keys: KeysFileWatch | None
     pipeline: AskPipeline
     ask_turns: AskTurns
     #: Turns for computing a search (`api_search_threads` at once), awaited on the event loop.
@@ -117,7 +118,7 @@ def open_service(settings: Settings, llm_client: LLMClient | None = None) -> Ser
     `llm_client` overrides the client built from settings (e.g. one with extra litellm
     options); without either, answers are extractive.
     """
-    keys = KeyRing.load(settings.api_keys_file) if settings.api_keys_file else None
+    keys = KeysFileWatch(settings.api_keys_file) if settings.api_keys_file else None
     # For the whole process: every request thread calling a multi-threaded BLAS at once makes
     # their threads spin against each other on the two cores.
     threadpool_limits(limits=settings.api_blas_threads, user_api="blas")

@@ -17,6 +17,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from lorehouse.agents.query_optimizer import Turn
+from lorehouse.api_keys import ANONYMOUS
 from lorehouse.models import MAX_QUESTION_CHARS
 from lorehouse.search.retriever import ChunkSince, ChunkView, SearchFilters, SearchMode
 
@@ -221,6 +222,11 @@ class Health(BaseModel):
     embedding_model: str
     lancedb: StoreHealth
     duckdb: StoreHealth
+    caller: str = Field(
+        default=ANONYMOUS,
+        description="The name of the key the request presented (the chat page shows who is "
+        "signed in); 'anonymous' where the server needs no key.",
+    )
 
 
 class ErrorResponse(BaseModel):

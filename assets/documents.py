@@ -29,13 +29,17 @@ def raw_documents(
     parsing: ParsingResource,
 ) -> dg.MaterializeResult:
     """Inventory of the source: one row per file with its hash, real type and ACL groups."""
+    source = document_source.open()
     report = run_inventory(
-        document_source.open(),
+        source,
         feature_store.open(),
         parsing.max_file_bytes,
         on_progress=progress_logger(context, "inventoried"),
         layout=feature_store.layout(),
     )
+    if not report.documents:
+        # Said now, not after the stages and evals have run over nothing.
+        context.log.warning(printable(f"the source {source.uri} has no documents"))
     for warning in report.warnings:
         context.log.warning(printable(warning))
     syncs = report.syncs.values()

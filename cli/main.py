@@ -11,20 +11,23 @@ import json
 import os
 import shlex
 import sys
+import traceback
 import warnings
 from collections import Counter
+from contextvars import ContextVar
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
 import typer
 from rich.console import Console
 from rich.padding import Padding
 from rich.table import Table
+from typer.core import TyperGroup
 
 from lorehouse.display import pages_label, shown
 from lorehouse.models import MAX_QUESTION_CHARS, READABLE_FILE_TYPES, SearchMode
-from lorehouse.settings import Settings, get_settings
+from lorehouse.settings import Settings, get_settings, unknown_variables
 from lorehouse.stages.progress import ProgressCallback
 from lorehouse.wiring import Lorehouse
 
@@ -42,7 +45,30 @@ if TYPE_CHECKING:
 #: Characters of a chunk id `search` shows; `show` takes them back.
 SHORT_ID = 10
 
+
+class LorehouseGroup(TyperGroup):
+    """The command group: an error no command expected is one line naming it, not a
+    traceback, unless --debug asks for the stack."""
+
+    def invoke(self, ctx: typer.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (typer.Exit, typer.Abort, typer.TyperException):  # exits and usage errors
+            raise
+        except Exception as error:
+            if ctx.params.get("debug"):
+                raise
+            console.print(
+                f"[red]{shown(type(error).__name__)}: {shown(error)}[/red] "
+                "(`lorehouse --debug ...` prints where it happened)",
+                highlight=False,
+                soft_wrap=True,
+            )
+            raise typer.Exit(1) from error
+
+
 app = typer.Typer(
+    cls=LorehouseGroup,
     help=(
         "Lorehouse: document question answering over your own files.\n\n"
         "The data folder is LOREHOUSE_DATA_DIR, else the nearest `.lorehouse` folder in the "
@@ -57,24 +83,56 @@ out = Console(emoji=False)
 #: Piped output's width (CI logs, `| less`) when COLUMNS does not say: rich's 80-column
 #: default would wrap tables and passages a reader then pieces together.
 PIPED_WIDTH = 160
+#: Whether this command was given --debug: set before every command, as the width is.
+DEBUG: ContextVar[bool] = ContextVar("debug", default=False)
 
 
 @app.callback()
-def _before_every_command() -> None:
+def _before_every_command(
+    debug: Annotated[
+        bool,
+        typer.Option(
+            "--debug", help="Print the stack of an error, and Dagster's whole log of a run"
+        ),
+    ] = False,
+) -> None:
     """Before every command: the terminal's width, COLUMNS when set, else PIPED_WIDTH. Decided
     per command rather than at import, so a process running several commands (a test, a
     notebook) prints each at the width of its own moment. Then the settings, so a bad
     LOREHOUSE_* value stops the command before it starts anything."""
     out.width = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else PIPED_WIDTH
+    DEBUG.set(debug)
     _settings_or_exit()
+
+
+def _debug() -> bool:
+    """Whether the command line asked for stacks (`lorehouse --debug ...`)."""
+    return DEBUG.get()
+
+
+def _refuse(message: str, error: BaseException | None = None, exit_code: int = 2) -> NoReturn:
+    """`message` in red on one line (a mistake to fix, so its cause and the fix), the stack
+    of `error` too with --debug, then the exit: 2 for a usage or configuration mistake."""
+    console.print(f"[red]{shown(message)}[/red]", highlight=False, soft_wrap=True)
+    if error is not None and _debug():
+        traceback.print_exception(error)
+    raise typer.Exit(exit_code) from error
 
 
 def _settings_or_exit() -> None:
     """The settings, or one line per bad value naming its variable, what it was and what it
     must be: the model's own error names fields rather than variables, and adds a line for
-    each setting whose default is derived from a bad one."""
+    each setting whose default is derived from a bad one. First any LOREHOUSE_* variable
+    that is no setting, which the settings would pass over."""
     from pydantic import ValidationError
 
+    unknown = unknown_variables(os.environ, Path(".env"))
+    for name, closest in unknown:
+        where = "" if name in os.environ else " (in .env)"
+        fix = f"did you mean {closest}?" if closest else "docs/configuration.md lists the settings"
+        console.print(f"[red]{shown(name)}{where} is not a setting; {fix}[/red]", highlight=False)
+    if unknown:
+        raise typer.Exit(2)
     try:
         get_settings()
     except ValidationError as error:
@@ -107,10 +165,15 @@ def materialize(
     """
     import dagster as dg
 
+    from cli.run_log import failure_lines, terminal_logger
     from lorehouse.stores.partitions import partition_keys
-    from pipelines.definitions import defs
     from pipelines.jobs import INDEX_JOB, TRIGGER_TAG
     from pipelines.local_runs import runs_with_workspace_origin
+
+    with warnings.catch_warnings():
+        # The assets take beta parameters on purpose; the warning is for their authors.
+        warnings.simplefilter("ignore", dg.BetaWarning)
+        from pipelines.definitions import defs
 
     settings = get_settings()
     graph = defs.resolve_asset_graph()
@@ -141,6 +204,8 @@ def materialize(
     if not keys:
         console.print(f"[red]Selection {shown(repr(select))} matches no asset.[/red]")
         raise typer.Exit(2)
+    if keys & {dg.AssetKey("raw_documents"), dg.AssetKey("parsed_documents")}:
+        _source_or_exit(settings)
     console.print(
         f"[bold]Materializing[/bold] {', '.join(sorted(k.to_user_string() for k in keys))} "
         f"from {shown(settings.source_uri)} into {shown(settings.data_dir.resolve())}"
@@ -156,6 +221,8 @@ def materialize(
         else dg.DagsterInstance.ephemeral()
     )
     job = defs.resolve_job_def(INDEX_JOB)
+    if not _debug():
+        job = job.with_logger_defs({"console": terminal_logger})
     with runs_with_workspace_origin(instance, INDEX_JOB):
         result = job.execute_in_process(
             instance=instance,
@@ -170,8 +237,22 @@ def materialize(
             f"check {evaluation.asset_key.to_user_string()}.{evaluation.check_name}: {mark}"
         )
     if not result.success:
-        console.print("[red]The run failed; see the log above.[/red]")
+        for line in failure_lines(result, instance):
+            console.print(f"[red]{shown(line)}[/red]", highlight=False, soft_wrap=True)
+        console.print(
+            "The run failed; see the log above."
+            if _debug()
+            else "The run failed. `lorehouse --debug materialize ...` prints Dagster's whole "
+            "log, each stack included.",
+            soft_wrap=True,
+        )
         raise typer.Exit(1)
+    if _listed_nothing(result):
+        _refuse(
+            f"The source {settings.source_uri} has no documents, so nothing was indexed: put "
+            "documents there, or set LOREHOUSE_SOURCE_URI to the folder (or s3://, "
+            "gdrive://, ... source) that holds them."
+        )
     if partitions is not None:
         console.print(
             f"Partitions {shown(partitions)} are built; `lorehouse materialize` merges them "
@@ -179,6 +260,32 @@ def materialize(
         )
         return
     _print_summary(Lorehouse(settings).feature_store())
+
+
+def _source_or_exit(settings: Settings) -> None:
+    """The configured source can be opened (its folder exists, its address reads as one),
+    or one line saying why and what to set, before a run that would fail on it starts."""
+    from lorehouse.errors import SourceError
+
+    try:
+        Lorehouse(settings).document_source()
+    except SourceError as error:
+        _refuse(
+            f"LOREHOUSE_SOURCE_URI={settings.source_uri!r}: {error}. Set it to the folder "
+            "of your documents, or an s3://, gdrive://, confluence+https://, sharepoint:// "
+            "or web site address (docs/connectors.md).",
+            error,
+        )
+
+
+def _listed_nothing(result: Any) -> bool:
+    """Whether the run's inventory (when it ran) found no document in the source."""
+    for event in result.get_asset_materialization_events():
+        materialization = event.materialization
+        if materialization.asset_key.to_user_string() == "raw_documents":
+            rows = materialization.metadata.get("dagster/row_count")
+            return rows is not None and rows.value == 0
+    return False
 
 
 @app.command()
@@ -522,6 +629,7 @@ def serve(
     from cli.serving import serve_api
 
     settings = get_settings()
+    _served_files_or_exit(settings)
     serve_api(
         "api.main:create_app",
         host=host or settings.api_host,
@@ -529,6 +637,38 @@ def serve(
         workers=workers or settings.api_workers,
         keep_alive_seconds=settings.api_keep_alive_seconds,
     )
+
+
+def _served_files_or_exit(settings: Settings) -> None:
+    """The files a server reads as it starts can be read, or one line naming the file, why
+    and what to do: inside the server the same error is a traceback of its start-up."""
+    from lorehouse.api_keys import KeyRing, KeysFileError
+    from lorehouse.slack_access import SlackAccess, SlackAccessError
+
+    if (path := settings.api_keys_file) is not None:
+        try:
+            KeyRing.load(path)
+        except KeysFileError as error:
+            fix = (
+                "Create it with `lorehouse keys create NAME`"
+                if not path.exists()
+                else "Fix it (docs/security.md shows its form)"
+            )
+            _refuse(
+                f"LOREHOUSE_API_KEYS_FILE: {error}. {fix}, or unset "
+                "LOREHOUSE_API_KEYS_FILE to serve public documents without keys.",
+                error,
+            )
+    if settings.slack_bot_token and settings.slack_signing_secret:
+        try:
+            SlackAccess.load(settings.slack_access_file)
+        except SlackAccessError as error:
+            _refuse(
+                f"LOREHOUSE_SLACK_ACCESS_FILE: {error}. Fix it (docs/api.md, The Slack bot), "
+                "or unset LOREHOUSE_SLACK_ACCESS_FILE to answer in Slack from public "
+                "documents only.",
+                error,
+            )
 
 
 eval_app = typer.Typer(
@@ -863,9 +1003,22 @@ def _progress_task(progress: Progress, description: str) -> ProgressCallback:
 
 
 keys_app = typer.Typer(
-    help="API keys: create keys with access groups (stored hashed).", rich_markup_mode=None
+    help="API keys and their groups: create, list, revoke (hashed).",
+    rich_markup_mode=None,
 )
 app.add_typer(keys_app, name="keys")
+
+KeysFileOption = Annotated[
+    Path | None, typer.Option("--file", help="Keys file; default LOREHOUSE_API_KEYS_FILE")
+]
+
+
+def _keys_file(keys_file: Path | None) -> Path:
+    """The keys file a command was given, else the configured one, else a usage error."""
+    path = keys_file or get_settings().api_keys_file
+    if path is None:
+        _refuse("Give --file or set LOREHOUSE_API_KEYS_FILE.")
+    return path
 
 
 @keys_app.command("create")
@@ -874,9 +1027,7 @@ def create_key(
     group: Annotated[
         list[str] | None, typer.Option("--group", "-g", help="Access group (repeatable)")
     ] = None,
-    keys_file: Annotated[
-        Path | None, typer.Option("--file", help="Keys file; default LOREHOUSE_API_KEYS_FILE")
-    ] = None,
+    keys_file: KeysFileOption = None,
 ) -> None:
     """Create an API key and print it once.
 
@@ -886,15 +1037,11 @@ def create_key(
     from lorehouse.api_keys import KeysFileError, add_key
 
     configured = get_settings().api_keys_file
-    path = keys_file or configured
-    if path is None:
-        console.print("[red]Give --file or set LOREHOUSE_API_KEYS_FILE.[/red]")
-        raise typer.Exit(2)
+    path = _keys_file(keys_file)
     try:
         key = add_key(path, name, group or [])
     except KeysFileError as error:
-        console.print(f"[red]{shown(error)}[/red]")
-        raise typer.Exit(1) from error
+        _refuse(str(error), error, exit_code=1)
     groups = ", ".join(group or []) or "public only"
     console.print(f"Key for {shown(repr(name))} (groups: {shown(groups)}):")
     print(key, flush=True)
@@ -905,18 +1052,69 @@ def create_key(
     )
     if configured is not None and configured.resolve() == written:
         console.print(
-            "`lorehouse serve` reads this file (LOREHOUSE_API_KEYS_FILE) when it starts: "
-            "restart a running server to accept the key.",
+            "`lorehouse serve` reads this file (LOREHOUSE_API_KEYS_FILE) again when it "
+            "changes: a running server accepts the key within a second.",
             highlight=False,
         )
     else:
         console.print(
-            "`lorehouse serve` accepts the key when LOREHOUSE_API_KEYS_FILE names this file "
-            "(read when the server starts):\n"
+            "`lorehouse serve` accepts the key when LOREHOUSE_API_KEYS_FILE names this file:\n"
             f"  export LOREHOUSE_API_KEYS_FILE={shown(shlex.quote(str(written)))}",
             highlight=False,
             soft_wrap=True,
         )
+
+
+@keys_app.command("list")
+def list_keys(keys_file: KeysFileOption = None) -> None:
+    """List the keys: name, groups and date made, never the key.
+
+    The keys file holds only the keys' digests, so a key that was lost cannot be shown
+    again: revoke it and create another.
+    """
+    from lorehouse.api_keys import KeyRing, KeysFileError
+
+    path = _keys_file(keys_file)
+    if not path.exists():
+        _refuse(f"No keys file at {path}; `lorehouse keys create NAME` makes one.", exit_code=1)
+    try:
+        entries = KeyRing.load(path).entries
+    except KeysFileError as error:
+        _refuse(str(error), error, exit_code=1)
+    table = Table("name", "groups", "created", title=shown(str(path.resolve())))
+    for entry in entries:
+        created = entry.created.strftime("%Y-%m-%d %H:%M UTC") if entry.created else "-"
+        table.add_row(shown(entry.name), shown(", ".join(entry.groups) or "public only"), created)
+    out.print(table)
+    if not entries:
+        console.print("No keys; `lorehouse keys create NAME` makes one.")
+
+
+@keys_app.command("revoke")
+def revoke(
+    name: Annotated[str, typer.Argument(help="The key's name, as `lorehouse keys list` shows")],
+    keys_file: KeysFileOption = None,
+) -> None:
+    """Revoke a key: remove it from the keys file.
+
+    A running `lorehouse serve` reads the file again within a second of the change and
+    refuses the key from then on (401), without a restart.
+    """
+    from lorehouse.api_keys import KeysFileError, revoke_key
+
+    path = _keys_file(keys_file)
+    if not path.exists():
+        _refuse(f"No keys file at {path}: there is no key to revoke.", exit_code=1)
+    try:
+        revoke_key(path, name)
+    except KeysFileError as error:
+        _refuse(str(error), error, exit_code=1)
+    console.print(
+        f"Key {shown(repr(name))} revoked in {shown(path.resolve())}; a server reading this "
+        "file refuses it within a second.",
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 #: Failed documents a run's summary names; `lorehouse docs --status failed` lists them all.

@@ -115,10 +115,12 @@ def check_cited_files_indexed(
     every case is a miss: a run of recall 0 that spends minutes matching excerpts against
     every chunk, and a gate comparing it with the next.
     """
+    indexed = [path for _, path in store.document_names(store.document_ids_for_index()).values()]
+    if not indexed:
+        raise GoldenSetNotIndexed("no document is indexed: the source has no documents")
     cited = sorted({item.file for case in cases for item in case.evidence})
     if not cited:
         return
-    indexed = [path for _, path in store.document_names(store.document_ids_for_index()).values()]
     if not any(same_file(path, file) for file in cited for path in indexed):
         raise GoldenSetNotIndexed(
             f"{golden_path.name} cites {len(cited)} files ({cited[0]!r}, ...) and none of them "
@@ -233,6 +235,9 @@ def run_answer_eval(
     """Asks every golden question as /v1/ask would (its pipeline, options and LLM), scores its
     key facts, has the judge (when one is configured) grade it, and stores the rows."""
     store = lorehouse.feature_store()
+    # Before the index is opened: over no documents there is no index to open.
+    cases = load_golden(golden_path)[:limit]
+    check_cited_files_indexed(store, cases, golden_path)
     index = lorehouse.chunk_index()
     lorehouse.retriever().check_model()
     groups = store.access_groups()  # the eval sees every document
@@ -242,8 +247,6 @@ def run_answer_eval(
         response = pipeline.ask(question, caller_groups=groups)
         return response, context_text(index, response.trace.context_chunk_ids)
 
-    cases = load_golden(golden_path)[:limit]
-    check_cited_files_indexed(store, cases, golden_path)
     report = evaluate_answers(
         cases, ask, lorehouse.judge_llm(), lorehouse.settings.llm_concurrency, on_case
     )

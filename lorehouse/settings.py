@@ -6,7 +6,9 @@ described in one place and tests can build a Settings of their own.
 
 from __future__ import annotations
 
+import difflib
 import os
+from collections.abc import Mapping
 from datetime import timedelta
 from functools import lru_cache
 from pathlib import Path
@@ -873,3 +875,39 @@ SETTING_GROUPS: dict[str, tuple[str, ...]] = {
 def get_settings() -> Settings:
     """The process-wide settings, read once; tests build their own `Settings(...)` instead."""
     return Settings()
+
+
+#: LOREHOUSE_* names that are no setting and are read by name where they are used: the test
+#: suite's own variables (LOREHOUSE_TEST_*) and the chat page test's screenshot folder.
+NOT_SETTINGS = ("LOREHOUSE_TEST_", "LOREHOUSE_SCREENSHOT_DIR")
+
+
+def unknown_variables(
+    environ: Mapping[str, str], env_file: Path | None = None
+) -> list[tuple[str, str | None]]:
+    """Each LOREHOUSE_* variable of `environ` and of `env_file` (a `.env`) that names no
+    setting, with the setting's variable closest to it (None when none is close).
+
+    Settings pass over a name they do not know, so a misspelt variable would leave its
+    setting at the default without a word: LOREHOUSE_SOURCE_URL would index the bundled
+    sample corpus instead of the folder meant.
+    """
+    names = list(environ)
+    if env_file is not None and env_file.is_file():
+        from dotenv import dotenv_values
+
+        names += [name for name in dotenv_values(env_file) if name not in environ]
+    known = {name.upper(): f"LOREHOUSE_{name.upper()}" for name in Settings.model_fields}
+    unknown = []
+    for name in names:
+        # Variables are read whatever their case, as the settings read them.
+        upper = name.upper()
+        if not upper.startswith("LOREHOUSE_") or upper.startswith(NOT_SETTINGS):
+            continue
+        field = upper.removeprefix("LOREHOUSE_")
+        if field not in known:
+            # Compared without the prefix every name shares, which would make any two close;
+            # a typo is closer than 0.7, and a guess below it would mislead.
+            closest = difflib.get_close_matches(field, known, n=1, cutoff=0.7)
+            unknown.append((name, known[closest[0]] if closest else None))
+    return unknown

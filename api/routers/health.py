@@ -53,6 +53,7 @@ def healthz(service: ServiceDep) -> JSONResponse:
 def health(service: ServiceDep, caller: CallerDep) -> JSONResponse:
     """Both stores' state, with counts of the documents and chunks the caller may see."""
     health = _health(service, caller.groups)
+    health.caller = caller.name
     return JSONResponse(health.model_dump(mode="json"), status_code=_health_code(health))
 
 

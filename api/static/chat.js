@@ -106,9 +106,11 @@ const ACCOUNT_TEXT = {
   open: "",
 };
 
+/** `detail` is why the server is not ready, or the name of the key signed in with. */
 function showAccount(status, detail = "") {
   const who = $("who");
-  who.textContent = status === "unavailable" ? `Not ready: ${detail}` : ACCOUNT_TEXT[status];
+  who.textContent = status === "unavailable" ? `Not ready: ${detail}`
+    : status === "signed-in" && detail ? `Signed in as ${detail}` : ACCOUNT_TEXT[status];
   who.className = ["rejected", "expired", "offline", "unavailable"].includes(status) ? "error" : "";
   who.hidden = status === "open";
   document.body.classList.toggle("signed-in", status === "signed-in");
@@ -195,11 +197,18 @@ async function signedIn(attempt, key, health) {
     if (attempt === state.signIns) showAccount("unavailable", detail);
     return;
   }
+  let caller = "";
+  try {
+    caller = (await health.json()).caller || "";
+  } catch (_) {
+    // not JSON: "Signed in" without a name
+  }
+  if (attempt !== state.signIns) return;
   state.key = key;
   state.open = !key;
   state.signedIn = true;
   $("api-key").value = "";
-  showAccount(key ? "signed-in" : "open");
+  showAccount(key ? "signed-in" : "open", caller);
   await loadLibrary(attempt);
   if (attempt === state.signIns) openLinkedSource();
 }

@@ -251,6 +251,8 @@ def test_health_counts_what_the_caller_may_see(client, keys) -> None:
     assert public["duckdb"]["counts"] == {"documents": 7}  # the hr-only document is hidden too
     assert security["duckdb"]["counts"] == {"documents": 9}
     assert 50 < public["lancedb"]["counts"]["chunks"] < security["lancedb"]["counts"]["chunks"]
+    # Who the key is, by its name: the chat page says who is signed in.
+    assert (public["caller"], security["caller"]) == ("everyone", "security-team")
 
 
 def test_keys_are_required_when_configured(client, keys) -> None:

@@ -156,7 +156,7 @@ def test_on_a_desktop_a_reader_asks_checks_sources_filters_retries_and_gives_fee
     browser: Browser, server: str, keys: dict, stores: Path, screenshots: Path
 ) -> None:
     page = _signed_in(browser, server, keys["reader"])
-    expect(page.locator("#who")).to_have_text("Signed in")
+    expect(page.locator("#who")).to_have_text("Signed in as reader")
     expect(page.locator("[data-testid=suggestion]").nth(2)).to_be_visible()
     expect(page.locator("#library-list")).to_contain_text("Travel and Expenses Policy")
     assert page.locator("#bar").bounding_box()["height"] <= 60
@@ -368,14 +368,14 @@ def test_a_key_entered_while_the_page_still_loads_stays_signed_in(
     page.goto(f"{server}/chat")
     expect(page.locator("#who")).to_have_text("Connecting…")
     _sign_in(page, keys["reader"])
-    expect(page.locator("#who")).to_have_text("Signed in")
+    expect(page.locator("#who")).to_have_text("Signed in as reader")
     assert len(held) == 1, "the page's own check was not held"
 
     with page.expect_response(lambda response: response.status == 401):
         held[0].continue_()
     page.wait_for_timeout(300)  # the page handles the late answer
 
-    expect(page.locator("#who")).to_have_text("Signed in")
+    expect(page.locator("#who")).to_have_text("Signed in as reader")
     expect(page.locator("#doc-options [data-rel-path]").first).to_be_attached()
 
 

@@ -9,6 +9,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -17,8 +18,9 @@ import pytest
 from typer.testing import CliRunner
 
 from cli.main import app as cli
-from lorehouse.settings import REPO_ROOT, default_data_dir, get_settings
+from lorehouse.settings import REPO_ROOT, default_data_dir, get_settings, unknown_variables
 from lorehouse.stores.duckdb_store import DuckDBStore
+from lorehouse.wiring import Lorehouse
 
 LEAVE = "How many weeks of parental leave do primary caregivers get?"
 
@@ -220,13 +222,17 @@ def test_keys_create_says_serve_reads_the_keys_file_it_wrote(
         get_settings.cache_clear()
     assert again.exit_code == 0, again.output
     told = " ".join(again.stderr.split())
-    assert "LOREHOUSE_API_KEYS_FILE" in told and "restart a running server" in told
+    assert "LOREHOUSE_API_KEYS_FILE" in told and "accepts the key within a second" in told
 
 
-def _refused(*args: str) -> str:
-    """A command given bad input: a usage or input error of one or two lines, no traceback."""
+def _refused(*args: str, exit_code: int | None = None) -> str:
+    """A command given bad input: a usage or input error of one or two lines, no traceback
+    (exiting with `exit_code` where one is given)."""
     result = CliRunner().invoke(cli, list(args))
-    assert result.exit_code in (1, 2), (result.exit_code, result.output)
+    assert result.exit_code in ((exit_code,) if exit_code else (1, 2)), (
+        result.exit_code,
+        result.output,
+    )
     assert not isinstance(result.exception, Exception) or isinstance(
         result.exception, SystemExit
     ), result.exception
@@ -285,3 +291,156 @@ def test_a_bad_setting_is_named_in_a_line_before_any_command_starts(
     assert "LOREHOUSE_WORKERS='0': Input should be greater than or equal to 1" in said
     # Not the settings model's extra line for a default derived from a bad value.
     assert "default factory" not in said and "api_search_threads" not in said
+
+
+def test_an_unknown_setting_is_named_with_the_closest_one_before_any_command_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Read by nothing, so the sample corpus would be indexed instead of the folder meant.
+    monkeypatch.setenv("LOREHOUSE_SOURCE_URL", str(tmp_path))
+    monkeypatch.setenv("LOREHOUSE_COLOUR", "blue")
+    said = _refused("docs", exit_code=2)
+    assert "LOREHOUSE_SOURCE_URL is not a setting; did you mean LOREHOUSE_SOURCE_URI?" in said
+    assert "LOREHOUSE_COLOUR is not a setting; docs/configuration.md lists the settings" in said
+    # In a .env file as well, which the settings read too.
+    monkeypatch.delenv("LOREHOUSE_SOURCE_URL")
+    monkeypatch.delenv("LOREHOUSE_COLOUR")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".env").write_text("LOREHOUSE_EMBED_MODE=openai/text-embedding-3-small\n")
+    said = _refused("search", "leave", exit_code=2)
+    assert (
+        "LOREHOUSE_EMBED_MODE (in .env) is not a setting; did you mean LOREHOUSE_EMBED_MODEL?"
+        in (said)
+    )
+    # The variables the test suite reads by name are no mistake, nor is its own environment.
+    (tmp_path / ".env").unlink()
+    monkeypatch.setenv("LOREHOUSE_TEST_SOMETHING", "1")
+    monkeypatch.setenv("LOREHOUSE_SCREENSHOT_DIR", str(tmp_path))
+    monkeypatch.setenv("LOREHOUSE_DATA_DIR", str(tmp_path))
+    get_settings.cache_clear()
+    try:
+        listed = CliRunner().invoke(cli, ["docs"])
+    finally:
+        get_settings.cache_clear()
+    assert listed.exit_code == 1 and "lorehouse materialize" in listed.output  # no store yet
+    assert "not a setting" not in listed.output
+    assert unknown_variables(os.environ, REPO_ROOT / ".env") == []
+
+
+def _lorehouse(*args: str, **env: str) -> tuple[subprocess.CompletedProcess[str], float]:
+    """The installed command run as a person runs it, with an ephemeral Dagster instance;
+    what it printed, and the seconds it took."""
+    environment = {**os.environ, "COLUMNS": "100", **env}
+    environment.pop("DAGSTER_HOME", None)
+    started = time.monotonic()
+    run = subprocess.run(
+        [str(Path(sys.executable).parent / "lorehouse"), *args],
+        cwd=REPO_ROOT,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    return run, time.monotonic() - started
+
+
+def test_a_missing_source_folder_is_one_line_naming_the_setting(tmp_path: Path) -> None:
+    run, _ = _lorehouse(
+        "materialize",
+        LOREHOUSE_SOURCE_URI=str(tmp_path / "no-such-folder"),
+        LOREHOUSE_DATA_DIR=str(tmp_path / "data"),
+    )
+    assert run.returncode == 2, run.stderr[-3000:]
+    assert run.stderr.strip().count("\n") == 0, run.stderr[-3000:]  # one line, no Dagster log
+    assert "LOREHOUSE_SOURCE_URI=" in run.stderr and "does not exist" in run.stderr
+    assert "Set it to the folder of your documents" in run.stderr
+
+
+def test_a_failure_inside_a_run_names_the_step_and_its_cause_in_a_few_lines(
+    tmp_path: Path,
+) -> None:
+    settings = {
+        "LOREHOUSE_DATA_DIR": str(tmp_path / "data"),
+        "LOREHOUSE_EVAL_GOLDEN_SET": str(tmp_path / "missing.jsonl"),
+    }
+    run, _ = _lorehouse("materialize", "--select", "retrieval_eval", **settings)
+    assert run.returncode == 1
+    said = run.stderr.strip().splitlines()
+    assert len(said) <= 5, run.stderr[-3000:]
+    assert "Stack Trace" not in run.stderr and "BetaWarning" not in run.stderr
+    assert any(
+        line.startswith("retrieval_eval failed: FileNotFoundError: [Errno 2] No such file")
+        and "missing.jsonl" in line
+        for line in said
+    ), said
+    assert "lorehouse --debug materialize" in said[-1]
+    # The stack, for whoever needs it.
+    debugged, _ = _lorehouse("--debug", "materialize", "--select", "retrieval_eval", **settings)
+    assert debugged.returncode == 1
+    assert "Stack Trace" in debugged.stderr and "in retrieval_eval" in debugged.stderr
+
+
+def test_an_empty_source_says_so_at_once_and_skips_the_evals(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    run, seconds = _lorehouse(
+        "materialize",
+        LOREHOUSE_SOURCE_URI=str(tmp_path / "empty"),
+        LOREHOUSE_DATA_DIR=str(tmp_path / "data"),
+    )
+    assert run.returncode == 2, run.stderr[-3000:]
+    # The inventory says it as it finds it, and the evals do not wait out their retries.
+    assert f"raw_documents - the source {tmp_path / 'empty'} has no documents" in run.stderr
+    assert "answer_eval skipped: no document is indexed" in run.stderr
+    assert " failed" not in run.stderr and "FAILED" not in run.stderr, run.stderr[-3000:]
+    last = run.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"The source {tmp_path / 'empty'} has no documents")
+    assert "LOREHOUSE_SOURCE_URI" in last
+    assert seconds < 60
+
+
+def test_an_error_no_command_expected_is_one_line_and_its_stack_under_debug(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "lorehouse.duckdb").touch()
+    monkeypatch.setenv("LOREHOUSE_DATA_DIR", str(tmp_path))
+
+    def unreadable(*_: object, **__: object) -> None:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(Lorehouse, "feature_store", unreadable)
+    get_settings.cache_clear()
+    try:
+        said = _refused("docs", exit_code=1)
+        debugged = CliRunner().invoke(cli, ["--debug", "docs"])
+    finally:
+        get_settings.cache_clear()
+    assert said == (
+        "OSError: [Errno 5] Input/output error (`lorehouse --debug ...` prints where it happened)"
+    )
+    assert isinstance(debugged.exception, OSError)  # raised, so Python prints its stack
+
+
+def test_keys_are_listed_without_their_secret_and_revoked_by_name(tmp_path: Path) -> None:
+    keys_file = str(tmp_path / "keys.yaml")
+    created = [
+        CliRunner().invoke(cli, ["keys", "create", name, *groups, "--file", keys_file])
+        for name, groups in (("ops", ["-g", "security", "-g", "hr"]), ("reader", []))
+    ]
+    assert all(result.exit_code == 0 for result in created), [r.output for r in created]
+    listed = _run("keys", "list", "--file", keys_file)
+    today = datetime.now(UTC).strftime("%Y-%m-%d")
+    assert re.search(rf"ops +│ security, hr +│ {today} \d\d:\d\d UTC", listed), listed
+    assert re.search(rf"reader +│ public only +│ {today}", listed), listed
+    stored = Path(keys_file).read_text()
+    for result in created:
+        assert result.stdout.strip() not in listed  # never the key
+    assert not any(digest in listed for digest in re.findall(r"[0-9a-f]{64}", stored))
+
+    revoked = CliRunner().invoke(cli, ["keys", "revoke", "ops", "--file", keys_file])
+    assert revoked.exit_code == 0, revoked.output
+    assert "refuses it within a second" in " ".join(revoked.output.split())
+    listed = _run("keys", "list", "--file", keys_file)
+    assert "reader" in listed and "ops" not in listed
+    said = _refused("keys", "revoke", "ops", "--file", keys_file, exit_code=1)
+    assert "no key named 'ops'" in said and "'reader'" in said

@@ -19,7 +19,7 @@ import struct
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +29,9 @@ import httpx
 import psutil
 import pymupdf
 import pytest
+from typer.testing import CliRunner
 
+from cli.main import app as cli
 from lorehouse.api_keys import add_key
 from lorehouse.page_images import MAX_PAGE_PIXELS
 from lorehouse.settings import BUNDLED_SAMPLE_CORPUS, REPO_ROOT
@@ -628,3 +630,67 @@ def test_slack_events_unsigned_or_malformed_are_refused_without_a_traceback(live
             assert signed.status_code == 400, (name, signed.text[:300])
             assert "Slack payload" in signed.json()["detail"], name
     assert "Traceback" not in tail(live.server.stderr_path, chars=10_000_000)
+
+
+# -- the keys file, at start and while the server runs ------------------------------------
+
+
+def test_a_missing_keys_file_stops_serve_in_one_line_naming_the_fix(tmp_path: Path) -> None:
+    """Was a traceback of the server's start-up, 83 lines, and exit status 3."""
+    missing = tmp_path / "api-keys.yaml"
+    server = start_server(
+        tmp_path / "data", tmp_path, tmp_path, LOREHOUSE_API_KEYS_FILE=str(missing)
+    )
+    try:
+        code = server.process.wait(timeout=60)
+    finally:
+        stop_process_group(server.process)
+    said = tail(server.stderr_path).strip()
+    assert code == 2, said
+    assert "\n" not in said and "Traceback" not in said, said
+    assert said.startswith(f"LOREHOUSE_API_KEYS_FILE: cannot read API keys file {missing}")
+    assert "lorehouse keys create NAME" in said
+
+
+def _soon(check: Callable[[], bool], seconds: float = 5.0) -> bool:
+    """Whether `check` holds within `seconds` (the server looks at its keys file each second)."""
+    deadline = time.monotonic() + seconds
+    while not check():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.2)
+    return True
+
+
+def test_a_key_revoked_or_created_while_the_server_runs_counts_without_a_restart(
+    materialized_sample: Path, tmp_path: Path
+) -> None:
+    path = tmp_path / "api-keys.yaml"
+    keys = (path, add_key(path, "leaving", []), add_key(path, "staying", ["hr"]))
+    with contextlib.contextmanager(_serve)(materialized_sample, keys, tmp_path) as live:
+
+        def health(key: str) -> httpx.Response:
+            return httpx.get(f"{live.url}/v1/health", headers={"X-API-Key": key}, timeout=10)
+
+        # The key's name, which the chat page shows as who is signed in.
+        assert health(live.outsider).json()["caller"] == "leaving"
+        revoked = CliRunner().invoke(cli, ["keys", "revoke", "leaving", "--file", str(path)])
+        assert revoked.exit_code == 0, revoked.output
+        assert _soon(lambda: health(live.outsider).status_code == 401)
+        assert health(live.insider).json()["caller"] == "staying"
+        created = CliRunner().invoke(cli, ["keys", "create", "newcomer", "--file", str(path)])
+        assert created.exit_code == 0, created.output
+        newcomer = created.stdout.strip()
+        assert _soon(lambda: health(newcomer).status_code == 200)
+
+        # A file broken mid-edit: the keys read last stay in use, and the log says so once.
+        path.write_text("keys: [{name: staying, sha256: \n")
+        for _ in range(3):
+            time.sleep(1.1)
+            assert health(live.insider).status_code == 200
+            assert health(live.outsider).status_code == 401
+        logged = tail(live.server.stderr_path, chars=10_000_000)
+        warned = [line for line in logged.splitlines() if "the keys read before stay" in line]
+        assert len(warned) == 1, warned
+        assert "WARNING" in warned[0] and "malformed" in warned[0]
+        assert "Traceback" not in logged
