@@ -92,9 +92,12 @@ class SharePointResource(SettingsResource):
 
 
 class WebSiteResource(SettingsResource):
-    """Web site sources (an http(s):// start URL): how far a crawl goes."""
+    """Web site sources (an http(s):// start URL): how far a crawl goes, how long a page may
+    take, and which non-public networks it may reach."""
 
     web_max_pages: int | None = _setting("web_max_pages", default=None, ge=1)
+    web_allowed_networks: str | None = _setting("web_allowed_networks", default=None)
+    web_page_seconds: float | None = _setting("web_page_seconds", default=None, gt=0)
 
 
 #: The connected services' resources by key: each is a resource of its own in the Dagster UI

@@ -420,11 +420,44 @@ def test_web_max_pages_bounds_what_a_crawl_lists(deployment: Deployment, entry: 
     for page in pages:
         site.page(f"/docs/{page}", html(page, f"The text of {page}."))
     with serve(site):
-        start = f"{site.base_url}/docs/"
-        bounded = open_source(deployment, entry, source_uri=start, web_max_pages="2")
+        start, local = f"{site.base_url}/docs/", {"web_allowed_networks": "127.0.0.1"}
+        bounded = open_source(deployment, entry, source_uri=start, web_max_pages="2", **local)
         assert len(list(bounded.list_files())) == 2
-        unbounded = open_source(deployment, entry, source_uri=start)
+        unbounded = open_source(deployment, entry, source_uri=start, **local)
         assert len(list(unbounded.list_files())) == 4
+
+
+@pytest.mark.parametrize("entry", ENTRIES)
+def test_web_allowed_networks_opens_a_crawl_to_the_networks_it_names(
+    deployment: Deployment, entry: str
+) -> None:
+    site = Site()
+    site.page("/docs/", html("Handbook", "Start here."))
+    with serve(site):
+        start = f"{site.base_url}/docs/"
+        refused = open_source(deployment, entry, source_uri=start)
+        with pytest.raises(SourceError, match="LOREHOUSE_WEB_ALLOWED_NETWORKS"):
+            list(refused.list_files())
+        named = open_source(deployment, entry, source_uri=start, web_allowed_networks="127.0.0.0/8")
+        assert [f.rel_path for f in named.list_files()] == ["index.html"]
+
+
+@pytest.mark.parametrize("entry", ENTRIES)
+def test_web_page_seconds_gives_up_a_page_that_drips(deployment: Deployment, entry: str) -> None:
+    site = Site(sitemap=False)
+    site.page("/docs/", html("Handbook", "Start here.", ["slow.html"]))
+    site.page("/docs/slow.html", "x" * 30)
+    site.drip["/docs/slow.html"] = 0.05
+    local = {"web_allowed_networks": "127.0.0.1"}
+    with serve(site):
+        start = f"{site.base_url}/docs/"
+        hasty = open_source(deployment, entry, source_uri=start, web_page_seconds="0.2", **local)
+        listed = {f.rel_path for f in hasty.list_files()}
+        with pytest.raises(SourceError, match="deadline"):
+            hasty.read_bytes(next(path for path in listed if path.startswith("slow")))
+        patient = open_source(deployment, entry, source_uri=start, **local)
+        listed = {f.rel_path for f in patient.list_files()}
+        assert patient.read_bytes(next(path for path in listed if path.startswith("slow")))
 
 
 @pytest.mark.parametrize("entry", ENTRIES)
