@@ -231,6 +231,7 @@ def materialize(
             run_config={"loggers": {"console": {"config": {"log_level": "INFO"}}}},
             tags=tags,
         )
+    console.print(f"Dagster run {result.run_id} ({INDEX_JOB})", highlight=False)
     for evaluation in result.get_asset_check_evaluations():
         mark = "[green]passed[/green]" if evaluation.passed else "[red]FAILED[/red]"
         console.print(

@@ -48,7 +48,27 @@ class WithoutFailureDumps(logging.Filter):
 def terminal_logger(init_context: dg.InitLoggerContext) -> logging.Logger:
     logger = dg.colored_console_logger.logger_fn(init_context)  # type: ignore[attr-defined]
     logger.addFilter(WithoutFailureDumps())
+    for handler in logger.handlers:
+        handler.setFormatter(ShortLines())
     return logger
+
+
+class ShortLines(logging.Formatter):
+    """`22:19:47 chunks - chunked: 10/10 (100%)`: the time, the step and its message.
+
+    Dagster's console line also carries the date, the logger, the level, the job and the
+    run's id, the same on every line of one `materialize`, which pushed the message past the
+    terminal's edge; the run's id is printed once, when the run ends, and the whole line is
+    kept under `--debug`.
+    """
+
+    def format(self, record: logging.LogRecord) -> str:
+        meta = getattr(record, "dagster_meta", None) or {}
+        message = str(meta.get("orig_message") or record.getMessage())
+        step = meta.get("step_key")
+        level = "" if record.levelno < logging.WARNING else f"{record.levelname}: "
+        where = f"{step} - " if step else ""
+        return f"{self.formatTime(record, '%H:%M:%S')} {where}{level}{message}"
 
 
 def failure_lines(result: dg.ExecuteInProcessResult, instance: dg.DagsterInstance) -> list[str]:

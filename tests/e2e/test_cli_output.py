@@ -390,8 +390,18 @@ def test_an_empty_source_says_so_at_once_and_skips_the_evals(tmp_path: Path) -> 
     )
     assert run.returncode == 2, run.stderr[-3000:]
     # The inventory says it as it finds it, and the evals do not wait out their retries.
-    assert f"raw_documents - the source {tmp_path / 'empty'} has no documents" in run.stderr
+    empty = f"raw_documents - WARNING: the source {tmp_path / 'empty'} has no documents"
+    assert empty in run.stderr
     assert "answer_eval skipped: no document is indexed" in run.stderr
+    # A stage's line is its time, its step and its message; the run's id is said once.
+    stage_lines = [line for line in run.stderr.splitlines() if " - " in line]
+    assert stage_lines and all(re.match(r"\d\d:\d\d:\d\d [a-z_]+ - ", x) for x in stage_lines)
+    run_ids = set(
+        re.findall(
+            r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", run.stdout + run.stderr
+        )
+    )
+    assert len(run_ids) == 1 and (run.stdout + run.stderr).count(run_ids.pop()) == 1
     assert " failed" not in run.stderr and "FAILED" not in run.stderr, run.stderr[-3000:]
     last = run.stderr.strip().splitlines()[-1]
     assert last.startswith(f"The source {tmp_path / 'empty'} has no documents")
