@@ -79,12 +79,23 @@ class Matcher:
         self._analyzer = Analyzer()
         terms = self._analyzer.terms(query)
         self.terms = frozenset(terms) - self._analyzer.question_terms or frozenset(terms)
+        #: Terms of the words the query names things with: capitalised after its first word,
+        #: or holding a digit.
+        named = [
+            word.group()
+            for index, word in enumerate(_WORD.finditer(query))
+            if any(c.isdigit() for c in word.group()) or (index and word.group()[0].isupper())
+        ]
+        self.names = frozenset(t for w in named for t in self._analyzer.terms(w)) & self.terms
 
-    def score(self, text: str) -> tuple[int, int]:
-        """(distinct query terms in `text`, their occurrences): a line matches better the
-        more of the query it holds."""
+    def score(self, text: str) -> tuple[int, int, int]:
+        """(the query's names in `text`, distinct query terms, their occurrences): a line
+        matches better the more of the query it holds, and the things the question names
+        ("Lisbon", "2027", "SGD") count first, so a table's Lisbon row outranks a row that
+        repeats "limit" twice."""
         found = [term for term in self._analyzer.terms(text) if term in self.terms]
-        return len(set(found)), len(found)
+        distinct = set(found)
+        return len(distinct & self.names), len(distinct), len(found)
 
     def highlight(self, text: Text) -> Text:
         """`text` with the query's words in bold."""
@@ -102,25 +113,27 @@ def hit_heading(
     short_id: str,
     width: int,
 ) -> Text:
-    """The line a hit starts with: rank, title, section, page and short id, fitted to
-    `width` by shortening the section first, then the title."""
+    """The line a hit starts with: rank, title, section, page and short id. A section that
+    does not fit beside the title goes on a line of its own below it, whole (wrapped if it
+    must be): the section path is where a reader learns what the passage is about, so it is
+    never cut; only a title longer than the line is shortened."""
     section = list(heading_path[1:] if heading_path[:1] == [title] else heading_path)
     where = " > ".join(section)
     number = f"{rank:>2}. "
     fixed = len(number) + sum(2 + len(part) for part in (page, short_id) if part)
-    spare = width - fixed - len(title) - (2 if where else 0)
-    if where and len(where) > spare:
-        where = cut_right(where, max(spare, 16))
-    spare = width - fixed - (2 + len(where) if where else 0)
+    beside = bool(where) and fixed + len(title) + 2 + len(where) <= width
+    spare = width - fixed - (2 + len(where) if beside else 0)
     if len(title) > spare:
         title = cut_right(title, max(spare, 16))
     line = Text()
     line.append(number + printable(title), style="bold")
-    if where:
+    if beside:
         line.append("  " + printable(where), style="cyan")
     if page:
         line.append("  " + page)
     line.append("  " + short_id, style="dim")
+    if where and not beside:
+        line.append("\n" + " " * INDENT + printable(where), style="cyan")
     return line
 
 
