@@ -126,6 +126,7 @@ def search_index(
             ),
             "rows_deleted": sum(report.deleted.values()),
             "tables_rebuilt": dg.MetadataValue.json(report.rebuilt),
+            "published_versions": dg.MetadataValue.json(report.published),
             "seconds": round(report.seconds, 2),
             "vector_index_steps_between_batches": report.index_steps,
             "lancedb_uri": dg.MetadataValue.path(index.uri),

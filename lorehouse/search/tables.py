@@ -43,6 +43,10 @@ SENTENCES_TABLE_NAME = "sentences"
 TOKEN_VECTORS_TABLE_NAME = "token_vectors"
 
 
+#: The table naming the version of each table that searches read (see PublishedVersions).
+PUBLISHED_TABLE_NAME = "published"
+
+
 TEXT_COLUMNS = ("text_embed", "text_enriched")
 
 
@@ -203,6 +207,67 @@ class VersionsFolderWatch:
         """Remembers `version`, read after taking `state`, if the state has settled."""
         settled = state is not None and state[1] <= time.time_ns() - self.settled_ns
         self._trusted = (state, version) if settled and state is not None else None
+
+
+class PublishedVersions:
+    """The version of each table that the last finished index merge published: what
+    searches read, so that they never see a state no merge finished, neither while a merge
+    commits table by table nor after one stopped before its end (`lorehouse.stages.index_merge`).
+
+    Kept in one small table of the same database (PUBLISHED_TABLE_NAME, a row per table
+    the merge writes, rewritten in one commit), so it changes atomically wherever LanceDB
+    writes, a folder or an object store. A table it does not name (the eval baseline's), and
+    every table of a database without it (built before publishing, or written by the
+    embedding stage alone), is read at its latest version. In a local folder the check is
+    one `stat` while the table is unchanged (see VersionsFolderWatch).
+    """
+
+    def __init__(self, db: lancedb.DBConnection, folder: Path | None) -> None:
+        """`folder` is the table's folder on this machine; None for an object store."""
+        self._db = db
+        self._watch = None if folder is None else VersionsFolderWatch(folder)
+        self._table: lancedb.table.Table | None = None
+        #: (version of the published table, table name -> version published), last read.
+        self._read: tuple[int, dict[str, int | None]] | None = None
+        self._lock = threading.Lock()
+
+    def versions(self) -> Mapping[str, int | None] | None:
+        """table name -> its published version (None: published as not built yet); None
+        when nothing was ever published."""
+        watch = self._watch
+        # Taken before the version is read, as in TableReader.latest_version.
+        state = None if watch is None else watch.state()
+        if watch is not None:
+            if state is None:
+                return None
+            known, read = watch.known_version(state), self._read
+            if known is not None and read is not None and read[0] == known:
+                return read[1]
+        table = self._table
+        if table is None:
+            try:
+                table = self._table = self._db.open_table(PUBLISHED_TABLE_NAME)
+            except ValueError:  # not found: never published
+                return None
+        # Not under the lock: on an object store this is a request, which concurrent
+        # searches make side by side, as they do for each table's own version.
+        version = table.version
+        if watch is not None:
+            watch.trust(state, version)
+        read = self._read
+        if read is None or read[0] != version:
+            with self._lock:  # the rows of a new version are read once
+                read = self._read
+                if read is None or read[0] != version:
+                    read = self._read = (version, self._rows_at(version))
+        return read[1]
+
+    def _rows_at(self, version: int) -> dict[str, int | None]:
+        pinned = self._db.open_table(PUBLISHED_TABLE_NAME)
+        pinned.checkout(version)
+        rows = pinned.to_arrow()
+        names, numbers = rows["table_name"].to_pylist(), rows["version"].to_pylist()
+        return dict(zip(names, numbers, strict=True))
 
 
 def best_by_position(scores: np.ndarray, positions: np.ndarray, count: int) -> np.ndarray:
@@ -624,8 +689,9 @@ R = TypeVar("R", bound="TableReader")
 
 
 class TableReader:
-    """One table of a LanceDB database (a folder or s3:// URI), read: its latest version,
-    a snapshot of it that searches share, and rows by predicate at any kept version."""
+    """One table of a LanceDB database (a folder or s3:// URI), read: the version searches
+    read (the published one, else the latest), a snapshot of it that searches share, and
+    rows by predicate at any kept version."""
 
     name: str = TABLE_NAME
     key_column: str = "chunk_id"
@@ -661,6 +727,8 @@ class TableReader:
         self._table: lancedb.table.Table | None = None
         # The older version `rows_at` read last.
         self._pinned: lancedb.table.Table | None = None
+        # (version, the table opened at it): the published version `rows` reads.
+        self._at_published: tuple[int, lancedb.table.Table] | None = None
         # version -> when it was written, for the versions listed so far (they never change).
         self._written: dict[int, datetime] = {}
         self._last_held: LRUCache[tuple[object, ...], list[dict] | None] = LRUCache(
@@ -673,10 +741,33 @@ class TableReader:
         folder = local_folder(uri)
         self._folder = None if folder is None else folder / f"{self.name}.lance"
         self._versions_watch = None if self._folder is None else VersionsFolderWatch(self._folder)
+        self._published = PublishedVersions(
+            self._db, None if folder is None else folder / f"{PUBLISHED_TABLE_NAME}.lance"
+        )
 
     def sibling(self, table_type: type[R]) -> R:
-        """Another table of the same database, sharing this connection."""
-        return table_type(self.uri, self._storage_options, db=self._db)
+        """Another table of the same database, sharing this connection and its published
+        versions."""
+        table = table_type(self.uri, self._storage_options, db=self._db)
+        table._published = self._published
+        return table
+
+    def published_versions(self) -> Mapping[str, int | None] | None:
+        """The database's published table versions (see PublishedVersions.versions)."""
+        return self._published.versions()
+
+    def published_version(self) -> int | None:
+        """This table's published version; None when searches read its latest (no version
+        of it was published). Raises IndexNotBuilt when it was published as not built."""
+        published = self._published.versions()
+        if published is None or self.name not in published:
+            return None
+        version = published[self.name]
+        if version is None:
+            raise IndexNotBuilt(
+                f"no '{self.name}' table published in {self.uri}; run `lorehouse materialize`"
+            )
+        return version
 
     def exists(self) -> bool:
         """Whether the embedding stage has created the table.
@@ -713,7 +804,7 @@ class TableReader:
         )
 
     def snapshot(self) -> TableSnapshot:
-        """The table's latest version, as searches read it (built once per version).
+        """The table at the version searches read (`latest_version`), built once per version.
 
         A search takes one snapshot and asks it everything (ranking, predicate masks, rows),
         so what it shows is one version of the table even while a materialization commits.
@@ -730,9 +821,13 @@ class TableReader:
             return self._snapshot
 
     def latest_version(self) -> int:
-        """The table's latest version, committed by any process; raises IndexNotBuilt
-        before the first build. Local tables answer from their folder while it is unchanged
-        (see VersionsFolderWatch)."""
+        """The version searches read: the published one (see PublishedVersions), or, in a
+        database that never published, the table's latest, committed by any process. Raises
+        IndexNotBuilt before the first build, and for a table no merge has published yet.
+        Local tables answer from their folder while it is unchanged (see VersionsFolderWatch)."""
+        published = self.published_version()
+        if published is not None:
+            return published
         watch = self._versions_watch
         # Taken before the version is read: a commit in between makes the two disagree,
         # and the next call asks LanceDB again.
@@ -746,16 +841,31 @@ class TableReader:
         return version
 
     def rows(self, where: str, columns: Sequence[str], limit: int) -> list[dict]:
-        """Rows matching a predicate (a chunk by id, a document's neighbours)."""
-        return self.table().search().where(where).select(list(columns)).limit(limit).to_list()
+        """Rows matching a predicate (a chunk by id, a document's neighbours), at the
+        version searches read."""
+        return self._searched().search().where(where).select(list(columns)).limit(limit).to_list()
+
+    def _searched(self) -> lancedb.table.Table:
+        """The table at the version searches read: its latest, or the published version,
+        opened once per version."""
+        version = self.published_version()
+        if version is None:
+            return self.table()
+        opened = self._at_published
+        if opened is None or opened[0] != version:
+            table = self._db.open_table(self.name)
+            table.checkout(version)
+            opened = self._at_published = (version, table)
+        return opened[1]
 
     def rows_at(self, version: int, where: str, columns: Sequence[str], limit: int) -> list[dict]:
         """`rows` as the table was at `version`: what a citation made then points at.
 
-        Raises VersionGone when the version was never written, was cleaned up, or was
-        replaced more than `keep_versions` ago. The age is checked here, at every read, so
-        retention holds without a later run's cleanup: until one runs, the files of every
-        older version are still there, those of documents deleted since included.
+        Raises VersionGone when the version was never written (or not yet published), was
+        cleaned up, or was replaced more than `keep_versions` ago. The age is checked here,
+        at every read, so retention holds without a later run's cleanup: until one runs, the
+        files of every older version are still there, those of documents deleted since
+        included.
         """
         latest = self.latest_version()
         if version == latest:

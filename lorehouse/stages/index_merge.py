@@ -7,6 +7,11 @@ table and partition by partition, only the rows whose content differs from what 
 table holds (the row hash covers the text, the access list and every other column), deletes
 the rows of documents that left, and refreshes the search indexes once at the end. No model
 is called here.
+
+Those are many commits, so search does not read the tables' latest versions: the merge
+publishes the version of every table at its end, in one commit, and searches read the
+published versions (`lorehouse.search.tables.PublishedVersions`). Until then, and after a
+merge stopped before its end, they read what the last finished merge published.
 """
 
 from __future__ import annotations
@@ -53,6 +58,8 @@ class IndexMergeReport:
     seconds: float = 0.0
     index_steps: int = 0
     indexes: list[IndexState] = field(default_factory=list)
+    #: table name -> the version published for searches (None: not built).
+    published: dict[str, int | None] = field(default_factory=dict)
 
 
 def run_index_merge(
@@ -63,8 +70,9 @@ def run_index_merge(
     on_progress: ProgressCallback | None = None,
 ) -> IndexMergeReport:
     """Makes each shared table hold the union of the partitions' rows for the documents the
-    feature store lists. Raises `PartitionsBehind`, changing nothing, while a partition's rows
-    were not built from the stage tables last merged."""
+    feature store lists, then publishes their versions to searches. Raises `PartitionsBehind`,
+    changing nothing, while a partition's rows were not built from the stage tables last
+    merged."""
     started = time.perf_counter()
     behind = partitions_not_indexed(store, layout)
     if behind:
@@ -73,6 +81,11 @@ def run_index_merge(
             "materialize their chunk_embeddings, then search_index again"
         )
     report = IndexMergeReport()
+    shared_tables = [table_of(index) for table_of in TABLES.values()]
+    if index.published_versions() is None:
+        # A database built before publishing: what its searches read until now is published
+        # first, so that a merge stopped from here on leaves them reading it.
+        index.publish(shared_tables)
     doc_ids = store.document_ids_for_index()
     by_bucket: dict[int, set[str]] = {}
     for doc_id in doc_ids:
@@ -113,6 +126,7 @@ def run_index_merge(
         report.deleted[name] = report.deleted.get(name, 0) + shared.delete_documents_except(doc_ids)
         if shared.exists():
             shared.refresh_indexes()
+    report.published = index.publish(shared_tables)
     report.rows = index.count()
     if index.exists():
         report.indexes = index.index_state()

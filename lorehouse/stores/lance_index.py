@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, NamedTuple, TypeVar, cast
 
 import numpy as np
@@ -17,6 +17,7 @@ from lorehouse.search.tables import (
     _DIMENSION_KEY,
     _LAYOUT_KEY,
     _MODEL_KEY,
+    PUBLISHED_TABLE_NAME,
     TABLE_LAYOUT,
     ChunkTable,
     DocumentTable,
@@ -53,6 +54,11 @@ _COMPACTED_FRAGMENT_BYTES = 256 * 1024 * 1024
 
 
 _LANCE_FRAGMENT_ROWS = 1024 * 1024
+
+
+# Cleanup reads the clock after the age it is given was worked out: this covers the time
+# between, so the published version is never the one just past the cut.
+_CLOCK_SLACK = timedelta(minutes=1)
 
 
 @dataclass(frozen=True)
@@ -224,6 +230,25 @@ def _optimize(table: lancedb.table.Table, keep_versions: timedelta) -> None:
     table.checkout_latest()
 
 
+def _cleanup_age(
+    table: lancedb.table.Table, keep_versions: timedelta, published: int | None
+) -> timedelta:
+    """The age from which cleanup removes a version: `keep_versions`, counted back from the
+    `published` version when that is older. Searches read the published version until the
+    next merge publishes, however long ago it was written, and a citation of it is as recent
+    as that."""
+    if published is None:
+        return keep_versions
+    written = next(
+        (entry["timestamp"] for entry in table.list_versions() if entry["version"] == published),
+        None,
+    )
+    if written is None:
+        return keep_versions
+    age = datetime.now(UTC) - written.astimezone(UTC)
+    return keep_versions + max(timedelta(0), age) + _CLOCK_SLACK
+
+
 def _fragment_rows(dataset: lance.LanceDataset) -> int:
     """Rows of _COMPACTED_FRAGMENT_BYTES at the widest fragment's bytes per row, read from
     the manifest: a table's rows may differ in width, and the widest bounds a fragment."""
@@ -265,14 +290,17 @@ class LanceTable(TableReader):
         self.ann_min_rows = ann_min_rows
 
     def sibling(self, table_type: type[T]) -> T:  # type: ignore[override]
-        """Another table of the same database, sharing this connection and these settings."""
-        return table_type(
+        """Another table of the same database, sharing this connection, its published
+        versions and these settings."""
+        table = table_type(
             self.uri,
             self.ann_min_rows,
             self._storage_options,
             db=self._db,
             search_indexes=self.search_indexes,
         )
+        table._published = self._published
+        return table
 
     def count(self, where: str | None = None) -> int:
         return self.table().count_rows(where) if self.exists() else 0
@@ -410,7 +438,7 @@ class LanceTable(TableReader):
         """
         table = self.table()
         if not self.search_indexes:
-            _optimize(table, self.keep_versions)
+            _optimize(table, self._kept_for())
             return []
         present = {tuple(index.columns) for index in table.list_indices()}
         for column, kind in self.scalar_indexes:
@@ -422,8 +450,14 @@ class LanceTable(TableReader):
             table.create_index(
                 metric="cosine", vector_column_name="vector", index_type="IVF_HNSW_SQ"
             )
-        _optimize(table, self.keep_versions)
+        _optimize(table, self._kept_for())
         return self.index_state()
+
+    def _kept_for(self) -> timedelta:
+        """How long cleanup keeps this table's old versions (see `_cleanup_age`)."""
+        published = self.published_versions()
+        version = None if published is None else published.get(self.name)
+        return _cleanup_age(self.table(), self.keep_versions, version)
 
     def index_new_vectors(self) -> bool:
         """Folds rows into the vector index once `ann_min_rows` of them are outside it.
@@ -483,6 +517,25 @@ class ChunkIndex(LanceTable, ChunkTable):
 
     def token_vectors(self) -> TokenVectorIndex:
         return cast(TokenVectorIndex, super().token_vectors())
+
+    def publish(self, tables: Iterable[LanceTable]) -> dict[str, int | None]:
+        """Makes the latest version of each of `tables` (of this database) the one searches
+        read, all in one commit (see `PublishedVersions`); one not built yet reads as not
+        built. Returns table name -> version published (None: not built)."""
+        versions = {
+            table.name: table.table().version if table.exists() else None for table in tables
+        }
+        rows = pa.table(
+            {
+                "table_name": pa.array(list(versions), pa.string()),
+                "version": pa.array(list(versions.values()), pa.int64()),
+            }
+        )
+        mode = "create" if self.published_versions() is None else "overwrite"
+        published = self._db.create_table(PUBLISHED_TABLE_NAME, data=rows, mode=mode)
+        # A reader reads the rows of the version it has just seen: an hour is ample.
+        published.to_lance().cleanup_old_versions(older_than=_KEEP_VERSIONS)
+        return versions
 
 
 class DocumentIndex(LanceTable, DocumentTable):

@@ -7,12 +7,14 @@ import numpy as np
 import pytest
 
 from lorehouse.search.rerankers import LateInteractionReranker
+from lorehouse.search.tables import IndexNotBuilt
 from lorehouse.stages.embed import EmbedReport, sync_table, sync_token_vectors
 from lorehouse.stores.lance_index import ChunkIndex, chunk_schema
 from lorehouse.wiring import lance_storage_options
 from tests.conftest import default_embedder
 from tests.dagster.conftest import s3_bucket
 from tests.unit.test_sentence_vectors import _rows
+from tests.unit.test_table_versions import _rows as versioned_rows
 from tests.unit.test_token_vectors import QUESTION, CountingEncoder, _candidates
 
 
@@ -46,3 +48,27 @@ def test_token_vectors_in_s3_are_read_not_encoded_and_follow_a_new_version(
     assert set(stored) == {"hotels", "holidays"}
     index.token_vectors().delete_keys(["hotels"])
     assert set(reader.token_vectors().packed(["hotels", "holidays"])) == {"holidays"}
+
+
+def test_an_index_in_s3_is_read_at_its_published_versions(s3_endpoint: str) -> None:
+    """The published versions live in the bucket too: commits after a publish stay unseen
+    until the next one, and a store that never published is read at its latest."""
+    s3_bucket(s3_endpoint, "index")
+    uri = "s3://index/lancedb"
+    options = lance_storage_options(uri, s3_endpoint, "eu-west-1")
+    writer = ChunkIndex(uri, storage_options=options)
+    writer.upsert(versioned_rows(["a", "b"], seed=1), [])
+    reader = ChunkIndex(uri, storage_options=options)
+    assert reader.published_versions() is None
+    assert {row["chunk_id"] for row in reader.rows("true", ["chunk_id"], 10)} == {"a", "b"}
+
+    published = writer.publish([writer, writer.sentences()])
+    assert published == {"chunks": writer.latest_version(), "sentences": None}
+    writer.upsert(versioned_rows(["c"], seed=2), ["a"])
+
+    assert reader.latest_version() == published["chunks"]
+    assert {row["chunk_id"] for row in reader.rows("true", ["chunk_id"], 10)} == {"a", "b"}
+    with pytest.raises(IndexNotBuilt):
+        reader.sentences().snapshot()
+    writer.publish([writer])
+    assert {row["chunk_id"] for row in reader.rows("true", ["chunk_id"], 10)} == {"b", "c"}
