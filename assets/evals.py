@@ -222,6 +222,11 @@ def answer_eval_metadata(report: AnswerEvalReport, golden_set: Path) -> dict[str
         "median_lead_words": _plotted(lead["median_lead_words"]),
         "wrongly_declined": _plotted(lead["wrongly_declined"]),
         "unanswerable_declined": _plotted(lead["unanswerable_declined"]),
+        # Of the leads the answer asserts (not passages only): how many answerable questions
+        # get one, how often it states a key fact, and how many unanswerable ones get one.
+        "coverage": _plotted(lead["coverage"]),
+        "asserted_precision": _plotted(lead["asserted_precision"]),
+        "near_misses_asserted": _plotted(lead["near_misses_asserted"]),
         "key_facts_mean_share": _plotted(facts.get("mean_share")),
         "by_type": dg.MetadataValue.md(
             markdown_table(

@@ -827,6 +827,8 @@ def eval_answers(
         "key facts in lead + excerpts",
         "median lead words",
         "wrongly declined",
+        "asserted",
+        "asserted leads right",
         title="The lead",
     )
     for case_type, measures in {"all": lead, **lead["by_type"]}.items():
@@ -839,9 +841,12 @@ def eval_answers(
                 _rate(measures["shown_key_facts"]),
                 str(measures["median_lead_words"]),
                 _rate(measures["wrongly_declined"]),
+                _rate(measures["coverage"]),
+                _rate(measures["asserted_precision"]),
             )
     out.print(leads)
     out.print(f"unanswerable questions declined (share): {_rate(lead['unanswerable_declined'])}")
+    out.print(f"unanswerable questions asserted (share): {_rate(lead['near_misses_asserted'])}")
     if report.judge_model == NO_JUDGE:
         console.print(
             "[yellow]No judge model: set LOREHOUSE_JUDGE_MODEL to a litellm model to have "

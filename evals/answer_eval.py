@@ -91,6 +91,8 @@ class AnswerOutcome:
     shown_key_facts_found: int = 0
     #: Whether a statement of the lead is part of an evidence excerpt (None: the case has none).
     lead_from_evidence: bool | None = None
+    #: Whether the answer asserted its lead (False: passages only, or declined).
+    asserted: bool = False
     score: int | None = None
     label: Label | None = None
     reasoning: str | None = None
@@ -160,7 +162,9 @@ class AnswerEvalReport:
         """How the answer reads to a person: per type and overall, the share of answers whose
         lead alone states a reference key fact, the share whose lead is taken from the
         evidence, the share of key facts the lead and excerpts state together, the lead's
-        median words, and the declines (right and wrong)."""
+        median words, and the declines (right and wrong). Of the leads asserted (not passages
+        only): the share stating a key fact (precision), the share of answerable questions
+        asserted (coverage) and of unanswerable ones (near misses asserted)."""
         answerable = [o for o in self.outcomes if o.case_type != "unanswerable"]
         unanswerable = [o for o in self.outcomes if o.case_type == "unanswerable"]
 
@@ -182,6 +186,11 @@ class AnswerEvalReport:
                 ),
                 "median_lead_words": leads[len(leads) // 2] if leads else None,
                 "wrongly_declined": _share(sum(o.declined for o in outcomes), len(outcomes)),
+                "asserted_precision": _share(
+                    sum(o.lead_key_facts_found > 0 for o in with_facts if o.asserted),
+                    sum(o.asserted for o in with_facts),
+                ),
+                "coverage": _share(sum(o.asserted for o in outcomes), len(outcomes)),
             }
 
         types = sorted({o.case_type for o in answerable})
@@ -191,6 +200,9 @@ class AnswerEvalReport:
             "unanswerable": len(unanswerable),
             "unanswerable_declined": _share(
                 sum(o.declined for o in unanswerable), len(unanswerable)
+            ),
+            "near_misses_asserted": _share(
+                sum(o.asserted for o in unanswerable), len(unanswerable)
             ),
         }
 
@@ -341,6 +353,7 @@ def evaluate_answers(
             lead_words=len(CITATION.sub(" ", lead).split()),
             lead_key_facts_found=len(score_key_facts(case.answer, lead).found),
             lead_from_evidence=lead_from_evidence(lead, case.evidence_items()),
+            asserted=response.asserted,
             shown_key_facts_found=len(facts.found),
         )
         answered.append((case, outcome, sources))

@@ -77,6 +77,12 @@ DEFAULT_ANSWER_MIN_SIMILARITY = 0.40
 #: Extractive answers: words at most per ask of the question (the first sentence always
 #: fits), so an answer states several facts and stays a paragraph for each thing asked.
 DEFAULT_ANSWER_MAX_WORDS = 100
+#: Extractive answers: the chance (`lorehouse.agents.assertion`) below which the lead is not
+#: asserted and the closest passages are shown instead. 0 asserts every lead: the chat page,
+#: the CLI and Slack do not yet set the passages-only answer apart, and no threshold reaches
+#: high precision at a useful coverage with the bundled models (the curve is in
+#: docs/benchmarks.md); a deployment that prefers fewer wrong leads sets 0.5.
+DEFAULT_ANSWER_ASSERT_THRESHOLD = 0.0
 #: Rows from which a vector table gets an ANN index. Below it a search is a product with the
 #: vectors held in memory: exact, and as fast as the index up to about this size; past it the
 #: index wins as the product grows with the rows (docs/benchmarks.md, "Search latency").
@@ -506,6 +512,16 @@ class Settings(BaseSettings):
             "number or name not yet stated."
         ),
     )
+    answer_assert_threshold: float = Field(
+        default=DEFAULT_ANSWER_ASSERT_THRESHOLD,
+        ge=0.0,
+        le=1.0,
+        description=(
+            "Extractive answers: a lead less likely than this to state the answer is not "
+            "asserted; the answer says the documents don't state it directly and shows the "
+            "closest passages. 0 asserts every lead; higher asserts fewer, more of them right."
+        ),
+    )
     answer_decline_unmentioned: bool = Field(
         default=True,
         description=(
@@ -827,6 +843,7 @@ SETTING_GROUPS: dict[str, tuple[str, ...]] = {
         "ask_context_chunks",
         "answer_min_similarity",
         "answer_max_words",
+        "answer_assert_threshold",
         "answer_decline_unmentioned",
         "answer_sentence_vectors_kept",
     ),

@@ -180,6 +180,10 @@ COLUMN_DESCRIPTIONS = {
     "lead_from_evidence": (
         "Whether a statement of the lead is part of an evidence excerpt; empty without evidence."
     ),
+    "asserted": (
+        "Whether the answer asserted its lead; false when it showed the closest passages only "
+        "or declined."
+    ),
 }
 
 #: table -> column -> what it holds, where that differs from `COLUMN_DESCRIPTIONS`.

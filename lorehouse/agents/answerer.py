@@ -12,12 +12,21 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 import numpy as np
 
-from lorehouse.agents.lead import NAME, asked_kind, asked_unit, range_fit, states_kind
+from lorehouse.agents.assertion import PASSAGES_ONLY_ANSWER, AssertionModel, LeadSignals
+from lorehouse.agents.lead import (
+    NAME,
+    AskedKind,
+    asked_kind,
+    asked_unit,
+    named_terms,
+    range_fit,
+    states_kind,
+)
 from lorehouse.embedding.base import Embedder, VectorCache
 from lorehouse.llm import LLMClient
 from lorehouse.search.asks import QuestionAsks, question_asks
@@ -90,6 +99,12 @@ class DraftAnswer:
     #: The supporting excerpts, one per cited passage, in citation order (extractive answers;
     #: an LLM's are found afterwards from the sentences it cites).
     excerpts: list[DraftExcerpt] = field(default_factory=list)
+    #: Whether the text states a lead as the answer; False for "the documents don't state
+    #: this directly", which shows the closest passages instead (`lorehouse.agents.assertion`).
+    asserted: bool = True
+    #: What the extractive lead's assertion was decided on, and the chance it answers.
+    signals: LeadSignals | None = None
+    confidence: float | None = None
 
     def cited_passages(self) -> list[tuple[int, int]]:
         """(citation number, context passage number) of each citation, in order of use."""
@@ -106,9 +121,7 @@ def numbered_by_use(draft: DraftAnswer) -> DraftAnswer:
     text = CITATION.sub(
         lambda match: f"[{renumbered.get(int(match.group(1)), int(match.group(1)))}]", draft.text
     )
-    return DraftAnswer(
-        text, list(renumbered.values()), draft.answerable, list(renumbered), draft.excerpts
-    )
+    return replace(draft, text=text, cited=list(renumbered.values()), passages=list(renumbered))
 
 
 def without_source_markers(text: str) -> str:
@@ -204,7 +217,7 @@ def with_excerpts(draft: DraftAnswer, hits: Sequence[SearchHit]) -> DraftAnswer:
                 max(candidates, key=lambda u: len(terms & set(_ANALYZER.terms(u.text))))
             )
     excerpts = _excerpts(units, supporting, supporting)
-    return DraftAnswer(draft.text, draft.cited, draft.answerable, draft.passages, excerpts)
+    return replace(draft, excerpts=excerpts)
 
 
 def answer_prompt_values(
@@ -528,6 +541,8 @@ class ContextReading:
     scores: np.ndarray
     fits: np.ndarray
     lead_scores: np.ndarray
+    overlaps: np.ndarray
+    states: np.ndarray
 
     @property
     def best_similarity(self) -> float:
@@ -545,9 +560,10 @@ def read_context(
     if not units:
         return None
     similarities = _similarities(embedder, question, units, kept_vectors)
+    overlaps = _lexical_overlap(question, units)
     scores = (
         similarities
-        + LEXICAL_WEIGHT * _lexical_overlap(question, units)
+        + LEXICAL_WEIGHT * overlaps
         + SLOT_WEIGHT * _holds_what_is_asked(question, units)
     )
     kind = asked_kind(question)
@@ -555,7 +571,33 @@ def read_context(
     states = np.array([states_kind(unit.text, kind, unit_of_time) for unit in units])
     fits = np.array([range_fit(question, unit.text) for unit in units])
     lead_scores = scores + KIND_WEIGHT * states + RANGE_WEIGHT * fits
-    return ContextReading(units, similarities, scores, fits, lead_scores)
+    return ContextReading(units, similarities, scores, fits, lead_scores, overlaps, states)
+
+
+def lead_signals(
+    question: str, reading: ContextReading, lead: int, hits: Sequence[SearchHit]
+) -> LeadSignals:
+    """The signs, read off unit `lead` of `reading`, of whether it answers `question`."""
+    unit = reading.units[lead]
+    elsewhere = [i for i, other in enumerate(reading.units) if other.passage != unit.passage]
+    others = [float(reading.lead_scores[index]) for index in elsewhere]
+    runner_up = max(elsewhere, key=lambda index: reading.lead_scores[index], default=None)
+    names = named_terms(question)
+    hit = hits[unit.passage - 1]
+    where = " ".join([unit.text, *unit.heading, hit.title or "", hit.rel_path]).lower()
+    found = sum(name.lower() in where for name in names)
+    return LeadSignals(
+        similarity=float(reading.similarities[lead]),
+        margin=float(reading.lead_scores[lead]) - max(others, default=0.0),
+        overlap=float(reading.overlaps[lead]),
+        kind_asked=asked_kind(question) is not AskedKind.OTHER,
+        kind_stated=bool(reading.states[lead]),
+        names_found=found / len(names) if names else 1.0,
+        names_asked=bool(names),
+        passage_rank=unit.passage,
+        is_row=bool(hit.is_table),
+        corroborated=runner_up is not None and bool(unit.facts & reading.units[runner_up].facts),
+    )
 
 
 def answer_extractively(
@@ -566,8 +608,11 @@ def answer_extractively(
     max_words: int = 100,
     max_sentences: int = 6,
     kept_vectors: VectorCache | None = None,
+    assertion: tuple[AssertionModel, float] | None = None,
 ) -> DraftAnswer:
-    """A lead that states the asked fact, the excerpts it rests on, or "not found".
+    """A lead that states the asked fact, the excerpts it rests on, or "not found"; with
+    `assertion` (a model and its threshold), the closest passages alone, saying so, when the
+    lead is not likely enough to answer (`lorehouse.agents.assertion`).
 
     `max_words` and `max_sentences` are a budget per ask: "How do my options vest, and how
     long is the exercise window?" gets twice the words of a question with one ask, so the
@@ -626,10 +671,19 @@ def answer_extractively(
     if asks is not None and len(chosen) > 1:
         lead = list(dict.fromkeys([*_ask_openers(embedder, asks, chosen, kept_vectors), *lead]))
         lead = lead[:MAX_LEAD_UNITS]
-    text = " ".join(f"{unit.text} [{unit.passage}]" for unit in lead)
     excerpts = _excerpts(units, lead, chosen)
     cited = list(dict.fromkeys([*(u.passage for u in lead), *(e.passage for e in excerpts)]))
-    return numbered_by_use(DraftAnswer(text, cited, answerable=True, excerpts=excerpts))
+    signals = lead_signals(question, reading, best_first, hits)
+    confidence = None if assertion is None else assertion[0].probability(signals)
+    if confidence is not None and confidence < assertion[1]:  # type: ignore[index]
+        # Not sure the lead answers: the passages speak for themselves, each with the
+        # sentence that would have led marked, and the answer says it asserts nothing.
+        text = PASSAGES_ONLY_ANSWER + " " + " ".join(f"[{passage}]" for passage in cited)
+        draft = DraftAnswer(text, cited, True, excerpts=excerpts, asserted=False)
+    else:
+        text = " ".join(f"{unit.text} [{unit.passage}]" for unit in lead)
+        draft = DraftAnswer(text, cited, answerable=True, excerpts=excerpts)
+    return numbered_by_use(replace(draft, signals=signals, confidence=confidence))
 
 
 #: A lead states one fact; with two asks ("who approves it, and how long does it take?"), two.

@@ -30,6 +30,7 @@ from lorehouse.agents.answerer import (
     stream_llm_answer,
     with_excerpts,
 )
+from lorehouse.agents.assertion import LEAD_MODEL
 from lorehouse.agents.lead import named_terms, spelled_out
 from lorehouse.agents.post_processor import post_process
 from lorehouse.agents.query_optimizer import Turn, carry_over_offline, optimize_query
@@ -39,7 +40,11 @@ from lorehouse.embedding.base import Embedder, VectorCache
 from lorehouse.llm import LLMClient, LLMFailure
 from lorehouse.search.retriever import Retriever, SearchFilters, SearchHit, SearchMode
 from lorehouse.search.tables import DocumentTable
-from lorehouse.settings import DEFAULT_ANSWER_MAX_WORDS, DEFAULT_ANSWER_MIN_SIMILARITY
+from lorehouse.settings import (
+    DEFAULT_ANSWER_ASSERT_THRESHOLD,
+    DEFAULT_ANSWER_MAX_WORDS,
+    DEFAULT_ANSWER_MIN_SIMILARITY,
+)
 
 AnswerMode = Literal["llm", "extractive"]
 #: Documents shown to the LLM source identifier, pre-ranked offline, so its prompt stays small
@@ -54,6 +59,8 @@ class AskOptions:
     context_chunks: int = 8
     answer_min_similarity: float = DEFAULT_ANSWER_MIN_SIMILARITY
     answer_max_words: int = DEFAULT_ANSWER_MAX_WORDS
+    #: Extractive answers assert their lead only when it is at least this likely to answer.
+    answer_assert_threshold: float = DEFAULT_ANSWER_ASSERT_THRESHOLD
     #: Extractive answers decline a question naming what no readable document mentions.
     decline_unmentioned: bool = True
 
@@ -106,7 +113,9 @@ class AskResponse(BaseModel):
     `answer` is the lead: the sentence (two for a question of two asks) that states the asked
     fact, with its citation. `excerpts` show what each cited source says, apart from it. When
     the documents the caller may read do not answer, `answerable` is false, `answer` says so
-    and `related` lists the nearest sources.
+    and `related` lists the nearest sources. Between the two, when the closest passages may
+    not state the answer, `asserted` is false: `answer` says the documents don't state it
+    directly, and the excerpts, each best sentence marked, are the answer.
     """
 
     answer_id: str = Field(
@@ -117,6 +126,12 @@ class AskResponse(BaseModel):
     answer: str
     mode: AnswerMode
     answerable: bool
+    asserted: bool = Field(
+        default=False,
+        description="Whether `answer` states the answer (true), or only introduces the closest "
+        "passages, which may not state it (false, with `answerable` true); false when not "
+        "found.",
+    )
     degraded: bool = False
     degraded_reason: str | None = None
     citations: list[Citation]
@@ -409,7 +424,9 @@ class AskPipeline:
             return DraftAnswer(NOT_FOUND_ANSWER, [], False), self._mode(), None
         if self.client is None:
             step.detail = "extractive: no LLM configured"
-            return self._extractive(question, prepared), "extractive", None
+            draft = self._extractive(question, prepared)
+            step.detail += _assertion_detail(draft, self.options.answer_assert_threshold)
+            return draft, "extractive", None
         try:
             draft = answer_with_llm(self.client, question, prepared.queries, prepared.context)
             return draft, "llm", None
@@ -430,6 +447,7 @@ class AskPipeline:
             self.options.answer_min_similarity,
             self.options.answer_max_words,
             kept_vectors=self.kept_vectors,
+            assertion=(LEAD_MODEL, self.options.answer_assert_threshold),
         )
 
     def _mode(self) -> AnswerMode:
@@ -463,6 +481,7 @@ class AskPipeline:
             answer=draft.text,
             mode=mode,
             answerable=draft.answerable,
+            asserted=draft.answerable and draft.asserted,
             degraded=degraded is not None,
             degraded_reason=degraded,
             citations=citations,
@@ -475,6 +494,14 @@ class AskPipeline:
             trace=prepared.trace,
             totals=prepared.trace.totals(),
         )
+
+
+def _assertion_detail(draft: DraftAnswer, threshold: float) -> str:
+    """How the lead's assertion was decided, for the trace ("how the answer was derived")."""
+    if draft.confidence is None:
+        return ""
+    verdict = "asserted" if draft.asserted else "not asserted, the passages shown"
+    return f"; lead {verdict} (chance it answers {draft.confidence:.2f}, bar {threshold:.2f})"
 
 
 def _citation(number: int, hit: SearchHit) -> Citation:

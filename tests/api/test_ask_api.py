@@ -50,7 +50,7 @@ def test_extractive_answer_cites_retrieved_chunks_that_exist(api: TestClient) ->
     assert response.status_code == 200, response.text
     body = response.json()
     assert body["mode"] == "extractive" and body["answerable"] and not body["degraded"]
-    assert "20 weeks" in body["answer"]
+    assert "20 weeks" in body["answer"] and body["asserted"]
     assert body["citations"]
     context = body["trace"]["context_chunk_ids"]
     # Numbered 1..n in the order the lead and then the excerpts use them, each a chunk of the
@@ -85,9 +85,27 @@ def test_extractive_answer_cites_retrieved_chunks_that_exist(api: TestClient) ->
 def test_a_question_the_documents_do_not_answer_is_answered_as_absent(api: TestClient) -> None:
     body = api.post("/v1/ask", json={"question": "What is the capital of Mongolia?"}).json()
     assert body["answerable"] is False and body["citations"] == [] and body["excerpts"] == []
+    assert body["asserted"] is False
     # The nearest sources, unnumbered, for a reader to look at.
     assert body["related"] and all(source["number"] == 0 for source in body["related"])
     assert "do not answer" in body["answer"]
+
+
+def test_a_lead_under_the_assert_threshold_is_answered_with_the_passages(
+    materialized_sample: Path,
+) -> None:
+    with TestClient(
+        create_app(Settings(data_dir=materialized_sample, answer_assert_threshold=1.0))
+    ) as api:
+        body = api.post("/v1/ask", json={"question": LEAVE}).json()
+    assert body["answerable"] is True and body["asserted"] is False
+    assert body["answer"].startswith("The documents don't state this directly.")
+    assert "20 weeks" not in body["answer"]
+    supported = [s["text"] for x in body["excerpts"] for s in x["sentences"] if s["supports"]]
+    assert any("20 weeks" in text for text in supported)
+    assert [c["number"] for c in body["citations"]] == [x["number"] for x in body["excerpts"]]
+    confidence = next(s for s in body["trace"]["steps"] if s["step"] == "answerer")["detail"]
+    assert "not asserted" in confidence
 
 
 def test_llm_mode_with_mock_response(materialized_sample: Path) -> None:
@@ -95,7 +113,7 @@ def test_llm_mode_with_mock_response(materialized_sample: Path) -> None:
         materialized_sample, "Primary caregivers get 20 weeks at full pay [1]."
     ) as api:
         body = api.post("/v1/ask", json={"question": LEAVE}).json()
-    assert body["mode"] == "llm" and not body["degraded"]
+    assert body["mode"] == "llm" and not body["degraded"] and body["asserted"]
     assert body["answer"] == "Primary caregivers get 20 weeks at full pay [1]."
     assert [c["number"] for c in body["citations"]] == [1]
     assert body["citations"][0]["chunk_id"] == body["trace"]["context_chunk_ids"][0]

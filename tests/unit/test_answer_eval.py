@@ -143,3 +143,39 @@ def test_a_table_row_lead_is_matched_by_its_cells() -> None:
     assert lead_from_evidence(row, evidence)
     other = "Trip: Company trip; Limit: $2,400 per person; Approver: CEO. [1]"
     assert not lead_from_evidence(other, evidence)
+
+
+def test_asserted_leads_are_measured_for_precision_coverage_and_near_misses() -> None:
+    from datetime import UTC, datetime
+
+    from evals.answer_eval import AnswerEvalReport, AnswerOutcome
+
+    def outcome(case_type: str, asserted: bool, right: bool) -> AnswerOutcome:
+        return AnswerOutcome(
+            case_id=f"{case_type}-{asserted}-{right}",
+            case_type=case_type,
+            question="?",
+            reference_answer="20 weeks",
+            answer="",
+            answer_mode="extractive",
+            degraded=False,
+            n_citations=1,
+            answer_seconds=0.1,
+            key_facts=0 if case_type == "unanswerable" else 1,
+            lead_key_facts_found=int(right),
+            asserted=asserted,
+        )
+
+    report = AnswerEvalReport("r", datetime.now(UTC), "none")
+    report.outcomes = [
+        outcome("lookup", True, True),
+        outcome("lookup", True, False),
+        outcome("lookup", False, True),  # passages only: right, but not asserted
+        outcome("table", False, False),
+        outcome("unanswerable", True, False),
+        outcome("unanswerable", False, False),
+    ]
+    lead = report.lead_summary()
+    assert (lead["asserted_precision"], lead["coverage"]) == (0.5, 0.5)
+    assert lead["near_misses_asserted"] == 0.5
+    assert lead["by_type"]["lookup"]["coverage"] == round(2 / 3, 3)

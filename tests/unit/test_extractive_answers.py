@@ -657,3 +657,42 @@ def test_the_question_form_decides_what_is_asked_before_its_topic_words(
     from lorehouse.agents.lead import asked_kind
 
     assert asked_kind(question) == kind
+
+
+def _decided(question: str, hits: list[SearchHit], threshold: float) -> DraftAnswer:
+    from lorehouse.agents.assertion import LEAD_MODEL
+
+    return answer_extractively(
+        default_embedder(),
+        question,
+        hits,
+        DEFAULT_ANSWER_MIN_SIMILARITY,
+        DEFAULT_ANSWER_MAX_WORDS,
+        assertion=(LEAD_MODEL, threshold),
+    )
+
+
+def test_a_lead_below_the_bar_is_not_asserted_and_the_passages_are_shown() -> None:
+    from lorehouse.agents.assertion import PASSAGES_ONLY_ANSWER
+
+    question = "What is the maximum I can spend per night on a hotel for a business trip?"
+    asserted = _decided(question, HOTEL_POLICY, 0.0)
+    shown = _decided(question, HOTEL_POLICY, 1.0)
+    assert asserted.asserted and asserted.text.startswith("We advise spending")
+    assert asserted.confidence is not None and 0.0 < asserted.confidence < 1.0
+    assert shown.answerable and not shown.asserted
+    assert shown.text.startswith(PASSAGES_ONLY_ANSWER)
+    assert "$300" not in shown.text  # nothing is stated as the answer...
+    marked = [e.sentences[i] for e in shown.excerpts for i in e.marked]
+    assert any("$300 USD per night" in sentence for sentence in marked)  # ...it is shown
+    assert citations_in(shown.text) == shown.cited  # every shown passage cited, in order
+
+
+def test_the_signals_see_the_kind_asked_and_the_margin_over_other_passages() -> None:
+    question = "What is the maximum I can spend per night on a hotel for a business trip?"
+    signals = _decided(question, HOTEL_POLICY, 0.0).signals
+    assert signals is not None
+    assert signals.kind_asked and signals.kind_stated  # an amount asked, "$300" stated
+    assert signals.passage_rank == 2 and signals.margin > 0
+    vague = _decided("Tell me about hotels.", HOTEL_POLICY, 0.0).signals
+    assert vague is not None and not vague.kind_asked

@@ -262,6 +262,13 @@ EFFECTS = [
         resources=EVAL_RESOURCES,
     ),
     Effect(
+        "answer_assert_threshold",
+        "0.5",
+        0.5,
+        lambda house: house.ask_pipeline().options.answer_assert_threshold,
+        resources=EVAL_RESOURCES,
+    ),
+    Effect(
         "answer_decline_unmentioned",
         "false",
         False,

@@ -8,4 +8,5 @@ ALTER TABLE eval_answers ADD COLUMN IF NOT EXISTS lead_words INTEGER DEFAULT 0;
 ALTER TABLE eval_answers ADD COLUMN IF NOT EXISTS lead_key_facts_found INTEGER DEFAULT 0;
 ALTER TABLE eval_answers ADD COLUMN IF NOT EXISTS shown_key_facts_found INTEGER DEFAULT 0;
 ALTER TABLE eval_answers ADD COLUMN IF NOT EXISTS lead_from_evidence BOOLEAN;
+ALTER TABLE eval_answers ADD COLUMN IF NOT EXISTS asserted BOOLEAN DEFAULT false;
 ALTER TABLE document_enrichment ADD COLUMN IF NOT EXISTS input_fingerprint VARCHAR;

@@ -180,7 +180,9 @@ CREATE TABLE IF NOT EXISTS eval_answers (
     lead_key_facts_found INTEGER DEFAULT 0,
     shown_key_facts_found INTEGER DEFAULT 0,
     -- whether the lead was taken from an evidence excerpt; NULL for a case without evidence
-    lead_from_evidence BOOLEAN
+    lead_from_evidence BOOLEAN,
+    -- whether the answer asserted its lead (false: the closest passages only, or declined)
+    asserted BOOLEAN DEFAULT false
 );
 CREATE TABLE IF NOT EXISTS chunk_keywords (
     chunk_id VARCHAR NOT NULL,

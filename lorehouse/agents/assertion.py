@@ -1,0 +1,116 @@
+"""Whether the extractive answer may assert its lead, or should show the passages instead.
+
+The bundled models cannot read whether a sentence answers a question: the best-scoring
+sentence of the context states the asked fact for about six questions in ten, and for a
+question the documents do not answer (another office, another benefit) it is as confident
+as for one they do. A wrong lead stated as fact costs a reader far more than "here is what
+the documents say". So the lead is asserted only when measurable signs agree that it
+answers; otherwise the answer shows the closest passages with their best sentences marked,
+and says that the documents do not state it directly.
+
+The signs are read off the lead and the context (`LeadSignals`); their weights are a
+logistic regression fitted on the golden sets' answerable and unanswerable questions
+(`evals/assertion_cv.py`), where a lead counts as right when it states a key fact of the
+reference answer. The threshold is a setting (`LOREHOUSE_ANSWER_ASSERT_THRESHOLD`), chosen
+for precision: docs/benchmarks.md shows the precision and coverage each threshold gives.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+#: What an answer that does not assert its lead says before the passages.
+PASSAGES_ONLY_ANSWER = "The documents don't state this directly. The closest passages:"
+
+
+@dataclass(frozen=True)
+class LeadSignals:
+    """What can be measured of a lead without reading it as a person would."""
+
+    #: The lead's similarity to the question (the embedder's cosine, as `read_context`).
+    similarity: float
+    #: How far the lead's score is ahead of the best unit of another passage.
+    margin: float
+    #: The share of the question's own words (rarer ones weighing more) in the lead.
+    overlap: float
+    #: Whether the question asks a kind of fact (an amount, a duration, a role...), and
+    #: whether the lead states one.
+    kind_asked: bool
+    kind_stated: bool
+    #: The share of the question's names, acronyms and years found in the lead, its
+    #: section's heading or its document's title (1.0 when the question names none).
+    names_found: float
+    #: Whether the question names anything at all.
+    names_asked: bool
+    #: The rank of the lead's passage in the context (1: the best hit).
+    passage_rank: int
+    #: Whether the lead is a table row.
+    is_row: bool
+    #: Whether the best unit of another passage states a fact (a number, a name) the lead
+    #: states: two sources saying the same thing, as a handbook and a benefits deck do.
+    corroborated: bool = False
+
+    def features(self) -> list[float]:
+        """The signals as the regression reads them, in `FEATURES` order."""
+        return [
+            self.similarity,
+            self.margin,
+            self.overlap,
+            float(self.kind_asked and self.kind_stated),
+            float(self.kind_asked and not self.kind_stated),
+            self.names_found if self.names_asked else 1.0,
+            1.0 / self.passage_rank,
+            float(self.is_row),
+            float(self.corroborated),
+        ]
+
+    def as_dict(self) -> dict[str, float | bool | int]:
+        return asdict(self)
+
+
+FEATURES = (
+    "similarity",
+    "margin",
+    "overlap",
+    "kind_stated",
+    "kind_missing",
+    "names_found",
+    "passage_rank_inverse",
+    "is_row",
+    "corroborated",
+)
+
+
+@dataclass(frozen=True)
+class AssertionModel:
+    """A logistic regression over `FEATURES`: the chance that the lead states the fact."""
+
+    intercept: float
+    weights: tuple[float, ...]
+
+    def probability(self, signals: LeadSignals) -> float:
+        z = self.intercept + sum(
+            w * x for w, x in zip(self.weights, signals.features(), strict=True)
+        )
+        return 1.0 / (1.0 + math.exp(-z))
+
+
+#: Fitted by `evals/assertion_cv.py` on handbook_dev and the sample corpus's golden set
+#: (159 leads); weights per unit of each signal. The lead's margin over other passages and
+#: its similarity weigh most; a question asking a kind of fact the lead does not state
+#: weighs against; the question's names found in the lead carry almost nothing.
+LEAD_MODEL = AssertionModel(
+    -2.2939,
+    (
+        1.4051,  # similarity
+        2.5271,  # margin
+        0.7471,  # overlap
+        0.6302,  # kind_stated
+        -1.0297,  # kind_missing
+        -0.1250,  # names_found
+        0.8853,  # passage_rank_inverse
+        0.4646,  # is_row
+        0.3378,  # corroborated
+    ),
+)
