@@ -269,6 +269,7 @@ class EvalResource(SettingsResource):
     rerank_api_base: str | None = _setting("rerank_api_base", default=None)
     ask_context_chunks: int = _setting("ask_context_chunks", ge=1)
     answer_min_similarity: float = _setting("answer_min_similarity")
+    answer_passages_min_similarity: float = _setting("answer_passages_min_similarity")
     answer_max_words: int = _setting("answer_max_words", ge=10)
     answer_assert_threshold: float = _setting("answer_assert_threshold", ge=0.0, le=1.0)
     answer_decline_unmentioned: bool = _setting("answer_decline_unmentioned")

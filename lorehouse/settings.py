@@ -74,6 +74,11 @@ SENTENCES_PER_CANDIDATE = 4
 #: the answer is "not found". Higher values decline answerable questions long before they
 #: decline the unanswerable ones (docs/benchmarks.md, "Answers").
 DEFAULT_ANSWER_MIN_SIMILARITY = 0.40
+#: Extractive answers: from this cosine up to DEFAULT_ANSWER_MIN_SIMILARITY the closest
+#: passages are shown without asserting anything; below it the answer is "not found". A
+#: question about a document's subject in other words ("lose my laptop" against "lost
+#: devices") lands between the two, an off-topic one below.
+DEFAULT_ANSWER_PASSAGES_MIN_SIMILARITY = 0.30
 #: Extractive answers: words at most per ask of the question (the first sentence always
 #: fits), so an answer states several facts and stays a paragraph for each thing asked.
 DEFAULT_ANSWER_MAX_WORDS = 100
@@ -493,6 +498,16 @@ class Settings(BaseSettings):
             "this (cosine) is answered as not found."
         ),
     )
+    answer_passages_min_similarity: float = Field(
+        default=DEFAULT_ANSWER_PASSAGES_MIN_SIMILARITY,
+        ge=0.0,
+        le=1.0,
+        description=(
+            "Extractive answers: a question whose best context sentence is at least this "
+            "similar, but under LOREHOUSE_ANSWER_MIN_SIMILARITY, is answered with the closest "
+            "passages, asserting nothing; below it, as not found."
+        ),
+    )
     answer_sentence_vectors_kept: int = Field(
         default=20_000,
         ge=0,
@@ -842,6 +857,7 @@ SETTING_GROUPS: dict[str, tuple[str, ...]] = {
     "Ask": (
         "ask_context_chunks",
         "answer_min_similarity",
+        "answer_passages_min_similarity",
         "answer_max_words",
         "answer_assert_threshold",
         "answer_decline_unmentioned",

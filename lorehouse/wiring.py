@@ -367,6 +367,7 @@ class Lorehouse:
         return AskOptions(
             context_chunks=self.settings.ask_context_chunks,
             answer_min_similarity=self.settings.answer_min_similarity,
+            answer_passages_min_similarity=self.settings.answer_passages_min_similarity,
             answer_max_words=self.settings.answer_max_words,
             answer_assert_threshold=self.settings.answer_assert_threshold,
             decline_unmentioned=self.settings.answer_decline_unmentioned,

@@ -105,6 +105,8 @@ class DraftAnswer:
     #: What the extractive lead's assertion was decided on, and the chance it answers.
     signals: LeadSignals | None = None
     confidence: float | None = None
+    #: Why the lead was not asserted, for the trace.
+    unasserted_because: str = ""
 
     def cited_passages(self) -> list[tuple[int, int]]:
         """(citation number, context passage number) of each citation, in order of use."""
@@ -609,6 +611,7 @@ def answer_extractively(
     max_sentences: int = 6,
     kept_vectors: VectorCache | None = None,
     assertion: tuple[AssertionModel, float] | None = None,
+    passages_min_similarity: float | None = None,
 ) -> DraftAnswer:
     """A lead that states the asked fact, the excerpts it rests on, or "not found"; with
     `assertion` (a model and its threshold), the closest passages alone, saying so, when the
@@ -633,8 +636,13 @@ def answer_extractively(
     vectors for the next answers reading the same passages.
     """
     reading = read_context(embedder, question, hits, kept_vectors)
-    if reading is None or reading.best_similarity < min_similarity:
+    floor = min_similarity if passages_min_similarity is None else passages_min_similarity
+    if reading is None or reading.best_similarity < min(floor, min_similarity):
         return DraftAnswer(NOT_FOUND_ANSWER, [], answerable=False)
+    # Close enough to show, not to assert: "What should I do if I lose my laptop?" against
+    # a "Lost devices" section reads 0.35, an off-topic question 0.22. Declining there
+    # hid the passage a person needed; the passages are shown, nothing is asserted.
+    too_far = reading.best_similarity < min_similarity
     units, scores, fits = reading.units, reading.scores, reading.fits
     lead_scores = reading.lead_scores
     asks = question_asks(question)
@@ -675,11 +683,18 @@ def answer_extractively(
     cited = list(dict.fromkeys([*(u.passage for u in lead), *(e.passage for e in excerpts)]))
     signals = lead_signals(question, reading, best_first, hits)
     confidence = None if assertion is None else assertion[0].probability(signals)
-    if confidence is not None and confidence < assertion[1]:  # type: ignore[index]
+    if too_far or (confidence is not None and confidence < assertion[1]):  # type: ignore[index]
         # Not sure the lead answers: the passages speak for themselves, each with the
         # sentence that would have led marked, and the answer says it asserts nothing.
         text = PASSAGES_ONLY_ANSWER + " " + " ".join(f"[{passage}]" for passage in cited)
-        draft = DraftAnswer(text, cited, True, excerpts=excerpts, asserted=False)
+        because = (
+            f"no sentence is similar enough to the question ({reading.best_similarity:.2f})"
+            if too_far
+            else "its chance of answering is under the bar"
+        )
+        draft = DraftAnswer(
+            text, cited, True, excerpts=excerpts, asserted=False, unasserted_because=because
+        )
     else:
         text = " ".join(f"{unit.text} [{unit.passage}]" for unit in lead)
         draft = DraftAnswer(text, cited, answerable=True, excerpts=excerpts)

@@ -44,6 +44,7 @@ from lorehouse.settings import (
     DEFAULT_ANSWER_ASSERT_THRESHOLD,
     DEFAULT_ANSWER_MAX_WORDS,
     DEFAULT_ANSWER_MIN_SIMILARITY,
+    DEFAULT_ANSWER_PASSAGES_MIN_SIMILARITY,
 )
 
 AnswerMode = Literal["llm", "extractive"]
@@ -58,6 +59,8 @@ class AskOptions:
 
     context_chunks: int = 8
     answer_min_similarity: float = DEFAULT_ANSWER_MIN_SIMILARITY
+    #: Below answer_min_similarity but not this, the closest passages are shown, unasserted.
+    answer_passages_min_similarity: float = DEFAULT_ANSWER_PASSAGES_MIN_SIMILARITY
     answer_max_words: int = DEFAULT_ANSWER_MAX_WORDS
     #: Extractive answers assert their lead only when it is at least this likely to answer.
     answer_assert_threshold: float = DEFAULT_ANSWER_ASSERT_THRESHOLD
@@ -448,6 +451,7 @@ class AskPipeline:
             self.options.answer_max_words,
             kept_vectors=self.kept_vectors,
             assertion=(LEAD_MODEL, self.options.answer_assert_threshold),
+            passages_min_similarity=self.options.answer_passages_min_similarity,
         )
 
     def _mode(self) -> AnswerMode:
@@ -498,10 +502,12 @@ class AskPipeline:
 
 def _assertion_detail(draft: DraftAnswer, threshold: float) -> str:
     """How the lead's assertion was decided, for the trace ("how the answer was derived")."""
-    if draft.confidence is None:
+    if draft.confidence is None or not draft.answerable:
         return ""
-    verdict = "asserted" if draft.asserted else "not asserted, the passages shown"
-    return f"; lead {verdict} (chance it answers {draft.confidence:.2f}, bar {threshold:.2f})"
+    chance = f"chance it answers {draft.confidence:.2f}, bar {threshold:.2f}"
+    if draft.asserted:
+        return f"; lead asserted ({chance})"
+    return f"; lead not asserted, the passages shown: {draft.unasserted_because} ({chance})"
 
 
 def _citation(number: int, hit: SearchHit) -> Citation:

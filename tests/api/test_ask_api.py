@@ -108,6 +108,17 @@ def test_a_lead_under_the_assert_threshold_is_answered_with_the_passages(
     assert "not asserted" in confidence
 
 
+def test_a_question_in_other_words_than_its_section_gets_that_section_not_a_decline(
+    api: TestClient,
+) -> None:
+    body = api.post("/v1/ask", json={"question": "What should I do if I lose my laptop?"}).json()
+    assert body["answerable"] is True
+    sections = [" > ".join(x["heading_path"]) for x in body["excerpts"]]
+    assert any("Lost Devices" in section for section in sections), sections
+    shown = " ".join(s["text"] for x in body["excerpts"] for s in x["sentences"])
+    assert "IT will lock" in shown
+
+
 def test_llm_mode_with_mock_response(materialized_sample: Path) -> None:
     with _mocked_api(
         materialized_sample, "Primary caregivers get 20 weeks at full pay [1]."

@@ -696,3 +696,32 @@ def test_the_signals_see_the_kind_asked_and_the_margin_over_other_passages() -> 
     assert signals.passage_rank == 2 and signals.margin > 0
     vague = _decided("Tell me about hotels.", HOTEL_POLICY, 0.0).signals
     assert vague is not None and not vague.kind_asked
+
+
+def test_a_question_near_a_section_in_other_words_gets_the_passages_not_a_decline() -> None:
+    lost = _hit(
+        1,
+        "Report a lost or stolen device to the IT service desk within 24 hours. IT will lock "
+        "and, if necessary, wipe the device.",
+        heading_path=("Acceptable Use Policy", "3.4 Lost Devices"),
+    )
+    question = "What should I do if I lose my laptop?"
+    declined = answer_extractively(default_embedder(), question, [lost], 0.99)
+    shown = answer_extractively(
+        default_embedder(), question, [lost], 0.99, passages_min_similarity=0.1
+    )
+    assert not declined.answerable
+    assert (
+        shown.answerable
+        and not shown.asserted
+        and "no sentence is similar" in (shown.unasserted_because)
+    )
+    assert any("24 hours" in e.sentences[i] for e in shown.excerpts for i in e.marked)
+    off_topic = answer_extractively(
+        default_embedder(),
+        "What is the capital of Mongolia?",
+        [lost],
+        DEFAULT_ANSWER_MIN_SIMILARITY,
+        passages_min_similarity=0.3,
+    )
+    assert not off_topic.answerable

@@ -262,6 +262,13 @@ EFFECTS = [
         resources=EVAL_RESOURCES,
     ),
     Effect(
+        "answer_passages_min_similarity",
+        "0.2",
+        0.2,
+        lambda house: house.ask_pipeline().options.answer_passages_min_similarity,
+        resources=EVAL_RESOURCES,
+    ),
+    Effect(
         "answer_assert_threshold",
         "0.5",
         0.5,
