@@ -185,14 +185,21 @@ def _thread_history(client: WebClient, channel: str, event: dict[str, Any]) -> l
     return turns
 
 
+#: The first line of an answer that asserts nothing: the passages below it are the answer.
+PASSAGES_ONLY_LINE = "_The documents don't state this directly. The closest passages:_"
+
+
 def slack_answer(response: AskResponse, chat_url: str) -> str:
     """The lead in bold, then each source apart: a link to the chat page's preview and, quoted
-    below it, what the source says, the sentences the answer rests on in bold. When the
-    documents do not answer, the nearest sources follow as related."""
-    lines = [f"*{_escape(response.answer)}*"]
+    below it, what the source says, the sentences the answer rests on in bold. When no lead
+    is asserted, the first line says so, in italics rather than in bold, and the passages
+    follow it. When the documents do not answer, the nearest sources follow as related."""
+    passages = response.answerable and not response.asserted
+    lines = [PASSAGES_ONLY_LINE if passages else f"*{_escape(response.answer)}*"]
     excerpts = {excerpt.number: excerpt for excerpt in response.excerpts}
     if response.citations:
-        lines += ["", "*Sources*"]
+        # The first line already introduces the passages-only answer's sources.
+        lines += [""] if passages else ["", "*Sources*"]
     for citation in response.citations:
         lines.append(f"[{citation.number}] {_source_link(citation, chat_url)}")
         if excerpt := excerpts.get(citation.number):

@@ -480,11 +480,14 @@ def ask(
     label = response.mode + (
         " (degraded: " + response.degraded_reason + ")" if response.degraded else ""
     )
-    out.print(
-        f"[bold]Q:[/bold] {shown(question)}\n"
-        f"[bold]A[/bold] [dim]({shown(label)})[/dim]: {shown(response.answer)}\n",
-        highlight=False,
-    )
+    made = f"[dim]({shown(label)})[/dim]"
+    if response.answerable and not response.asserted:
+        # Nothing is asserted: the first line says so, in place of an "A:" a reader would
+        # take for the answer, and the passages below it are the answer.
+        first = f"[yellow]Not stated directly; the closest passages:[/yellow] {made}"
+    else:
+        first = f"[bold]A[/bold] {made}: {shown(response.answer)}"
+    out.print(f"[bold]Q:[/bold] {shown(question)}\n{first}\n", highlight=False)
     # The lead above; what each source says below it, apart, the supporting sentences bold.
     excerpts = {excerpt.number: excerpt for excerpt in response.excerpts}
     for citation in [*response.citations, *response.related]:

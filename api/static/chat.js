@@ -15,6 +15,8 @@ const FILE_TYPE_LABELS = {
   pdf: "PDF", docx: "Word", pptx: "PowerPoint", xlsx: "Excel", html: "HTML", md: "Markdown",
   txt: "Text",
 };
+const PASSAGES_NOTICE = "The documents don't state this directly. Here are the closest "
+  + "passages; the sentences nearest to an answer are highlighted.";
 const STEP_LABELS = {
   query_optimizer: "Reading the question…",
   source_identifier: "Choosing documents…",
@@ -561,9 +563,17 @@ function renderAnswer(turn, answerNode, response, filters) {
     return excerpt ? excerpt.sentences.filter((s) => s.supports).map((s) => s.text) : [];
   };
   const filteredOut = filters && !response.citations.length;
+  const kind = answerKind(response);
+  turn.setAttribute("data-kind", kind);
+  answerNode.classList.toggle("passages", kind === "passages");
   if (filteredOut) {
     answerNode.textContent = "Nothing in the documents matching these filters answers this "
       + "question.";
+  } else if (kind === "passages") {
+    // No lead is asserted: the page says so in its own words, instead of setting the
+    // server's sentence in the answer's type, and the passages below are the answer.
+    answerNode.replaceChildren(element("p", { class: "passages-notice",
+      "data-testid": "passages-notice", text: PASSAGES_NOTICE }));
   } else {
     const parts = response.answer.split(/(\[\d+\])/);
     answerNode.replaceChildren(...parts.map((part) => {
@@ -592,7 +602,8 @@ function renderAnswer(turn, answerNode, response, filters) {
       text: `Answered without the language model: ${response.degraded_reason}` }));
   }
   // The lead above states the fact; what each source says follows apart, one excerpt per
-  // source under its section, the sentences the answer rests on marked.
+  // source under its section, the sentences the answer rests on marked. Without a lead the
+  // excerpts are the answer, shown whole as they are for a lead.
   const sources = excerpts.length
     ? element("ol", { class: "sources excerpts", "data-testid": "excerpts" }, ...excerpts.map((x) =>
       element("li", { value: String(x.number), "data-testid": "excerpt" },
@@ -624,6 +635,13 @@ function renderAnswer(turn, answerNode, response, filters) {
         }), " ", element("code", { text: c.rel_path })))));
   }
   turn.append(sources, details(response), feedbackForm(response));
+}
+
+/** "asserted" (the lead states the answer), "passages" (only the closest passages, none
+ * asserted) or "not-found" (the documents do not answer). */
+function answerKind(response) {
+  if (!response.answerable) return "not-found";
+  return response.asserted === false ? "passages" : "asserted";
 }
 
 /** How the answer was made, out of the way until asked for. */

@@ -92,6 +92,20 @@ def slack_api() -> Iterator[SlackWebAPI]:
 
 @pytest.fixture
 def bot(materialized_sample: Path, tmp_path: Path, slack_api: SlackWebAPI) -> Iterator[TestClient]:
+    yield from _bot(materialized_sample, tmp_path, slack_api)
+
+
+@pytest.fixture
+def passages_bot(
+    materialized_sample: Path, tmp_path: Path, slack_api: SlackWebAPI
+) -> Iterator[TestClient]:
+    """A bot that asserts no lead: what the documents answer, it answers with the passages."""
+    yield from _bot(materialized_sample, tmp_path, slack_api, answer_assert_threshold=1.0)
+
+
+def _bot(
+    materialized_sample: Path, tmp_path: Path, slack_api: SlackWebAPI, **overrides: object
+) -> Iterator[TestClient]:
     data_dir = Path(shutil.copytree(materialized_sample, tmp_path / "data"))
     access = tmp_path / "slack-access.yaml"
     access.write_text("users:\n  USECURITY: [security]\nchannels:\n  CSECURITY: [security]\n")
@@ -102,6 +116,7 @@ def bot(materialized_sample: Path, tmp_path: Path, slack_api: SlackWebAPI) -> It
         slack_api_url=slack_api.url,
         slack_access_file=access,
         public_url=CHAT_URL,
+        **overrides,
     )
     # Errors reach the test as the HTTP answers Slack (or anyone) would get, 500s included.
     with TestClient(create_app(settings), raise_server_exceptions=False) as client:
@@ -154,6 +169,25 @@ def test_a_mention_is_answered_in_its_thread_with_linked_citations(
     assert f"<{CHAT_URL}/chat#chunk=" in post["text"]
     assert "&amp;version=" in post["text"]  # the link opens the passage as it was cited
     assert "hr/parental-leave-faq.md" in post["text"]
+
+
+def test_an_answer_asserting_no_lead_says_so_first_then_lists_the_passages(
+    passages_bot: TestClient, slack_api: SlackWebAPI
+) -> None:
+    body = _event("app_mention", f"<@UBOT> {LEAVE}", "CGENERAL", "UANYONE", "Ev11")
+    assert passages_bot.post("/slack/events", **_signed(body)).status_code == 200
+    [post] = slack_api.posted()
+    first, *rest = post["text"].splitlines()
+    # The first line asserts nothing, in italics rather than the bold of a lead.
+    assert first == "_The documents don't state this directly. The closest passages:_"
+    # Then the passages: each linked to its preview, what it says quoted, the nearest
+    # sentences in bold.
+    sources = [line for line in rest if line.startswith("[")]
+    assert len(sources) >= 2 and sources[0].startswith(f"[1] <{CHAT_URL}/chat#chunk=")
+    assert "hr/parental-leave-faq.md" in post["text"]
+    quoted = [line for line in rest if line.startswith("> ")]
+    assert len(quoted) == len(sources)
+    assert "*The primary caregiver receives 20 weeks" in quoted[0]
 
 
 def test_a_direct_message_is_answered_and_the_thread_is_the_conversation(

@@ -1,5 +1,6 @@
 """A real server and a real browser for the page tests: the API on a free port of 127.0.0.1
-over a private copy of the sample stores, and Debian's chromium driven by Playwright."""
+over a private copy of the sample stores (and a second one asserting no lead), and Debian's
+chromium driven by Playwright."""
 
 from __future__ import annotations
 
@@ -51,7 +52,26 @@ def keys(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
 @pytest.fixture(scope="module")
 def server(stores: Path, keys: dict[str, object]) -> Iterator[str]:
     """`lorehouse serve`'s app on a free port, in a thread of this process."""
-    app = create_app(Settings(data_dir=stores, api_keys_file=keys["file"]))
+    yield from _serve(Settings(data_dir=stores, api_keys_file=keys["file"]))
+
+
+@pytest.fixture(scope="module")
+def passages_server(
+    materialized_sample: Path, tmp_path_factory: pytest.TempPathFactory, keys: dict[str, object]
+) -> Iterator[str]:
+    """A second server, over its own copy of the stores, that asserts no lead: every question
+    the documents answer is answered with the closest passages."""
+    stores = Path(
+        shutil.copytree(materialized_sample, tmp_path_factory.mktemp("passages") / "data")
+    )
+    yield from _serve(
+        Settings(data_dir=stores, api_keys_file=keys["file"], answer_assert_threshold=1.0)
+    )
+
+
+def _serve(settings: Settings) -> Iterator[str]:
+    """The app for `settings` on a free port of 127.0.0.1, in a thread of this process."""
+    app = create_app(settings)
     port = _free_port()
     running = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=running.run, daemon=True)

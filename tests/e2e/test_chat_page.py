@@ -3,8 +3,9 @@ server, on a phone (390x844) and on a desktop (1280x800): sign in (a wrong key, 
 right one), start from a suggested question, watch the answer arrive, open a citation (a
 full-screen sheet on the phone, a column beside the answer on the desktop) with its
 supporting sentence marked, its PDF pages and its tables as tables, filter (also down to
-nothing), lose the server and retry, send feedback; an outsider never sees a restricted
-document. The page never scrolls sideways.
+nothing), lose the server and retry, send feedback; see an asserted lead, the closest
+passages only and not found told apart; an outsider never sees a restricted document. The
+page never scrolls sideways.
 
 Screenshots of each step are written to `LOREHOUSE_SCREENSHOT_DIR` (the docs' come from
 there) or to the test's temporary folder.
@@ -25,6 +26,8 @@ REMOTE_WORK = "For how many days a year may I work from another country?"
 LEAVE = "How many weeks of parental leave do primary caregivers get?"
 INCIDENTS = "Who declares a security incident and how are severities defined?"
 LONDON_HOTEL = "What is the hotel limit per night in London?"
+NOT_IN_THE_DOCUMENTS = "What is the capital of Mongolia?"
+NOT_STATED = "The documents don't state this directly"
 ANSWER_SECONDS = 60
 
 
@@ -323,6 +326,62 @@ def test_on_a_desktop_a_reader_asks_checks_sources_filters_retries_and_gives_fee
     # A link to a citation, as a Slack answer carries it, opens the passage directly.
     _open_link(page, rows.iloc[0]["cited_chunk_ids"][0])
     expect(cited).to_contain_text("20 weeks")
+
+
+def _weight(locator: Locator) -> int:
+    return int(locator.evaluate("node => getComputedStyle(node).fontWeight"))
+
+
+def test_each_kind_of_answer_shows_whether_it_asserts_the_answer(
+    browser: Browser, server: str, passages_server: str, keys: dict, screenshots: Path
+) -> None:
+    """An asserted lead, the closest passages only (from a server that asserts no lead), and
+    not found: a reader sees at a glance which one Lorehouse gave."""
+    page = _signed_in(browser, server, keys["reader"])
+    _ask(page, LEAVE)
+    turn = page.locator("[data-testid=turn]").last
+    answer = turn.locator("[data-testid=answer]")
+    # The lead states the fact in the answer's type, with its citation; no notice.
+    expect(answer).to_contain_text("20 weeks")
+    expect(answer.locator("[data-testid=citation]").first).to_be_visible()
+    expect(turn.locator("[data-testid=passages-notice]")).to_have_count(0)
+    assert NOT_STATED not in turn.inner_text()
+    asserted_weight = _weight(answer)
+    _fits(page)
+    page.screenshot(path=screenshots / "chat-6-asserted.png")
+
+    page = _signed_in(browser, passages_server, keys["reader"])
+    _ask(page, LEAVE)
+    turn = page.locator("[data-testid=turn]").last
+    answer = turn.locator("[data-testid=answer]")
+    # No lead: a note says so, in plain type, and nothing in the answer's place reads as a fact.
+    notice = turn.locator("[data-testid=passages-notice]")
+    expect(notice).to_be_visible()
+    expect(notice).to_contain_text(NOT_STATED)
+    expect(notice).to_contain_text("closest passages")
+    assert "20 weeks" not in answer.inner_text()
+    expect(answer.locator("[data-testid=citation]")).to_have_count(0)
+    assert _weight(notice) < asserted_weight
+    # The passages are the answer: open without a click, the nearest sentences highlighted.
+    excerpts = turn.locator("[data-testid=excerpt]")
+    assert excerpts.count() >= 2
+    marked = turn.locator("[data-testid=excerpt] mark")
+    expect(marked.first).to_be_visible()
+    expect(marked.first).to_be_in_viewport()
+    assert "20 weeks" in " ".join(marked.all_inner_texts())
+    _fits(page)
+    page.screenshot(path=screenshots / "chat-7-passages.png")
+
+    # Not found, as before: said in words, the nearest sources listed, no notice.
+    page.click("#new-conversation")
+    _ask(page, NOT_IN_THE_DOCUMENTS)
+    turn = page.locator("[data-testid=turn]").last
+    expect(turn.locator("[data-testid=answer]")).to_contain_text("do not answer")
+    expect(turn.locator("[data-testid=related] li").first).to_be_visible()
+    expect(turn.locator("[data-testid=passages-notice]")).to_have_count(0)
+    expect(turn.locator("[data-testid=excerpt]")).to_have_count(0)
+    _fits(page)
+    page.screenshot(path=screenshots / "chat-8-not-found.png")
 
 
 def test_a_restricted_document_never_appears_for_an_outsider(

@@ -72,6 +72,27 @@ def test_ask_names_its_sources_and_says_once_how_to_add_an_llm(in_sample: Path) 
     assert "--trace" in shown_help and "<bool>" not in shown_help
 
 
+def test_an_answer_asserting_no_lead_says_so_first_then_shows_the_passages(
+    in_sample: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    asserted = _run("ask", LEAVE).splitlines()
+    assert asserted[1].startswith("A (extractive): The primary caregiver receives 20 weeks")
+
+    monkeypatch.setenv("LOREHOUSE_ANSWER_ASSERT_THRESHOLD", "1")
+    get_settings.cache_clear()
+    shown = _run("ask", LEAVE)
+    lines = shown.splitlines()
+    # The first line says nothing is asserted; no "A:" line a reader would take for the answer.
+    assert lines[1] == "Not stated directly; the closest passages: (extractive)"
+    assert not [line for line in lines if line.startswith("A ")]
+    # Then the passages, as for a lead: each source, then what it says.
+    assert lines[3].startswith("  [1] Employee Handbook (handbook/employee-handbook.pdf)")
+    assert "The primary caregiver receives 20 weeks of parental leave" in shown
+    assert "[2] Parental Leave FAQ (hr/parental-leave-faq.md)" in shown
+    answer = json.loads(_run("ask", LEAVE, "--json"))
+    assert (answer["answerable"], answer["asserted"]) == (True, False)
+
+
 def test_the_data_folder_is_found_from_any_folder_of_a_project(
     materialized_sample: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
