@@ -83,9 +83,8 @@ DEFAULT_ANSWER_PASSAGES_MIN_SIMILARITY = 0.30
 #: fits), so an answer states several facts and stays a paragraph for each thing asked.
 DEFAULT_ANSWER_MAX_WORDS = 100
 #: Extractive answers: the chance (`lorehouse.agents.assertion`) below which the lead is not
-#: asserted and the closest passages are shown instead. 0 asserts every lead: the chat page,
-#: the CLI and Slack do not yet set the passages-only answer apart, and no threshold reaches
-#: high precision at a useful coverage with the bundled models (the curve is in
+#: asserted and the closest passages are shown instead. 0 asserts every lead: no threshold
+#: reaches high precision at a useful coverage with the bundled models (the curve is in
 #: docs/benchmarks.md); a deployment that prefers fewer wrong leads sets 0.5.
 DEFAULT_ANSWER_ASSERT_THRESHOLD = 0.0
 #: Rows from which a vector table gets an ANN index. Below it a search is a product with the
