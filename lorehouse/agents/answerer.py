@@ -679,6 +679,8 @@ def answer_extractively(
     if asks is not None and len(chosen) > 1:
         lead = list(dict.fromkeys([*_ask_openers(embedder, asks, chosen, kept_vectors), *lead]))
         lead = lead[:MAX_LEAD_UNITS]
+    elif chosen[0] is units[best_first]:
+        lead = _parallel_group(question, reading, best_first, hits)
     excerpts = _excerpts(units, lead, chosen)
     cited = list(dict.fromkeys([*(u.passage for u in lead), *(e.passage for e in excerpts)]))
     signals = lead_signals(question, reading, best_first, hits)
@@ -696,13 +698,71 @@ def answer_extractively(
             text, cited, True, excerpts=excerpts, asserted=False, unasserted_because=because
         )
     else:
-        text = " ".join(f"{unit.text} [{unit.passage}]" for unit in lead)
+        # One citation after a run of units from one passage (the items of a list).
+        text = " ".join(
+            unit.text
+            if following is not None and following.passage == unit.passage
+            else f"{unit.text} [{unit.passage}]"
+            for unit, following in zip(lead, [*lead[1:], None], strict=True)
+        )
         draft = DraftAnswer(text, cited, answerable=True, excerpts=excerpts)
     return numbered_by_use(replace(draft, signals=signals, confidence=confidence))
 
 
 #: A lead states one fact; with two asks ("who approves it, and how long does it take?"), two.
 MAX_LEAD_UNITS = 2
+#: A labelled item of a list ("Secondary caregivers: 6 weeks at full pay."): a short label,
+#: a colon, its value.
+_LABELLED = re.compile(r"^[^:;.]{1,48}:\s+\S")
+#: Items of one list a lead takes at most, its own included.
+MAX_GROUP_UNITS = 4
+_QUESTION_WORD = re.compile(r"[\w'-]+")
+
+
+def _parallel_group(
+    question: str, reading: ContextReading, best: int, hits: Sequence[SearchHit]
+) -> list[_Unit]:
+    """The lead unit with the items of its list beside it that answer the same way.
+
+    "How many weeks of parental leave do I get?" is answered by a list of two items, one per
+    caregiver; leading with one of them, the better-scoring "Secondary caregivers: 6 weeks",
+    told half the answer. When the lead is a labelled item ("Label: value") stating the kind
+    of fact asked, its neighbours in the same list that are labelled items stating it too
+    lead with it, in the list's order. Not when the question names what the lead holds ("...
+    in Paris?": the Paris item alone answers), nor in a table (its rows are records, not
+    parts of one answer), nor for an item whose range excludes the question's number.
+    """
+    units = reading.units
+    lead = units[best]
+    if hits[lead.passage - 1].is_table or not (_LABELLED.match(lead.text) and reading.states[best]):
+        return [lead]
+    words = _QUESTION_WORD.findall(question)
+    named = {w.lower() for i, w in enumerate(words) if i and w[0].isupper() and w != "I"}
+    if named & {w.lower() for w in _QUESTION_WORD.findall(lead.text)}:
+        return [lead]
+    by_place = {(u.passage, u.part, u.order): index for index, u in enumerate(units)}
+
+    def parallel(index: int | None) -> bool:
+        return (
+            index is not None
+            and bool(_LABELLED.match(units[index].text))
+            and bool(reading.states[index])
+            and reading.fits[index] >= 0
+            and not units[index].is_question
+        )
+
+    group = [best]
+    for step in (-1, 1):
+        order = lead.order + step
+        while len(group) < MAX_GROUP_UNITS:
+            index = by_place.get((lead.passage, lead.part, order))
+            if not parallel(index):
+                break
+            group.append(index)  # type: ignore[arg-type]
+            order += step
+    return [units[index] for index in sorted(group, key=lambda i: units[i].order)]
+
+
 #: Bonus for a unit stating the asked kind of fact, and for one whose range holds the
 #: question's number (a penalty when its ranges do not): the lead must state the fact.
 KIND_WEIGHT = 0.1

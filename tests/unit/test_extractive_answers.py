@@ -725,3 +725,19 @@ def test_a_question_near_a_section_in_other_words_gets_the_passages_not_a_declin
         passages_min_similarity=0.3,
     )
     assert not off_topic.answerable
+
+
+def test_a_lead_from_a_list_brings_the_items_beside_it_that_answer_alike() -> None:
+    leave = _hit(
+        1,
+        "Parents receive paid parental leave after a birth or an adoption.\n\n"
+        "- Primary caregivers: 20 weeks at full pay.\n"
+        "- Secondary caregivers: 6 weeks at full pay.\n\n"
+        "Tell the People Team at least 8 weeks before the leave starts.",
+        heading_path=("Benefits", "Parental leave"),
+    )
+    both = _answer("How many weeks of parental leave do I get?", [leave])
+    assert "Primary caregivers: 20 weeks" in both and "Secondary caregivers: 6 weeks" in both
+    assert both.index("Primary") < both.index("Secondary")
+    one = _answer("How many weeks of parental leave do Secondary caregivers get?", [leave])
+    assert one.startswith("Secondary caregivers: 6 weeks") and "20 weeks" not in one.split("[")[0]
