@@ -573,6 +573,13 @@ def read_context(
     states = np.array([states_kind(unit.text, kind, unit_of_time) for unit in units])
     fits = np.array([range_fit(question, unit.text) for unit in units])
     lead_scores = scores + KIND_WEIGHT * states + RANGE_WEIGHT * fits
+    section = asked_section(question)
+    if section:
+        # "What does the handbook say about Trip Approval?" asks what that section says:
+        # its own sentences lead, not the document's opening line that names its subject.
+        lead_scores = lead_scores + SECTION_WEIGHT * np.array(
+            [section in " > ".join(unit.heading).lower() for unit in units]
+        )
     return ContextReading(units, similarities, scores, fits, lead_scores, overlaps, states)
 
 
@@ -767,6 +774,21 @@ def _parallel_group(
 #: question's number (a penalty when its ranges do not): the lead must state the fact.
 KIND_WEIGHT = 0.1
 RANGE_WEIGHT = 0.3
+#: Bonus for a unit under the section a question asks about by name ("... say about X?").
+SECTION_WEIGHT = 0.5
+_SAY_ABOUT = re.compile(
+    r"\b(?:say|says|said|tell me|write|writes)\s+about\s+(?:the\s+)?[\"“']?(.+?)[\"”']?\s*\??$",
+    re.I,
+)
+
+
+def asked_section(question: str) -> str:
+    """The section a question asks about by name ("What does X say about Sick Leave?"), in
+    lower case; "" when it names none."""
+    match = _SAY_ABOUT.search(question.strip())
+    return match.group(1).strip().lower() if match else ""
+
+
 #: Units shown around a supporting sentence on each side, within its passage.
 EXCERPT_NEIGHBOURS = 1
 

@@ -278,3 +278,21 @@ def test_what_only_restricted_documents_mention_counts_as_unmentioned_for_outsid
     ).json()
     assert "mentions" not in insider["answer"]
     assert insider["answerable"], insider["answer"]
+
+
+def test_the_suggested_questions_are_answered_from_what_they_name(api: TestClient) -> None:
+    """What a newcomer clicks first: each suggestion's answer is asserted, its lead cites the
+    document the suggestion came from and, for a section, a passage of that section."""
+    suggestions = api.get("/v1/suggestions").json()["questions"]
+    assert suggestions
+    for suggestion in suggestions:
+        body = api.post("/v1/ask", json={"question": suggestion["question"]}).json()
+        assert body["answerable"] and body["asserted"], suggestion
+        lead = body["citations"][0]
+        assert lead["rel_path"] == suggestion["rel_path"], (suggestion, lead)
+        if suggestion["kind"] == "section":
+            section = suggestion["question"].rsplit(" about ", 1)[1].rstrip("?")
+            assert any(section in heading for heading in lead["heading_path"]), (section, lead)
+    leave = next(s for s in suggestions if "parental leave" in s["question"])
+    answer = api.post("/v1/ask", json={"question": leave["question"]}).json()["answer"]
+    assert "20 weeks" in answer and "6 weeks" in answer  # both caregivers, not half

@@ -741,3 +741,25 @@ def test_a_lead_from_a_list_brings_the_items_beside_it_that_answer_alike() -> No
     assert both.index("Primary") < both.index("Secondary")
     one = _answer("How many weeks of parental leave do Secondary caregivers get?", [leave])
     assert one.startswith("Secondary caregivers: 6 weeks") and "20 weeks" not in one.split("[")[0]
+
+
+def test_a_question_about_a_named_section_leads_from_that_section() -> None:
+    from lorehouse.agents.answerer import asked_section
+
+    assert asked_section("What does “Travel Policy” say about Trip Approval?") == "trip approval"
+    assert asked_section("What does the handbook say about sick leave?") == "sick leave"
+    assert asked_section("How many days of sick leave do I get?") == ""
+    opening = _hit(
+        1,
+        "Fernhill Analytics · Policy FIN-03 · Version 3.1 · Effective 1 January 2026.",
+        heading_path=("Travel and Expenses Policy",),
+    )
+    approval = _hit(
+        2,
+        "Create a travel request in the People portal before you book. Your manager approves it.",
+        heading_path=("Travel and Expenses Policy", "2.1 Trip Approval"),
+    )
+    answer = _answer(
+        "What does “Travel and Expenses Policy” say about Trip Approval?", [opening, approval]
+    )
+    assert answer.startswith("Create a travel request"), answer
