@@ -96,22 +96,19 @@ def fit(leads: list[CaseLead]) -> AssertionModel:
 
 def measures(leads: list[CaseLead], model: AssertionModel, threshold: float) -> dict:
     """Precision of asserted leads, coverage, near misses asserted, at `threshold`."""
-    asserted = [lead for lead in leads if _probability(model, lead) >= threshold]
-    answerable = [lead for lead in leads if lead.answerable]
-    near = [lead for lead in leads if not lead.answerable]
-    answered = [lead for lead in asserted if lead.answerable]
+    chances = {i: model.chance(lead.features) for i, lead in enumerate(leads)}
+    asserted = [lead for i, lead in enumerate(leads) if chances[i] >= threshold]
+    answerable = sum(lead.answerable for lead in leads)
     return {
-        "precision": _share(sum(lead.right for lead in answered), len(answered)),
-        "coverage": _share(len(answered), len(answerable)),
-        "right_coverage": _share(sum(lead.right for lead in asserted), len(answerable)),
-        "near_misses_asserted": _share(sum(not lead.answerable for lead in asserted), len(near)),
+        **_at(leads, chances, threshold),
+        "right_coverage": _share(sum(lead.right for lead in asserted), answerable),
         "asserted": len(asserted),
         "cases": len(leads),
     }
 
 
 def _at(leads: list[CaseLead], chances: dict[int, float], threshold: float) -> dict:
-    """`measures` for chances already worked out, by case index."""
+    """Precision, coverage and near misses asserted for chances worked out, by case index."""
     asserted = [lead for i, lead in enumerate(leads) if chances[i] >= threshold]
     answered = [lead for lead in asserted if lead.answerable]
     answerable = [lead for lead in leads if lead.answerable]
@@ -130,11 +127,6 @@ def threshold_for(leads: list[CaseLead], model: AssertionModel, precision: float
         if found["asserted"] and found["precision"] >= precision:
             return float(threshold)
     return 1.0
-
-
-def _probability(model: AssertionModel, lead: CaseLead) -> float:
-    z = model.intercept + sum(w * x for w, x in zip(model.weights, lead.features, strict=True))
-    return float(1.0 / (1.0 + np.exp(-z)))
 
 
 def _share(part: int, whole: int) -> float | None:
@@ -177,7 +169,7 @@ def main() -> None:
         model = fit(train)
         threshold = threshold_for(train, model, args.precision)
         per_fold.append({"threshold": threshold, **measures(test, model, threshold)})
-        out_of_fold.update({i: _probability(model, leads[i]) for i in fold})
+        out_of_fold.update({i: model.chance(leads[i].features) for i in fold})
     model = fit(leads)
     threshold = threshold_for(leads, model, args.precision)
     report = {

@@ -18,7 +18,8 @@ for precision: docs/benchmarks.md shows the precision and coverage each threshol
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 #: What an answer that does not assert its lead says before the passages.
 PASSAGES_ONLY_ANSWER = "The documents don't state this directly. The closest passages:"
@@ -65,9 +66,6 @@ class LeadSignals:
             float(self.corroborated),
         ]
 
-    def as_dict(self) -> dict[str, float | bool | int]:
-        return asdict(self)
-
 
 FEATURES = (
     "similarity",
@@ -90,9 +88,11 @@ class AssertionModel:
     weights: tuple[float, ...]
 
     def probability(self, signals: LeadSignals) -> float:
-        z = self.intercept + sum(
-            w * x for w, x in zip(self.weights, signals.features(), strict=True)
-        )
+        return self.chance(signals.features())
+
+    def chance(self, features: Sequence[float]) -> float:
+        """The chance for signals already read as `LeadSignals.features` gives them."""
+        z = self.intercept + sum(w * x for w, x in zip(self.weights, features, strict=True))
         return 1.0 / (1.0 + math.exp(-z))
 
 
