@@ -402,7 +402,7 @@ class ConnectorSource:
     def listing(self, state: ConnectorState) -> Iterator[SourceFile]:
         """The files of a synced `state`, each under the path the state assigned it."""
         self._by_path = state.by_path()
-        self._forget_bodies_except({_body_key(item) for item in state.items.values()})
+        forget_bodies_except(self._bodies, {_body_key(item) for item in state.items.values()})
         for path, item in sorted(self._by_path.items()):
             groups = self.permissions.groups_for(item.principals, self.anyone_default)
             yield SourceFile(
@@ -446,24 +446,32 @@ class ConnectorSource:
         except FileNotFoundError:
             pass
         data = self.connector.fetch(item)
-        self._bodies.mkdir(parents=True, exist_ok=True)
-        temporary = stored.with_name(f"{stored.name}.{os.getpid()}.tmp")
-        temporary.write_bytes(data)
-        temporary.replace(stored)
+        store_body(stored, data)
         return data
-
-    def _forget_bodies_except(self, keys: set[str]) -> None:
-        """Drops the stored bytes of items that changed or left the source."""
-        if self._bodies.is_dir():
-            for stored in self._bodies.iterdir():
-                if stored.name not in keys and not stored.name.endswith(".tmp"):
-                    stored.unlink(missing_ok=True)
 
     def file_uri(self, rel_path: str) -> str:
         try:
             return self._item(rel_path).url
         except SourceError:
             return f"{self.uri.rstrip('/')}/{rel_path}"
+
+
+def store_body(path: Path, data: bytes) -> None:
+    """Keeps fetched bytes at `path`, written whole or not at all: a temporary file of this
+    process, renamed over, so a reader never opens half of one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    temporary.write_bytes(data)
+    temporary.replace(path)
+
+
+def forget_bodies_except(folder: Path, names: set[str]) -> None:
+    """Drops the stored bodies in `folder` not named in `names` (items or pages that changed
+    or left); a body still being written is left to its writer."""
+    if folder.is_dir():
+        for stored in folder.iterdir():
+            if stored.name not in names and not stored.name.endswith(".tmp"):
+                stored.unlink(missing_ok=True)
 
 
 class BearerAuth(httpx.Auth):

@@ -44,7 +44,9 @@ from lorehouse.sources.connectors import (
     ConnectorItem,
     Principal,
     RetryPolicy,
+    forget_bodies_except,
     send,
+    store_body,
 )
 
 log = logging.getLogger(__name__)
@@ -197,17 +199,10 @@ class WebSiteConnector:
                 if not page.indexable:
                     continue
             items.append(self._item(final, page, failure))
-        self._forget_bodies_except({page.digest for page in pages.values()})
+        # Only the current bodies are read again (by the parse stage, after this listing).
+        forget_bodies_except(self.cache_dir, {page.digest for page in pages.values()})
         state = {url: page.__dict__ for url, page in pages.items()}
         return ChangeSet(items, [], json.dumps(state, sort_keys=True), complete=True)
-
-    def _forget_bodies_except(self, digests: set[str]) -> None:
-        """Drops stored bodies of pages that changed or left: only the current ones are
-        read (by the parse stage, after this listing)."""
-        if self.cache_dir.is_dir():
-            for stored in self.cache_dir.iterdir():
-                if stored.name not in digests:
-                    stored.unlink(missing_ok=True)
 
     def _robots(self) -> Protego:
         """The site's robots.txt, read up to `ROBOTS_MAX_BYTES` (the rest is ignored, as
@@ -380,12 +375,9 @@ class WebSiteConnector:
             links, meta = _read_html(url, body)
             directives |= meta
         digest = hashlib.sha256(body).hexdigest()
-        self.cache_dir.mkdir(parents=True, exist_ok=True)
         cached = self.cache_dir / digest
         if not cached.exists():
-            temporary = cached.with_suffix(".tmp")
-            temporary.write_bytes(body)
-            temporary.replace(cached)
+            store_body(cached, body)
         same = before is not None and before.digest == digest
         follow = not directives & {"nofollow", "none"}
         page = _Page(
