@@ -30,7 +30,7 @@ from lorehouse.agents.lead import (
 from lorehouse.embedding.base import Embedder, VectorCache
 from lorehouse.llm import LLMClient
 from lorehouse.search.asks import QuestionAsks, question_asks
-from lorehouse.search.bm25 import Analyzer
+from lorehouse.search.bm25 import STOP_WORDS, Analyzer
 from lorehouse.search.retriever import ChunkView, SearchHit
 from lorehouse.text import chunk_body, is_data_row, plain_text, sentences, unwrap_soft_breaks
 
@@ -74,14 +74,17 @@ def not_mentioned_answer(terms: Sequence[str]) -> str:
 class DraftExcerpt:
     """The sentences of one cited passage a reader checks the answer against.
 
-    `sentences` run in the passage's order around the supporting ones, whose indexes are in
-    `marked`; `heading` is the section they sit under.
+    `sentences` run in the passage's order around the ones the answer drew from this
+    passage, whose indexes are in `marked`; of those, `supports` holds the ones a reader is
+    told support the answer (the lead and what states its facts, or without an asserted
+    lead each passage's best sentence); `heading` is the section they sit under.
     """
 
     passage: int
     heading: tuple[str, ...]
     sentences: list[str]
     marked: list[int]
+    supports: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -218,7 +221,8 @@ def with_excerpts(draft: DraftAnswer, hits: Sequence[SearchHit]) -> DraftAnswer:
             supporting.append(
                 max(candidates, key=lambda u: len(terms & set(_ANALYZER.terms(u.text))))
             )
-    excerpts = _excerpts(units, supporting, supporting)
+    backing = {(unit.passage, unit.order) for unit in supporting}
+    excerpts = _excerpts(units, supporting, supporting, backing)
     return replace(draft, excerpts=excerpts)
 
 
@@ -261,7 +265,11 @@ _LEADING_MARKERS = re.compile(
 )
 
 
-def _units(hit: ChunkView) -> list[str]:
+#: A unit's text and, for a table row under column names, its (column name, cell) pairs.
+_UnitText = tuple[str, tuple[tuple[str, str], ...]]
+
+
+def _units(hit: ChunkView) -> list[_UnitText]:
     """Sentences of a passage; rows (with their header) of a table passage."""
     # A link reads as its text: the citation already says where the sentence comes from.
     body = without_source_markers(_LINK.sub(r"\1", _source_text(hit)))
@@ -277,10 +285,10 @@ def _units(hit: ChunkView) -> list[str]:
                 names, body = [""] * len(header), [header, *body]
             else:
                 names = _column_names(header)
-            return [_row_unit(names, row) for row in body if any(row)]
+            return [(_row_unit(names, row), _named_cells(names, row)) for row in body if any(row)]
     # A hard-wrapped paragraph is one run of sentences, not one fragment per line.
     return [
-        _LEADING_MARKERS.sub("", sentence)
+        (_LEADING_MARKERS.sub("", sentence), ())
         for sentence in sentences(plain_text(unwrap_soft_breaks(body)))
     ]
 
@@ -297,8 +305,9 @@ def _context_units(hits: Sequence[SearchHit]) -> list[_Unit]:
     for number, hit in enumerate(hits, start=1):
         order = 0
         for part_number, part in enumerate(hit.passage_parts or [hit]):
-            for text in _units(part):
-                units.append(_Unit(number, order, text, tuple(part.heading_path), part_number))
+            for text, cells in _units(part):
+                heading = tuple(part.heading_path)
+                units.append(_Unit(number, order, text, heading, part_number, cells))
                 order += 1
     return units
 
@@ -344,14 +353,63 @@ def _row_unit(names: list[str], cells: list[str]) -> str:
             elif cell:
                 labelled[-1][1].append(cell)
         return " ".join(
-            f"{label}: {'; '.join(values)}." if values else f"{label}."
+            f"{label}: {'; '.join(values).rstrip('.')}." if values else f"{label}."
             for label, values in labelled
         )
     names = [name.rstrip(":,").rstrip() for name in names]
     # A row shorter than its header (a ragged Markdown table) names the cells it has.
     named = zip(names, cells, strict=False)
     pairs = [f"{name}: {cell}" if name else cell for name, cell in named if cell]
-    return "; ".join(pairs) + "."
+    return "; ".join(pairs).rstrip(".") + "."
+
+
+def _named_cells(names: list[str], cells: list[str]) -> tuple[tuple[str, str], ...]:
+    """A row's cells under their column names, those with both; () when no column is named."""
+    if not any(names):
+        return ()
+    named = zip((name.rstrip(":,").rstrip() for name in names), cells, strict=False)
+    return tuple((name, cell) for name, cell in named if name and cell)
+
+
+#: Words opening a range cell ("Over EUR 5,000"), lower case inside a sentence.
+_RANGE_WORDS = frozenset({"over", "under", "above", "below", "up", "less", "more", "between"})
+
+
+def row_sentence(question: str, cells: Sequence[tuple[str, str]]) -> str | None:
+    """A table row read as a sentence answering `question`, or None when no column answers.
+
+    The row's first cell says what the row is about ("Over EUR 5,000"); the cells that
+    answer are those whose column the question names ("approves" names "Approver", "in
+    Lisbon" names "Lisbon"), kept to those stating the asked kind of fact when any does, or
+    else those stating it. A column named as the question names a place or a name ("Lisbon")
+    reads "Annual leave in Lisbon: 25 days."; one named as a common noun reads "The approver
+    for over EUR 5,000 is the Chief Financial Officer (Rajiv Menon)". The raw row stays in the
+    excerpt, so nothing of it is lost.
+    """
+    if len(cells) < 2:
+        return None
+    (_, key), rest = cells[0], list(cells[1:])
+    asked = set(_ANALYZER.terms(question))
+    kind, unit_of_time = asked_kind(question), asked_unit(question)
+    named = [(name, cell) for name, cell in rest if set(_ANALYZER.terms(name)) & asked]
+    stating = [
+        (name, cell)
+        for name, cell in rest
+        if kind is not AskedKind.OTHER and states_kind(cell, kind, unit_of_time)
+    ]
+    answer = [pair for pair in named if pair in stating] or named or stating
+    if not answer:
+        return None
+    key = key.rstrip(".")
+    if all(name in question for name, _ in answer):  # named as written: "in Lisbon"
+        cited = "; ".join(f"{name}: {cell.rstrip('.')}" for name, cell in answer)
+        return f"{key} in {cited}." if len(answer) == 1 else f"{key}: {cited}."
+    first, *others = answer
+    opening = key.split()[0].lower()
+    subject = key[0].lower() + key[1:] if opening in STOP_WORDS | _RANGE_WORDS else key
+    said = [f"The {first[0].lower()} for {subject} is {first[1].rstrip('.')}"]
+    said += [f"the {name.lower()} is {cell.rstrip('.')}" for name, cell in others]
+    return "; ".join(said) + "."
 
 
 #: Questions that ask for an amount, a limit, a duration or a date: their answer holds a number.
@@ -396,6 +454,8 @@ class _Unit:
     text: str
     heading: tuple[str, ...] = ()
     part: int = 0
+    #: A table row's (column name, cell) pairs; empty for a sentence or an unnamed row.
+    cells: tuple[tuple[str, str], ...] = ()
 
     @cached_property
     def facts(self) -> frozenset[str]:
@@ -595,6 +655,9 @@ def lead_signals(
     hit = hits[unit.passage - 1]
     where = " ".join([unit.text, *unit.heading, hit.title or "", hit.rel_path]).lower()
     found = sum(name.lower() in where for name in names)
+    section = asked_section(question)
+    headings = [_Unit(u.passage, u.order, " ".join(u.heading)) for u in reading.units]
+    earlier = [u for u in reading.units[:lead] if (u.passage, u.part) == (unit.passage, unit.part)]
     return LeadSignals(
         similarity=float(reading.similarities[lead]),
         margin=float(reading.lead_scores[lead]) - max(others, default=0.0),
@@ -606,6 +669,12 @@ def lead_signals(
         passage_rank=unit.passage,
         is_row=bool(hit.is_table),
         corroborated=runner_up is not None and bool(unit.facts & reading.units[runner_up].facts),
+        heading_overlap=(
+            1.0
+            if section and section in " > ".join(unit.heading).lower()
+            else float(_lexical_overlap(question, headings)[lead])
+        ),
+        opens_section=not any(u.heading == unit.heading for u in earlier),
     )
 
 
@@ -688,13 +757,14 @@ def answer_extractively(
         lead = lead[:MAX_LEAD_UNITS]
     elif chosen[0] is units[best_first]:
         lead = _parallel_group(question, reading, best_first, hits)
-    excerpts = _excerpts(units, lead, chosen)
-    cited = list(dict.fromkeys([*(u.passage for u in lead), *(e.passage for e in excerpts)]))
     signals = lead_signals(question, reading, best_first, hits)
     confidence = None if assertion is None else assertion[0].probability(signals)
-    if too_far or (confidence is not None and confidence < assertion[1]):  # type: ignore[index]
-        # Not sure the lead answers: the passages speak for themselves, each with the
-        # sentence that would have led marked, and the answer says it asserts nothing.
+    asserting = not too_far and (confidence is None or confidence >= assertion[1])  # type: ignore[index]
+    excerpts = _excerpts(units, lead, chosen, _supporting(reading, lead, chosen, asserting))
+    cited = list(dict.fromkeys([*(u.passage for u in lead), *(e.passage for e in excerpts)]))
+    if not asserting:
+        # Not sure the lead answers: the passages speak for themselves, each with its best
+        # sentence marked, and the answer says it asserts nothing.
         text = PASSAGES_ONLY_ANSWER + " " + " ".join(f"[{passage}]" for passage in cited)
         because = (
             f"no sentence is similar enough to the question ({reading.best_similarity:.2f})"
@@ -706,11 +776,12 @@ def answer_extractively(
         )
     else:
         # One citation after a run of units from one passage (the items of a list).
+        said = [row_sentence(question, unit.cells) or unit.text for unit in lead]
         text = " ".join(
-            unit.text
+            words
             if following is not None and following.passage == unit.passage
-            else f"{unit.text} [{unit.passage}]"
-            for unit, following in zip(lead, [*lead[1:], None], strict=True)
+            else f"{words} [{unit.passage}]"
+            for words, unit, following in zip(said, lead, [*lead[1:], None], strict=True)
         )
         draft = DraftAnswer(text, cited, answerable=True, excerpts=excerpts)
     return numbered_by_use(replace(draft, signals=signals, confidence=confidence))
@@ -793,11 +864,43 @@ def asked_section(question: str) -> str:
 EXCERPT_NEIGHBOURS = 1
 
 
+def _supporting(
+    reading: ContextReading, lead: Sequence[_Unit], chosen: Sequence[_Unit], asserted: bool
+) -> set[tuple[int, int]]:
+    """The units an excerpt marks as supporting, by (passage, order).
+
+    An asserted lead is supported by its own units and by chosen units stating a fact it
+    states (a second source with the same amount); a chosen sentence about something else
+    is shown as context, not marked: marking a sick-leave sentence beside an expense-claim
+    lead told the reader it backed the answer. Without an asserted lead, each passage's
+    best unit is marked: the sentence that would have led from it.
+    """
+    if asserted:
+        facts = frozenset().union(*(unit.facts for unit in lead))
+        return {
+            (unit.passage, unit.order) for unit in [*lead, *(u for u in chosen if u.facts & facts)]
+        }
+    score = {
+        (u.passage, u.order): float(s)
+        for u, s in zip(reading.units, reading.lead_scores, strict=True)
+    }
+    best: dict[int, _Unit] = {}
+    for unit in chosen:
+        held = best.get(unit.passage)
+        if held is None or score[(unit.passage, unit.order)] > score[(held.passage, held.order)]:
+            best[unit.passage] = unit
+    return {(unit.passage, unit.order) for unit in best.values()}
+
+
 def _excerpts(
-    units: Sequence[_Unit], lead: Sequence[_Unit], chosen: Sequence[_Unit]
+    units: Sequence[_Unit],
+    lead: Sequence[_Unit],
+    chosen: Sequence[_Unit],
+    backing: set[tuple[int, int]],
 ) -> list[DraftExcerpt]:
     """One excerpt per passage the answer draws on, the lead's passages first: its chosen
-    units marked, with a neighbour on each side from the same part of the passage."""
+    units with a neighbour on each side from the same part of the passage, the `backing`
+    ones (by passage and order) as supports."""
     passages = list(dict.fromkeys([*(u.passage for u in lead), *(u.passage for u in chosen)]))
     position = {(u.passage, u.order): index for index, u in enumerate(units)}
     excerpts = []
@@ -812,12 +915,14 @@ def _excerpts(
                     if (near.passage, near.part) == (unit.passage, unit.part):
                         shown[index] = shown.get(index, False) or index == at
         ordered = sorted(shown)
+        backs = {position[key] for key in backing if key[0] == passage}
         excerpts.append(
             DraftExcerpt(
                 passage=passage,
                 heading=supporting[0].heading,
                 sentences=[units[index].text for index in ordered],
                 marked=[i for i, index in enumerate(ordered) if shown[index]],
+                supports=[i for i, index in enumerate(ordered) if shown[index] and index in backs],
             )
         )
     return excerpts

@@ -12,7 +12,7 @@ import queue
 import threading
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime
 from typing import Literal
 
@@ -34,6 +34,7 @@ from lorehouse.agents.assertion import LEAD_MODEL
 from lorehouse.agents.lead import named_terms, spelled_out
 from lorehouse.agents.post_processor import post_process
 from lorehouse.agents.query_optimizer import Turn, carry_over_offline, optimize_query
+from lorehouse.agents.scope import narrows, scope_not_saying
 from lorehouse.agents.source_identifier import Sources, choose_with_llm, rank_documents
 from lorehouse.agents.trace import AskTrace, StepTrace, timed_step
 from lorehouse.embedding.base import Embedder, VectorCache
@@ -135,6 +136,13 @@ class AskResponse(BaseModel):
         "passages, which may not state it (false, with `answerable` true); false when not "
         "found.",
     )
+    beyond_filters: bool = Field(
+        default=False,
+        description="Whether the documents the filters select asserted nothing, and the "
+        "answer comes from the rest of the corpus: `answer` then opens by saying what the "
+        'filters cover does not say it ("Pages 2-4 of employee-handbook.pdf do not say. '
+        'Elsewhere: ...").',
+    )
     degraded: bool = False
     degraded_reason: str | None = None
     citations: list[Citation]
@@ -203,7 +211,9 @@ class AskPipeline:
         prepared = self.prepare(question, history, filters, top_k, caller_groups, today)
         with timed_step(prepared.trace, "answerer", self._usage()) as step:
             draft, mode, degraded = self._answer(question, prepared, step)
-        return self._response(question, prepared, draft, mode, degraded)
+        request = (question, history, filters, top_k, caller_groups, today)
+        prepared, draft, beyond = self._beyond_filters(request, prepared, draft, mode)
+        return self._response(question, prepared, draft, mode, degraded, beyond)
 
     def stream(
         self,
@@ -245,8 +255,9 @@ class AskPipeline:
             raise outcome["error"]
         prepared = outcome["prepared"]
         assert isinstance(prepared, Prepared)
+        streams_llm = self.client is not None and bool(prepared.context)
         with timed_step(prepared.trace, "answerer", self._usage()) as step:
-            if self.client is not None and prepared.context:
+            if streams_llm:
                 pieces: list[str] = []
                 problem: str | None = None
                 try:
@@ -268,8 +279,11 @@ class AskPipeline:
                     mode, degraded = "extractive", problem
             else:
                 draft, mode, degraded = self._answer(question, prepared, step)
-                yield draft.text
-        yield self._response(question, prepared, draft, mode, degraded)
+        request = (question, history, filters, top_k, caller_groups, today)
+        prepared, draft, beyond = self._beyond_filters(request, prepared, draft, mode)
+        if not streams_llm:
+            yield draft.text
+        yield self._response(question, prepared, draft, mode, degraded, beyond)
 
     # -- steps 1-4 ------------------------------------------------------------------------------
 
@@ -454,6 +468,42 @@ class AskPipeline:
             passages_min_similarity=self.options.answer_passages_min_similarity,
         )
 
+    def _beyond_filters(
+        self,
+        request: tuple[str, Sequence[Turn], SearchFilters | None, int, Sequence[str], date | None],
+        prepared: Prepared,
+        draft: DraftAnswer,
+        mode: AnswerMode,
+    ) -> tuple[Prepared, DraftAnswer, bool]:
+        """What to answer when the filters' documents assert nothing: the unfiltered
+        corpus's asserted lead, opened by what the filters cover not saying it; otherwise
+        `prepared` and `draft` as they are. `request` is `ask`'s arguments, in its order.
+
+        A filter must never silently answer from off-topic text, nor hide that the rest of
+        the corpus states the answer. Only the extractive answer widens: an LLM reads the
+        filtered passages and says itself that they do not answer. The wider search runs as
+        the same caller, so it sees nothing the caller may not read.
+        """
+        question, history, filters, top_k, caller_groups, today = request
+        if mode != "extractive" or (draft.asserted and draft.answerable) or not narrows(filters):
+            return prepared, draft, False
+        assert filters is not None
+        wide = self.prepare(question, history, None, top_k, caller_groups, today)
+        with timed_step(prepared.trace, "beyond_filters") as step:
+            answer = self._extractive(question, wide)
+            if not (answer.answerable and answer.asserted):
+                step.status = "skipped"
+                step.detail = "the documents outside the filters assert nothing either"
+                return prepared, draft, False
+            step.detail = "nothing asserted within the filters; answered from every document"
+        for done in wide.trace.steps:
+            unfiltered = done.model_copy(update={"step": f"{done.step}, unfiltered"})
+            prepared.trace.steps.append(unfiltered)
+        prepared.trace.retrieved.update(wide.trace.retrieved)
+        prepared.trace.context_chunk_ids = wide.trace.context_chunk_ids
+        text = f"{scope_not_saying(filters, prepared.context)} Elsewhere: {answer.text}"
+        return replace(wide, trace=prepared.trace), replace(answer, text=text), True
+
     def _mode(self) -> AnswerMode:
         return "extractive" if self.client is None else "llm"
 
@@ -467,6 +517,7 @@ class AskPipeline:
         draft: DraftAnswer,
         mode: AnswerMode,
         degraded: str | None,
+        beyond_filters: bool = False,
     ) -> AskResponse:
         citations = [
             _citation(number, prepared.context[passage - 1])
@@ -486,6 +537,7 @@ class AskPipeline:
             mode=mode,
             answerable=draft.answerable,
             asserted=draft.answerable and draft.asserted,
+            beyond_filters=beyond_filters,
             degraded=degraded is not None,
             degraded_reason=degraded,
             citations=citations,
@@ -532,7 +584,7 @@ def _excerpt(number: int, hit: SearchHit, excerpt: DraftExcerpt) -> Excerpt:
         page_start=hit.page_start,
         page_end=hit.page_end,
         sentences=[
-            ExcerptSentence(text=text, supports=index in excerpt.marked)
+            ExcerptSentence(text=text, supports=index in excerpt.supports)
             for index, text in enumerate(excerpt.sentences)
         ],
         citation=hit.citation,

@@ -51,6 +51,15 @@ class LeadSignals:
     #: Whether the best unit of another passage states a fact (a number, a name) the lead
     #: states: two sources saying the same thing, as a handbook and a benefits deck do.
     corroborated: bool = False
+    #: The share of the question's words (rarer ones weighing more) in the heading of the
+    #: lead's section; 1.0 when the question asks what a section says and this is it. A
+    #: question a section's heading restates ("Who counts as the primary caregiver?") is
+    #: answered under that heading; a near miss ("... in the US?") rarely finds its words
+    #: there.
+    heading_overlap: float = 0.0
+    #: Whether the lead opens its section in the passage: a section's first sentence
+    #: states what the section is about more often than one deep inside it.
+    opens_section: bool = False
 
     def features(self) -> list[float]:
         """The signals as the regression reads them, in `FEATURES` order."""
@@ -64,6 +73,8 @@ class LeadSignals:
             1.0 / self.passage_rank,
             float(self.is_row),
             float(self.corroborated),
+            self.heading_overlap,
+            float(self.opens_section),
         ]
 
 
@@ -77,6 +88,8 @@ FEATURES = (
     "passage_rank_inverse",
     "is_row",
     "corroborated",
+    "heading_overlap",
+    "opens_section",
 )
 
 
@@ -112,5 +125,7 @@ LEAD_MODEL = AssertionModel(
         0.4158,  # passage_rank_inverse
         0.2717,  # is_row
         0.5068,  # corroborated
+        0.0,  # heading_overlap
+        0.0,  # opens_section
     ),
 )

@@ -320,9 +320,13 @@ def test_a_table_cell_reads_without_its_styling() -> None:
         is_table=True,
     )
     answer = _answer("What does least privilege mean?", [table])
+    # The lead reads the row as a sentence; the excerpt keeps the row itself.
     assert answer.startswith(
-        "Principle: Least privilege; Meaning: Grant read access before write access."
+        "The meaning for Least privilege is Grant read access before write access. [1]"
     ), answer
+    assert "Principle: Least privilege; Meaning: Grant read access before write access. [1]" in (
+        answer
+    )
 
 
 def test_a_question_the_context_does_not_touch_is_declined() -> None:
@@ -763,3 +767,53 @@ def test_a_question_about_a_named_section_leads_from_that_section() -> None:
         "What does “Travel and Expenses Policy” say about Trip Approval?", [opening, approval]
     )
     assert answer.startswith("Create a travel request"), answer
+
+
+APPROVAL_TABLE = _hit(
+    1,
+    "| Amount (EUR equivalent) | Approver | Backup approver |\n|---|---|---|\n"
+    "| Up to EUR 2,000 | Line manager | Department head |\n"
+    "| Over EUR 5,000 | Chief Financial Officer (Rajiv Menon) | Chief Executive Officer |",
+    is_table=True,
+    heading_path=("Travel and Expenses Policy", "Approval limits"),
+)
+LEAVE_TABLE = _hit(
+    1,
+    "| Benefit | Lisbon | Toronto | Singapore |\n|---|---|---|---|\n"
+    "| Annual leave | 25 days | 20 days | 21 days |\n"
+    "| Wellbeing budget | EUR 400 | CAD 600 | SGD 600 |",
+    is_table=True,
+    heading_path=("Benefits Overview", "Leave by office"),
+)
+
+
+def test_a_table_row_lead_reads_as_a_sentence_from_its_header_and_cells() -> None:
+    approver = _decided("Who approves travel over 5,000 EUR?", [APPROVAL_TABLE], 0.0)
+    assert approver.text.startswith(
+        "The approver for over EUR 5,000 is Chief Financial Officer (Rajiv Menon); "
+        "the backup approver is Chief Executive Officer. [1]"
+    ), approver.text
+    lisbon = _decided("How many days of annual leave do I get in Lisbon?", [LEAVE_TABLE], 0.0)
+    assert lisbon.text == "Annual leave in Lisbon: 25 days. [1]", lisbon.text
+    # The row itself stays in the excerpt, every cell of it.
+    rows = [s for e in lisbon.excerpts for s in e.sentences]
+    assert "Benefit: Annual leave; Lisbon: 25 days; Toronto: 20 days; Singapore: 21 days." in rows
+
+
+def test_supports_marks_only_what_backs_the_lead() -> None:
+    claims = _hit(
+        1,
+        "Submit claims in the People portal within 30 days of the expense. Sick leave of more "
+        "than 3 days needs a doctor's note.",
+        heading_path=("Travel and Expenses Policy", "Submitting a Claim"),
+    )
+    draft = _decided("How long do I have to submit an expense claim?", [claims], 0.0)
+    assert draft.asserted and "30 days" in draft.text
+    excerpt = draft.excerpts[0]
+    supports = [excerpt.sentences[i] for i in excerpt.supports]
+    assert len(excerpt.marked) == 2  # both sentences drawn: each adds a fact...
+    assert supports == [excerpt.sentences[0]]  # ...the sick-leave one is shown, not marked
+    shown = _decided("How long do I have to submit an expense claim?", [claims], 1.0)
+    assert not shown.asserted
+    # Without an asserted lead, each passage's best sentence is the one marked.
+    assert [shown.excerpts[0].sentences[i] for i in shown.excerpts[0].supports] == supports
