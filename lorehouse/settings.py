@@ -86,7 +86,7 @@ DEFAULT_ANSWER_MAX_WORDS = 100
 #: asserted and the closest passages are shown instead. 0 asserts every lead: no threshold
 #: reaches high precision at a useful coverage with the bundled models (the curve is in
 #: docs/benchmarks.md); a deployment that prefers fewer wrong leads sets 0.5.
-DEFAULT_ANSWER_ASSERT_THRESHOLD = 0.0
+DEFAULT_ANSWER_ASSERT_THRESHOLD = 0.5
 #: Rows from which a vector table gets an ANN index. Below it a search is a product with the
 #: vectors held in memory: exact, and as fast as the index up to about this size; past it the
 #: index wins as the product grows with the rows (docs/benchmarks.md, "Search latency").

@@ -23,7 +23,6 @@ from lorehouse.agents.lead import (
     AskedKind,
     asked_kind,
     asked_unit,
-    named_terms,
     range_fit,
     states_kind,
 )
@@ -265,6 +264,33 @@ _LEADING_MARKERS = re.compile(
 )
 
 
+_WORD = re.compile(r"[A-Za-z][\w&'-]*[\w]|\d[\d,.]*\d|\d|[A-Z]")
+
+
+def question_names(question: str) -> list[str]:
+    """The words a question names its subject's particulars by: capitalised words after its
+    first ("Lisbon", "US", "Germany", "Airbase"), acronyms and numbers, once each.
+
+    Broader than `named_terms`, which leaves out the place a question is set in because a
+    corpus that never names it may still answer; a lead that states another office's rule
+    is exactly one whose text, section and document never name the place asked about.
+    """
+    words = _WORD.findall(question)
+    names: list[str] = []
+    for index, word in enumerate(words):
+        particular = word[0].isdigit() or (index and word[0].isupper() and word != "I")
+        if particular and word not in names:
+            names.append(word)
+    return names
+
+
+def _word_in(name: str, text: str) -> bool:
+    """Whether `text` holds `name` as a word: an acronym in its own case ("US" is not "us"),
+    any other name in any case; "EU" is not found inside "EUR"."""
+    flags = 0 if name.isupper() else re.IGNORECASE
+    return re.search(rf"(?<![\w]){re.escape(name)}(?![\w])", text, flags) is not None
+
+
 #: A unit's text and, for a table row under column names, its (column name, cell) pairs.
 _UnitText = tuple[str, tuple[tuple[str, str], ...]]
 
@@ -376,40 +402,60 @@ _RANGE_WORDS = frozenset({"over", "under", "above", "below", "up", "less", "more
 
 
 def row_sentence(question: str, cells: Sequence[tuple[str, str]]) -> str | None:
-    """A table row read as a sentence answering `question`, or None when no column answers.
+    """A table row read as a sentence answering `question`, or None to lead with the row.
 
-    The row's first cell says what the row is about ("Over EUR 5,000"); the cells that
-    answer are those whose column the question names ("approves" names "Approver", "in
-    Lisbon" names "Lisbon"), kept to those stating the asked kind of fact when any does, or
-    else those stating it. A column named as the question names a place or a name ("Lisbon")
-    reads "Annual leave in Lisbon: 25 days."; one named as a common noun reads "The approver
-    for over EUR 5,000 is the Chief Financial Officer (Rajiv Menon)". The raw row stays in the
-    excerpt, so nothing of it is lost.
+    Only for a question asking a kind of fact (an amount, a duration, a person...) that a
+    cell of the row states: the cells that answer are those stating it, narrowed to the
+    columns the question names when it names any ("approves" names "Approver", "in Lisbon"
+    names "Lisbon"). The row's first cell says what the row is about ("Over EUR 5,000"),
+    with any other cell the question names ("Deepavali"). A column the question names as
+    written ("Lisbon") reads "Annual leave in Lisbon: 25 days."; a short common noun
+    ("Approver") reads "The approver for over EUR 5,000 is Chief Financial Officer (Rajiv
+    Menon)."; any other ("January-June 2023") reads "Net sales, January-June 2023: 12,339.".
+    Any other question ("How is the meal allowance paid?") leads with the whole row, whose
+    other cells may hold the answer. The raw row stays in the excerpt, so nothing is lost.
     """
-    if len(cells) < 2:
+    kind = asked_kind(question)
+    if len(cells) < 2 or kind in (AskedKind.OTHER, AskedKind.YES_NO, AskedKind.PROCEDURE):
         return None
     (_, key), rest = cells[0], list(cells[1:])
+    if not re.search(r"[^\W\d]", key):  # a number or a date names no row for a reader
+        return None
     asked = set(_ANALYZER.terms(question))
-    kind, unit_of_time = asked_kind(question), asked_unit(question)
-    named = [(name, cell) for name, cell in rest if set(_ANALYZER.terms(name)) & asked]
-    stating = [
-        (name, cell)
-        for name, cell in rest
-        if kind is not AskedKind.OTHER and states_kind(cell, kind, unit_of_time)
-    ]
-    answer = [pair for pair in named if pair in stating] or named or stating
+    unit_of_time = asked_unit(question)
+    stating = [(name, cell) for name, cell in rest if states_kind(cell, kind, unit_of_time)]
+    named = [pair for pair in stating if set(_ANALYZER.terms(pair[0])) & asked]
+    answer = named or stating
     if not answer:
         return None
-    key = key.rstrip(".")
-    if all(name in question for name, _ in answer):  # named as written: "in Lisbon"
-        cited = "; ".join(f"{name}: {cell.rstrip('.')}" for name, cell in answer)
-        return f"{key} in {cited}." if len(answer) == 1 else f"{key}: {cited}."
-    first, *others = answer
-    opening = key.split()[0].lower()
-    subject = key[0].lower() + key[1:] if opening in STOP_WORDS | _RANGE_WORDS else key
-    said = [f"The {first[0].lower()} for {subject} is {first[1].rstrip('.')}"]
-    said += [f"the {name.lower()} is {cell.rstrip('.')}" for name, cell in others]
-    return "; ".join(said) + "."
+    about = [key.rstrip(".")] + [
+        cell for name, cell in rest if (name, cell) not in answer and _names(cell, asked)
+    ]
+    subject = ", ".join(about)
+    said = [(name, cell.rstrip(".")) for name, cell in answer]
+    if all(name in question for name, _ in said):  # named as written: "in Lisbon"
+        cited = "; ".join(f"{name}: {cell}" for name, cell in said)
+        return f"{subject} in {cited}." if len(said) == 1 else f"{subject}: {cited}."
+    if all(_common_noun(name) for name, _ in said):
+        opening = subject.split()[0].lower()
+        if opening in STOP_WORDS | _RANGE_WORDS:
+            subject = subject[0].lower() + subject[1:]
+        first, *others = said
+        parts = [f"The {first[0].lower()} for {subject} is {first[1]}"]
+        parts += [f"the {name.lower()} is {cell}" for name, cell in others]
+        return "; ".join(parts) + "."
+    return f"{subject}, " + "; ".join(f"{name}: {cell}" for name, cell in said) + "."
+
+
+def _names(cell: str, asked: set[str]) -> bool:
+    """Whether a cell holds a word of the question other than a common one: "Deepavali"."""
+    return bool({term for term in _ANALYZER.terms(cell) if len(term) > 3} & asked)
+
+
+def _common_noun(name: str) -> bool:
+    """A column name that reads after "the": a few words, no digits ("Approver", "Cost per
+    person"), not a year or a period ("2023", "January-June 2023")."""
+    return len(name.split()) <= 4 and not any(char.isdigit() for char in name)
 
 
 #: Questions that ask for an amount, a limit, a duration or a date: their answer holds a number.
@@ -651,10 +697,10 @@ def lead_signals(
     elsewhere = [i for i, other in enumerate(reading.units) if other.passage != unit.passage]
     others = [float(reading.lead_scores[index]) for index in elsewhere]
     runner_up = max(elsewhere, key=lambda index: reading.lead_scores[index], default=None)
-    names = named_terms(question)
+    names = question_names(question)
     hit = hits[unit.passage - 1]
-    where = " ".join([unit.text, *unit.heading, hit.title or "", hit.rel_path]).lower()
-    found = sum(name.lower() in where for name in names)
+    where = " ".join([unit.text, *unit.heading, hit.title or "", hit.rel_path])
+    found = sum(_word_in(name, where) for name in names)
     section = asked_section(question)
     headings = [_Unit(u.passage, u.order, " ".join(u.heading)) for u in reading.units]
     earlier = [u for u in reading.units[:lead] if (u.passage, u.part) == (unit.passage, unit.part)]
@@ -675,7 +721,17 @@ def lead_signals(
             else float(_lexical_overlap(question, headings)[lead])
         ),
         opens_section=not any(u.heading == unit.heading for u in earlier),
+        heading_asks=bool(unit.heading)
+        and (
+            _said(unit.heading[-1]) == _said(question)
+            or bool(section and section in " > ".join(unit.heading).lower())
+        ),
     )
+
+
+def _said(text: str) -> str:
+    """Text as words alone, for comparing a heading with a question."""
+    return " ".join(re.findall(r"\w+", text.lower()))
 
 
 def answer_extractively(
@@ -757,9 +813,13 @@ def answer_extractively(
         lead = lead[:MAX_LEAD_UNITS]
     elif chosen[0] is units[best_first]:
         lead = _parallel_group(question, reading, best_first, hits)
+        if len(lead) == 1:
+            lead = _with_the_rule_before(reading, best_first)
     signals = lead_signals(question, reading, best_first, hits)
     confidence = None if assertion is None else assertion[0].probability(signals)
-    asserting = not too_far and (confidence is None or confidence >= assertion[1])  # type: ignore[index]
+    asserting = not too_far and (
+        confidence is None or confidence >= assertion[1] or signals.heading_asks  # type: ignore[index]
+    )
     excerpts = _excerpts(units, lead, chosen, _supporting(reading, lead, chosen, asserting))
     cited = list(dict.fromkeys([*(u.passage for u in lead), *(e.passage for e in excerpts)]))
     if not asserting:
@@ -839,6 +899,44 @@ def _parallel_group(
             group.append(index)  # type: ignore[arg-type]
             order += step
     return [units[index] for index in sorted(group, key=lambda i: units[i].order)]
+
+
+#: How close (in lead score) the sentence before the lead must come to lead with it.
+RULE_TIE = 0.08
+#: Words a lead of a rule and its consequence may take together.
+RULE_WORDS = 45
+
+
+def _with_the_rule_before(reading: ContextReading, best: int) -> list[_Unit]:
+    """The lead, with the sentence before it when that one states the asked kind of fact
+    too and scores nearly as well.
+
+    "How long do I have to submit an expense claim?" led with "Claims submitted more than
+    90 days after the expense are rejected ...": the consequence, scored a little above the
+    rule it follows, "Submit claims ... within 30 days of the expense". A section states a
+    rule, then its exceptions; when both answer about equally, the reader gets both, in the
+    document's order.
+    """
+    units = reading.units
+    lead = units[best]
+    before = best - 1
+    if before < 0 or not reading.states[best]:
+        return [lead]
+    previous = units[before]
+    if (
+        (previous.passage, previous.part) != (lead.passage, lead.part)
+        or previous.cells
+        or lead.cells
+        or _LABELLED.match(previous.text)  # a list's items: `_parallel_group` decides
+        or _LABELLED.match(lead.text)
+        or previous.is_question
+        or not reading.states[before]
+        or reading.fits[before] < 0
+        or reading.lead_scores[best] - reading.lead_scores[before] > RULE_TIE
+        or len(previous.text.split()) + len(lead.text.split()) > RULE_WORDS
+    ):
+        return [lead]
+    return [previous, lead]
 
 
 #: Bonus for a unit stating the asked kind of fact, and for one whose range holds the

@@ -557,6 +557,8 @@ def _assertion_detail(draft: DraftAnswer, threshold: float) -> str:
     if draft.confidence is None or not draft.answerable:
         return ""
     chance = f"chance it answers {draft.confidence:.2f}, bar {threshold:.2f}"
+    if draft.asserted and draft.signals is not None and draft.signals.heading_asks:
+        return f"; lead asserted: it sits under the section the question asks about ({chance})"
     if draft.asserted:
         return f"; lead asserted ({chance})"
     return f"; lead not asserted, the passages shown: {draft.unasserted_because} ({chance})"
