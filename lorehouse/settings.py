@@ -533,7 +533,9 @@ class Settings(BaseSettings):
         description=(
             "Extractive answers: a lead less likely than this to state the answer is not "
             "asserted; the answer says the documents don't state it directly and shows the "
-            "closest passages. 0 asserts every lead; higher asserts fewer, more of them right."
+            "closest passages. 0 asserts every lead; higher asserts fewer, more of them right; "
+            "1 asserts none. A lead under the section the question asks about (an FAQ's own "
+            'question, or "What does X say about Y?") is asserted below 1 whatever its chance.'
         ),
     )
     answer_decline_unmentioned: bool = Field(

@@ -200,3 +200,14 @@ def default_embedder() -> OnnxMiniLMEmbedder:
     """The bundled model as the composition root builds it from the environment's settings
     (one per process and configuration)."""
     return Lorehouse().bundled_model()
+
+
+def shown(answer: dict | object) -> str:
+    """Everything a reader is shown of an answer (a response or its JSON): the lead, then
+    each excerpt, as `lorehouse eval answers` reads it. A test about something other than
+    the assertion checks the fact here: an answer that asserts no lead still shows it."""
+    from evals.answer_eval import shown_answer
+    from lorehouse.agents.ask import AskResponse
+
+    response = answer if isinstance(answer, AskResponse) else AskResponse.model_validate(answer)
+    return shown_answer(response)

@@ -721,17 +721,24 @@ def lead_signals(
             else float(_lexical_overlap(question, headings)[lead])
         ),
         opens_section=not any(u.heading == unit.heading for u in earlier),
-        heading_asks=bool(unit.heading)
-        and (
-            _said(unit.heading[-1]) == _said(question)
-            or bool(section and section in " > ".join(unit.heading).lower())
-        ),
+        heading_asks=_heading_asks(question, unit.heading, section) and found == len(names),
     )
 
 
-def _said(text: str) -> str:
-    """Text as words alone, for comparing a heading with a question."""
-    return " ".join(re.findall(r"\w+", text.lower()))
+def _heading_asks(question: str, heading: tuple[str, ...], section: str) -> bool:
+    """Whether `heading` is the section `question` asks about: the section a "What does X
+    say about Y?" question names, or a heading phrased as a question (an FAQ's) that the
+    question asks, every word of it, perhaps with particulars ("How many weeks of parental
+    leave do primary caregivers get?" under "How many weeks of parental leave do I get?")."""
+    if not heading:
+        return False
+    if section and section in " > ".join(heading).lower():
+        return True
+    # A heading naming a topic ("Laptop refresh") is not a question: the search words
+    # "laptop refresh" find its section, not necessarily a sentence answering anything.
+    own = heading[-1].strip()
+    asked = set(_ANALYZER.terms(own))
+    return own.endswith("?") and bool(asked) and asked <= set(_ANALYZER.terms(question))
 
 
 def answer_extractively(
@@ -817,8 +824,11 @@ def answer_extractively(
             lead = _with_the_rule_before(reading, best_first)
     signals = lead_signals(question, reading, best_first, hits)
     confidence = None if assertion is None else assertion[0].probability(signals)
+    bar = None if assertion is None else assertion[1]
+    # A lead under the section the question asks about is asserted whatever its chance,
+    # unless the bar is 1: a deployment that asserts nothing.
     asserting = not too_far and (
-        confidence is None or confidence >= assertion[1] or signals.heading_asks  # type: ignore[index]
+        bar is None or confidence >= bar or (signals.heading_asks and bar < 1.0)  # type: ignore[operator]
     )
     excerpts = _excerpts(units, lead, chosen, _supporting(reading, lead, chosen, asserting))
     cited = list(dict.fromkeys([*(u.passage for u in lead), *(e.passage for e in excerpts)]))

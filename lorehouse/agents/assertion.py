@@ -61,12 +61,13 @@ class LeadSignals:
     #: Whether the lead opens its section in the passage: a section's first sentence
     #: states what the section is about more often than one deep inside it.
     opens_section: bool = False
-    #: Whether the lead sits under the section the question asks about: a heading that is
-    #: the question itself (an FAQ's "How many weeks of parental leave do I get?"), or the
-    #: section a "What does X say about Y?" question names. The document then answers in
-    #: its own words the question it asks, and the lead is asserted whatever its chance:
-    #: not a learned sign, since the golden sets hold few such questions, but one a reader
-    #: can check at a glance.
+    #: Whether the lead sits under the section the question asks about: a heading phrased
+    #: as a question whose every word the question asks (an FAQ's "How many weeks of
+    #: parental leave do I get?"), or the section a "What does X say about Y?" question
+    #: names; and the question names nothing (an office, a country) the lead, its heading
+    #: and its document leave out. The document then answers in its own words the question
+    #: it asks, and the lead is asserted whatever its chance: not a learned sign, since the
+    #: golden sets hold few such questions, but one a reader can check at a glance.
     heading_asks: bool = False
 
     def features(self) -> list[float]:

@@ -16,6 +16,8 @@ from lorehouse.settings import BUNDLED_SAMPLE_CORPUS, Settings
 from lorehouse.stores.duckdb_store import DuckDBStore
 
 LEAVE = "How many weeks of parental leave do primary caregivers get?"
+#: The parental-leave FAQ's own question: its lead is asserted.
+LEAVE_FAQ = "How many weeks of parental leave do I get?"
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +48,7 @@ def _mocked_api(data_dir: Path, reply: str, **options: object) -> TestClient:
 
 
 def test_extractive_answer_cites_retrieved_chunks_that_exist(api: TestClient) -> None:
-    response = api.post("/v1/ask", json={"question": LEAVE})
+    response = api.post("/v1/ask", json={"question": LEAVE_FAQ})
     assert response.status_code == 200, response.text
     body = response.json()
     assert body["mode"] == "extractive" and body["answerable"] and not body["degraded"]
@@ -221,7 +223,7 @@ def test_restricted_chunks_never_reach_the_context_of_an_outsider(
 LEAD_CASES = {
     # The row whose range holds the amount, not the first row of the table.
     "Who approves an expense claim of EUR 3,000?": (
-        ["eur 2,000.01 to eur 5,000", "approver is office director"],
+        ["eur 2,000.01 to eur 5,000", "is office director"],
         ["over eur 5,000"],
     ),
     # The notice itself, not the 12-month window of the same section.
@@ -231,11 +233,19 @@ LEAD_CASES = {
 }
 
 
+@pytest.fixture(scope="module")
+def api_asserting_every_lead(materialized_sample: Path) -> Iterator[TestClient]:
+    """The lead's choice on its own: every lead asserted, whatever its chance."""
+    settings = Settings(data_dir=materialized_sample, answer_assert_threshold=0.0)
+    with TestClient(create_app(settings)) as client:
+        yield client
+
+
 @pytest.mark.parametrize("question", list(LEAD_CASES))
 def test_the_lead_states_the_asked_fact_and_the_excerpts_stand_apart(
-    api: TestClient, question: str
+    api_asserting_every_lead: TestClient, question: str
 ) -> None:
-    body = api.post("/v1/ask", json={"question": question}).json()
+    body = api_asserting_every_lead.post("/v1/ask", json={"question": question}).json()
     wanted, unwanted = LEAD_CASES[question]
     lead = body["answer"].lower()
     assert body["answerable"], body["answer"]

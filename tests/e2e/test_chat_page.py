@@ -24,6 +24,8 @@ PHONE = {"width": 390, "height": 844}
 DESKTOP = {"width": 1280, "height": 800}
 REMOTE_WORK = "For how many days a year may I work from another country?"
 LEAVE = "How many weeks of parental leave do primary caregivers get?"
+#: The parental-leave FAQ's own question: asserted by default.
+LEAVE_FAQ = "How many weeks of parental leave do I get?"
 INCIDENTS = "Who declares a security incident and how are severities defined?"
 LONDON_HOTEL = "What is the hotel limit per night in London?"
 NOT_IN_THE_DOCUMENTS = "What is the capital of Mongolia?"
@@ -213,10 +215,11 @@ def test_on_a_desktop_a_reader_asks_checks_sources_filters_retries_and_gives_fee
     expect(cited.locator("table th").first).to_have_text("Date")
     page.screenshot(path=screenshots / "chat-desktop-pages.png")
 
-    # A table is a table, the row the answer rests on marked.
+    # A table is a table, the row the answer rests on marked (asserted or not, the
+    # excerpt's source opens it).
     _ask(page, LONDON_HOTEL)
     turn = page.locator("[data-testid=turn]").last
-    turn.locator("[data-testid=citation]").first.click()
+    turn.locator("[data-testid=excerpt] button.cite").first.click()
     expect(cited.locator("table th").first).to_have_text("City")
     supporting = page.locator("[data-testid=supporting-row]")
     expect(supporting.filter(has_text="London").first).to_be_visible()
@@ -268,7 +271,7 @@ def test_on_a_desktop_a_reader_asks_checks_sources_filters_retries_and_gives_fee
     expect(page.locator("[data-testid=filter-summary]")).to_have_text(
         re.compile(r"Filtered: Markdown")
     )
-    _ask(page, LEAVE)
+    _ask(page, LEAVE_FAQ)
     turn = page.locator("[data-testid=turn]").last
     expect(turn.locator("[data-testid=answer]")).to_contain_text("20 weeks")
     expect(turn.locator("[data-testid=applied-filters]")).to_have_text("Filtered: Markdown")
@@ -283,7 +286,7 @@ def test_on_a_desktop_a_reader_asks_checks_sources_filters_retries_and_gives_fee
     page.screenshot(path=screenshots / "chat-5-feedback.png")
     rows = DuckDBStore(stores / "lorehouse.duckdb").feedback()
     assert list(rows["rating"]) == ["down"]
-    assert rows.iloc[0]["question"] == LEAVE
+    assert rows.iloc[0]["question"] == LEAVE_FAQ
     assert rows.iloc[0]["comment"] == "Say whether it is paid."
 
     # A filter no document matches is said so, from the reader's own document list.
@@ -338,7 +341,7 @@ def test_each_kind_of_answer_shows_whether_it_asserts_the_answer(
     """An asserted lead, the closest passages only (from a server that asserts no lead), and
     not found: a reader sees at a glance which one Lorehouse gave."""
     page = _signed_in(browser, server, keys["reader"])
-    _ask(page, LEAVE)
+    _ask(page, LEAVE_FAQ)
     turn = page.locator("[data-testid=turn]").last
     answer = turn.locator("[data-testid=answer]")
     # The lead states the fact in the answer's type, with its citation; no notice.

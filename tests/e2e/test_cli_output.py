@@ -73,13 +73,13 @@ def test_ask_names_its_sources_and_says_once_how_to_add_an_llm(in_sample: Path) 
 
 
 def test_an_answer_asserting_no_lead_says_so_first_then_shows_the_passages(
-    in_sample: Path, monkeypatch: pytest.MonkeyPatch
+    in_sample: Path,
 ) -> None:
-    asserted = _run("ask", LEAVE).splitlines()
-    assert asserted[1].startswith("A (extractive): The primary caregiver receives 20 weeks")
+    # The FAQ's own question is asserted; the same asked of primary caregivers, by default,
+    # is not sure enough of its lead and shows the passages.
+    asserted = _run("ask", "How many weeks of parental leave do I get?").splitlines()
+    assert asserted[1].startswith("A (extractive): Primary caregivers: 20 weeks at full pay.")
 
-    monkeypatch.setenv("LOREHOUSE_ANSWER_ASSERT_THRESHOLD", "1")
-    get_settings.cache_clear()
     shown = _run("ask", LEAVE)
     lines = shown.splitlines()
     # The first line says nothing is asserted; no "A:" line a reader would take for the answer.

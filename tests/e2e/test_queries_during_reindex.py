@@ -21,7 +21,7 @@ import pytest
 
 from lorehouse.settings import BUNDLED_SAMPLE_CORPUS, REPO_ROOT
 from lorehouse.stores.duckdb_store import DuckDBStore
-from tests.conftest import materialize_everything
+from tests.conftest import materialize_everything, shown
 
 sys.path.insert(0, str(REPO_ROOT / "bench"))
 import load  # bench/load.py: starts and stops `lorehouse serve`
@@ -90,7 +90,7 @@ def _query_until(base_url: str, stop: threading.Event, seen: Observed) -> None:
                             frozenset(h["chunk_id"] for h in response.json()["hits"])
                         )
                     elif name == "ask":
-                        seen.answers.append(response.json()["answer"])
+                        seen.answers.append(shown(response.json()))
 
 
 @pytest.mark.timeout(600)
@@ -152,7 +152,7 @@ def test_queries_succeed_and_stay_consistent_while_a_reindex_changes_documents(
     # Every result came from one version of the index or the other: no phantom chunk.
     assert all(hits <= old_ids | new_ids for hits in seen.hit_sets)
     # Served the whole time, and the answer moved from the old text to the new.
-    assert "20 weeks" in seen.answers[0] and "26 weeks" in after_ask["answer"]
+    assert "20 weeks" in seen.answers[0] and "26 weeks" in shown(after_ask)
     assert {h["chunk_id"] for h in after_search["hits"]} <= new_ids
     assert {d["rel_path"] for d in listed} == {FAQ, ADDED, KEPT}
 

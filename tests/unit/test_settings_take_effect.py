@@ -270,8 +270,8 @@ EFFECTS = [
     ),
     Effect(
         "answer_assert_threshold",
-        "0.5",
-        0.5,
+        "0.7",
+        0.7,
         lambda house: house.ask_pipeline().options.answer_assert_threshold,
         resources=EVAL_RESOURCES,
     ),
