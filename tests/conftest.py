@@ -203,11 +203,13 @@ def default_embedder() -> OnnxMiniLMEmbedder:
 
 
 def shown(answer: dict | object) -> str:
-    """Everything a reader is shown of an answer (a response or its JSON): the lead, then
-    each excerpt, as `lorehouse eval answers` reads it. A test about something other than
-    the assertion checks the fact here: an answer that asserts no lead still shows it."""
-    from evals.answer_eval import shown_answer
-    from lorehouse.agents.ask import AskResponse
-
-    response = answer if isinstance(answer, AskResponse) else AskResponse.model_validate(answer)
-    return shown_answer(response)
+    """Everything a reader is shown of an answer (a response, or its JSON in whole or in
+    part): the lead, then each excerpt under its number, as `lorehouse eval answers` reads it.
+    A test about something other than the assertion checks the fact here: an answer that
+    asserts no lead still shows it."""
+    body = answer if isinstance(answer, dict) else answer.model_dump()  # type: ignore[attr-defined]
+    excerpts = [
+        f"[{excerpt['number']}] " + " ".join(sentence["text"] for sentence in excerpt["sentences"])
+        for excerpt in body.get("excerpts", [])
+    ]
+    return "\n\n".join([body["answer"], *excerpts])

@@ -977,17 +977,20 @@ def _supporting(
 ) -> set[tuple[int, int]]:
     """The units an excerpt marks as supporting, by (passage, order).
 
-    An asserted lead is supported by its own units and by chosen units stating a fact it
-    states (a second source with the same amount); a chosen sentence about something else
-    is shown as context, not marked: marking a sick-leave sentence beside an expense-claim
-    lead told the reader it backed the answer. Without an asserted lead, each passage's
-    best unit is marked: the sentence that would have led from it.
+    An asserted lead is supported by its own units and by chosen units of another passage
+    stating a quantity it states (a second source with the same amount); a chosen sentence
+    about something else is shown as context, not marked: marking a sick-leave sentence
+    beside an expense-claim lead told the reader it backed the answer. Without an asserted
+    lead, each passage's best unit is marked: the sentence that would have led from it.
     """
     if asserted:
-        facts = frozenset().union(*(unit.facts for unit in lead))
-        return {
-            (unit.passage, unit.order) for unit in [*lead, *(u for u in chosen if u.facts & facts)]
-        }
+        numbers = frozenset().union(*(_quantities(unit.text) for unit in lead))
+        own = {unit.passage for unit in lead}
+        # Beside the lead, only another source stating its quantity: a neighbouring row of
+        # the lead's own table shares its bounds ("EUR 5,000") and its city, and backs
+        # nothing; "6 months of service" does not back "6 weeks at full pay".
+        seconds = [u for u in chosen if u.passage not in own and _quantities(u.text) & numbers]
+        return {(unit.passage, unit.order) for unit in [*lead, *seconds]}
     score = {
         (u.passage, u.order): float(s)
         for u, s in zip(reading.units, reading.lead_scores, strict=True)
@@ -998,6 +1001,21 @@ def _supporting(
         if held is None or score[(unit.passage, unit.order)] > score[(held.passage, held.order)]:
             best[unit.passage] = unit
     return {(unit.passage, unit.order) for unit in best.values()}
+
+
+_QUANTITY = re.compile(r"(\S+\s+)?(\d[\d,.]*%?)(\s+[^\s\d]+)?")
+
+
+def _quantities(text: str) -> frozenset[str]:
+    """A text's numbers each with the word it counts ("6 weeks", "EUR 5,000"), lower case."""
+    found = set()
+    for before, number, after in _QUANTITY.findall(text.lower()):
+        number = number.rstrip(".,")
+        if after.strip(" .,;:"):
+            found.add(f"{number} {after.strip(' .,;:')}")
+        if before.strip(" .,;:"):
+            found.add(f"{before.strip(' .,;:')} {number}")
+    return frozenset(found)
 
 
 def _excerpts(

@@ -10,6 +10,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.main import create_app
+from lorehouse.agents.assertion import PASSAGES_ONLY_ANSWER
 from lorehouse.api_keys import add_key
 from lorehouse.llm import LLMClient
 from lorehouse.settings import BUNDLED_SAMPLE_CORPUS, Settings
@@ -306,3 +307,72 @@ def test_the_suggested_questions_are_answered_from_what_they_name(api: TestClien
     leave = next(s for s in suggestions if "parental leave" in s["question"])
     answer = api.post("/v1/ask", json={"question": leave["question"]}).json()["answer"]
     assert "20 weeks" in answer and "6 weeks" in answer  # both caregivers, not half
+
+
+#: What a newcomer asks first of the sample corpus, and what the default must answer: what
+#: the lead states (asserted) and what each sentence marked as backing it holds, or None
+#: where the corpus does not state it (the passages).
+NEWCOMER_QUESTIONS: dict[str, tuple[list[str], str] | None] = {
+    "How many weeks of parental leave do I get?": (["20 weeks", "6 weeks"], "weeks"),
+    "How long do I have to submit an expense claim?": (["within 30 days"], "days"),
+    "Who approves travel over 5,000 EUR?": (
+        ["the approver for over eur 5,000 is chief financial officer (rajiv menon)"],
+        "over eur 5,000",
+    ),
+    "How many days of annual leave do I get in Lisbon?": (
+        ["annual leave in lisbon: 25 days"],
+        "annual leave",
+    ),
+    "Do we have a pension plan in the US?": None,
+    "How much paternity leave do I get in Germany?": None,
+}
+
+
+@pytest.mark.parametrize("question", list(NEWCOMER_QUESTIONS))
+def test_a_newcomers_questions_are_answered_right_or_with_the_passages(
+    api: TestClient, question: str
+) -> None:
+    body = api.post("/v1/ask", json={"question": question}).json()
+    expected = NEWCOMER_QUESTIONS[question]
+    assert body["answerable"], body["answer"]
+    if expected is None:
+        # Another office's rule is not stated as this one's: the passages, nothing asserted.
+        assert not body["asserted"] and body["answer"].startswith(PASSAGES_ONLY_ANSWER)
+        assert body["excerpts"] and not body["beyond_filters"]
+        return
+    facts, backing = expected
+    assert body["asserted"], body["answer"]
+    lead = body["answer"].lower()
+    assert all(fact in lead for fact in facts), body["answer"]
+    # "Supports" marks what backs the lead, not its neighbours: not the next row of its
+    # table, not the sick-leave rule beside the expense-claim rule.
+    marked = [s["text"] for x in body["excerpts"] for s in x["sentences"] if s["supports"]]
+    assert marked and all(backing in sentence.lower() for sentence in marked), marked
+    if question.startswith("How long do I have to submit"):
+        assert lead.index("30 days") < lead.index("90 days")  # the rule, then its consequence
+
+
+def test_a_filter_whose_pages_do_not_say_says_so_and_answers_from_the_rest(
+    api: TestClient,
+) -> None:
+    """Pages 2-4 of the handbook PDF hold the work-from-abroad rule, not Lisbon's leave: the
+    answer says the filtered pages do not say, and cites where the corpus does."""
+    question = "How many days of annual leave do I get in Lisbon?"
+    filters = {"file_types": ["pdf"], "page_from": 2, "page_to": 4}
+    body = api.post("/v1/ask", json={"question": question, "filters": filters}).json()
+    assert body["beyond_filters"] and body["asserted"], body["answer"]
+    assert body["answer"].startswith("Pages 2-4 of the PDF files do not say. Elsewhere: ")
+    assert "Annual leave in Lisbon: 25 days. [1]" in body["answer"]
+    assert "20 working days" not in body["answer"]
+    lead = body["citations"][0]
+    assert lead["rel_path"] == "handbook/benefits-overview.pptx"
+    steps = {step["step"]: step for step in body["trace"]["steps"]}
+    assert "not asserted" in steps["answerer"]["detail"]
+    assert steps["beyond_filters"]["detail"].startswith("nothing asserted within the filters")
+    assert "retrieval, unfiltered" in steps
+    # A filter its documents do answer is kept to them, unwidened.
+    within = api.post(
+        "/v1/ask", json={"question": question, "filters": {"file_types": ["pptx"]}}
+    ).json()
+    assert within["asserted"] and not within["beyond_filters"], within["answer"]
+    assert "25 days" in within["answer"]
