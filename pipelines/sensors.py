@@ -80,19 +80,40 @@ _INVENTORIES_PER_TICK = 20
 @dataclass
 class ChainCursor:
     """Where changed_partitions_sensor stands: the last inventory materialization it handled,
-    and the partitions it launched runs for that the merge still waits on."""
+    and the partitions it launched runs for that the merge still waits on, each with the
+    inventory materialization it was launched after.
+
+    Each partition keeps its own: with one mark for all, a second inventory moved it past a
+    partition that had finished in between and that the second did not name again, so that
+    partition never counted as done and the merge was never requested.
+    """
 
     seen: int | None = None
-    #: The inventory materialization the pending partitions were launched after.
-    since: int | None = None
-    pending: list[str] = field(default_factory=list)
+    pending: dict[str, int] = field(default_factory=dict)
 
     @classmethod
     def decode(cls, cursor: str | None) -> ChainCursor:
-        return cls(**json.loads(cursor)) if cursor else cls()
+        if not cursor:
+            return cls()
+        saved = json.loads(cursor)
+        pending = saved.get("pending") or {}
+        if isinstance(pending, list):  # a cursor written before marks were per partition
+            pending = dict.fromkeys(pending, saved.get("since") or 0)
+        return cls(seen=saved.get("seen"), pending=pending)
 
     def encode(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
+
+    def waiting(self, instance: dg.DagsterInstance) -> list[str]:
+        """The pending partitions not materialized since the inventory each was launched
+        after; one read of the event log per distinct inventory."""
+        waiting = []
+        for since in sorted(set(self.pending.values())):
+            done = instance.get_materialized_partitions(LAST_PARTITIONED_ASSET, after_cursor=since)
+            waiting += [
+                key for key, mark in self.pending.items() if mark == since and key not in done
+            ]
+        return sorted(waiting)
 
 
 def changed_partitions_sensor(
@@ -149,9 +170,8 @@ def evaluate_changed_partitions(
             )
             for key in keys
         ]
-        if keys:
-            cursor.pending = sorted({*cursor.pending, *keys})
-            cursor.since = record.storage_id
+        # A partition named again waits for its new run; the others keep their own mark.
+        cursor.pending.update(dict.fromkeys(keys, record.storage_id))
     if requests:
         context.log.info(f"running partitions {', '.join(r.partition_key or '' for r in requests)}")
         return dg.SensorResult(run_requests=requests, cursor=cursor.encode())
@@ -162,8 +182,7 @@ def evaluate_changed_partitions(
             if found
             else "no inventory run since the last merge"
         )
-    done = instance.get_materialized_partitions(LAST_PARTITIONED_ASSET, after_cursor=cursor.since)
-    waiting = [key for key in cursor.pending if key not in done]
+    waiting = cursor.waiting(instance)
     if waiting:
         context.update_cursor(cursor.encode())
         return dg.SkipReason(
@@ -171,12 +190,12 @@ def evaluate_changed_partitions(
             "(retry a failed one from its partition page)"
         )
     merge = dg.RunRequest(
-        run_key=f"merge-{cursor.since}",
+        run_key=f"merge-{max(cursor.pending.values())}",
         job_name=MERGE_JOB,
         tags={TRIGGER_TAG: "changed_partitions"},
     )
-    context.log.info(f"merging partitions {', '.join(cursor.pending)}")
-    cursor.pending, cursor.since = [], None
+    context.log.info(f"merging partitions {', '.join(sorted(cursor.pending))}")
+    cursor.pending = {}
     return dg.SensorResult(run_requests=[merge], cursor=cursor.encode())
 
 

@@ -239,6 +239,23 @@ def test_an_edit_and_a_deletion_rerun_only_their_partitions_then_the_merge(
         assert run("merge_job").success
         assert document_id(added) in {row[1] for row in _searchable(data_dir)["chunks"]}
 
+        # Two inventories before a merge: the partition the first named finished before the
+        # second, which names another; the merge must not wait for the first forever.
+        names = [f"engineering/service-{number}.md" for number in range(20)]
+        first = names[0]
+        second = next(name for name in names if _bucket_key(name, 4) != _bucket_key(first, 4))
+        for name in (first, second):
+            (source / name).write_text(f"# {name}\n\nThe {name} service is owned by platform.\n")
+            assert run("inventory_job").success
+            launched, cursor = _chain_tick(defs, instance, cursor)
+            assert _requests(launched) == [("partitions_job", _bucket_key(name, 4))]
+            assert run("partitions_job", partition_key=_bucket_key(name, 4)).success
+        merge, cursor = _chain_tick(defs, instance, cursor)
+        assert _requests(merge) == [("merge_job", None)]
+        assert run("merge_job").success
+        chunks = {row[1] for row in _searchable(data_dir)["chunks"]}
+        assert {document_id(first), document_id(second)} <= chunks
+
         # A deployment whose chunker changed: no document changed, yet every partition was
         # built by other code, so every one reruns.
         rechunked = build_definitions(
@@ -316,3 +333,13 @@ def test_an_upgrade_or_a_new_bucket_count_builds_nothing_again(
     )
     assert metadata_of(again, "parsed_documents")["documents_seeded"] == 0
     assert metadata_of(again, "chunk_embeddings")["vectors_seeded"] == 0
+
+
+def test_a_chain_cursor_written_before_per_partition_marks_still_reads() -> None:
+    """A deployment upgraded mid-chain keeps waiting for what it was waiting for."""
+    from pipelines.sensors import ChainCursor
+
+    old = ChainCursor.decode('{"pending": ["p01", "p03"], "seen": 12, "since": 9}')
+    assert old.seen == 12 and old.pending == {"p01": 9, "p03": 9}
+    assert ChainCursor.decode(old.encode()) == old
+    assert ChainCursor.decode(None) == ChainCursor()
