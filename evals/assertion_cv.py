@@ -133,6 +133,14 @@ def threshold_for(leads: list[CaseLead], model: AssertionModel, precision: float
     return 1.0
 
 
+def _members_by_set(leads: list[CaseLead]) -> dict[str, list[int]]:
+    """Each golden set's cases, as indexes into `leads`, in order."""
+    members: dict[str, list[int]] = {}
+    for index, lead in enumerate(leads):
+        members.setdefault(lead.golden_set, []).append(index)
+    return members
+
+
 def _asserts(lead: CaseLead, chance: float, threshold: float) -> bool:
     return chance >= threshold or lead.heading_asks
 
@@ -200,14 +208,11 @@ def main() -> None:
     # The goals hold per set: each dev set's out-of-fold figures at the shipped default.
     report["out_of_fold_by_set_at_default"] = {
         name: _at(
-            [lead for lead in leads if lead.golden_set == name],
-            {
-                k: out_of_fold[i]
-                for k, i in enumerate(i for i, lead in enumerate(leads) if lead.golden_set == name)
-            },
+            [leads[i] for i in members],
+            dict(enumerate(out_of_fold[i] for i in members)),
             DEFAULT_ANSWER_ASSERT_THRESHOLD,
         )
-        for name in dict.fromkeys(lead.golden_set for lead in leads)
+        for name, members in _members_by_set(leads).items()
     }
     if held_out:
         report["held_out_at_threshold"] = measures(held_out, model, threshold)

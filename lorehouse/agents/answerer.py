@@ -684,7 +684,7 @@ def read_context(
         # "What does the handbook say about Trip Approval?" asks what that section says:
         # its own sentences lead, not the document's opening line that names its subject.
         lead_scores = lead_scores + SECTION_WEIGHT * np.array(
-            [section in " > ".join(unit.heading).lower() for unit in units]
+            [_under_section(unit.heading, section) for unit in units]
         )
     return ContextReading(units, similarities, scores, fits, lead_scores, overlaps, states)
 
@@ -717,7 +717,7 @@ def lead_signals(
         corroborated=runner_up is not None and bool(unit.facts & reading.units[runner_up].facts),
         heading_overlap=(
             1.0
-            if section and section in " > ".join(unit.heading).lower()
+            if _under_section(unit.heading, section)
             else float(_lexical_overlap(question, headings)[lead])
         ),
         opens_section=not any(u.heading == unit.heading for u in earlier),
@@ -732,7 +732,7 @@ def _heading_asks(question: str, heading: tuple[str, ...], section: str) -> bool
     leave do primary caregivers get?" under "How many weeks of parental leave do I get?")."""
     if not heading:
         return False
-    if section and section in " > ".join(heading).lower():
+    if _under_section(heading, section):
         return True
     # A heading naming a topic ("Laptop refresh") is not a question: the search words
     # "laptop refresh" find its section, not necessarily a sentence answering anything.
@@ -959,6 +959,11 @@ _SAY_ABOUT = re.compile(
     r"\b(?:say|says|said|tell me|write|writes)\s+about\s+(?:the\s+)?[\"“']?(.+?)[\"”']?\s*\??$",
     re.I,
 )
+
+
+def _under_section(heading: Sequence[str], section: str) -> bool:
+    """Whether a unit under `heading` is in the section a question asks about ("" for none)."""
+    return bool(section) and section in " > ".join(heading).lower()
 
 
 def asked_section(question: str) -> str:

@@ -24,7 +24,8 @@ def scope_not_saying(filters: SearchFilters, within: Sequence[SearchHit]) -> str
     inside them) names a single chosen document by its path."""
     plural = True
     if filters.doc_ids is not None:
-        paths = {hit.rel_path for hit in within if hit.doc_id in set(filters.doc_ids)}
+        chosen = set(filters.doc_ids)
+        paths = {hit.rel_path for hit in within if hit.doc_id in chosen}
         if len(filters.doc_ids) == 1 and len(paths) == 1:
             what, plural = paths.pop(), False
         else:
