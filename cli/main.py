@@ -34,6 +34,7 @@ from lorehouse.wiring import Lorehouse
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from dagster import DagsterInstance
     from rich.progress import Progress
 
     from evals.explain import EvidenceMiss
@@ -324,6 +325,123 @@ def docs(
             shown((row.detail or row.title or "")[:80]),
         )
     out.print(table)
+
+
+#: How each partition state reads in the table.
+STATE_COLOURS = {
+    "published": "green",
+    "running": "cyan",
+    "queued": "yellow",
+    "failed": "red",
+    "stalled": "bold red",
+    "never built": "dim",
+}
+
+
+@app.command()
+def partitions(
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print one JSON object per partition instead")
+    ] = False,
+) -> None:
+    """Show where each index partition's build stands.
+
+    Reads the Dagster instance at DAGSTER_HOME, where the schedule, the sensors, the UI and
+    `lorehouse materialize` record their runs: for each partition its state and since when,
+    the run, and why it failed, what it waits behind, or why it counts as stalled (no event
+    for LOREHOUSE_PARTITION_STALL_SECONDS).
+    """
+    import dagster as dg
+
+    from lorehouse.stores.partitions import partition_keys
+    from pipelines.partition_state import SHORT_RUN_ID, partition_states
+
+    settings = get_settings()
+    instance = _dagster_instance_or_exit(settings)
+    with instance:
+        states = partition_states(
+            instance, partition_keys(settings.index_partitions), settings.partition_stall_seconds
+        )
+        recorded = bool(instance.get_run_records(dg.RunsFilter(), limit=1))
+    if as_json:
+        print(json.dumps([state.as_json() for state in states], indent=2))
+        return
+    table = Table("partition", "state", "since", "run", "detail")
+    for state in states:
+        colour = STATE_COLOURS[state.state]
+        table.add_row(
+            state.partition,
+            f"[{colour}]{state.state}[/{colour}]",
+            _when(state.since),
+            (state.run_id or "")[:SHORT_RUN_ID],
+            shown(state.detail),
+        )
+    out.print(table)
+    counts = Counter(state.state for state in states)
+    console.print(
+        f"{len(states)} partitions: "
+        + ", ".join(f"{n} {name}" for name, n in counts.most_common())
+        + "."
+    )
+    if not recorded:
+        console.print(
+            f"The Dagster instance at {shown(os.environ['DAGSTER_HOME'])} holds no run: "
+            "`lorehouse materialize` records its runs there only while DAGSTER_HOME is set.",
+            soft_wrap=True,
+        )
+    elif counts["failed"] or counts["stalled"]:
+        console.print(
+            "Retry a partition alone from its run in the Dagster UI, or with "
+            "`lorehouse materialize --partitions KEY`.",
+            soft_wrap=True,
+        )
+
+
+def _dagster_instance_or_exit(settings: Settings) -> DagsterInstance:
+    """The Dagster instance at DAGSTER_HOME, or a line saying how to point at one: without
+    it no run is recorded anywhere this process can read."""
+    import dagster as dg
+
+    home = os.environ.get("DAGSTER_HOME")
+    if not home:
+        found = settings.data_dir / "dagster_home"
+        hint = (
+            f"`export DAGSTER_HOME={shown(found)}` (the instance `make dev` uses)"
+            if found.is_dir()
+            else "`export DAGSTER_HOME=...` (the folder of the Dagster instance the UI and "
+            "daemon use; `make dev` makes one in the data folder)"
+        )
+        console.print(
+            f"No Dagster instance: DAGSTER_HOME is not set, so there are no runs to read. "
+            f"Set it, e.g. {hint}, then run `lorehouse partitions` again.",
+            highlight=False,
+            soft_wrap=True,
+        )
+        raise typer.Exit(1)
+    if not Path(home).is_dir():
+        console.print(
+            f"DAGSTER_HOME={shown(home)} is not a folder: set it to the folder of the Dagster "
+            "instance the UI and daemon use (it holds their dagster.yaml).",
+            highlight=False,
+            soft_wrap=True,
+        )
+        raise typer.Exit(1)
+    return dg.DagsterInstance.get()
+
+
+def _when(timestamp: float | None) -> str:
+    """`14:05 (12 min ago)` in local time, the date before it on another day; empty when
+    there is no time."""
+    if timestamp is None:
+        return ""
+    import time
+    from datetime import datetime
+
+    from pipelines.partition_state import duration_text
+
+    local = datetime.fromtimestamp(timestamp)
+    shape = "%H:%M" if local.date() == datetime.now().date() else "%Y-%m-%d %H:%M"
+    return f"{local.strftime(shape)} ({duration_text(time.time() - timestamp)} ago)"
 
 
 @app.command()

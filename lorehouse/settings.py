@@ -708,6 +708,16 @@ class Settings(BaseSettings):
         "for added, changed or removed files, and the partitions sensor carries an inventory "
         "run on to its partitions' runs and the merge.",
     )
+    partition_stall_seconds: int = Field(
+        default=1800,
+        ge=60,
+        description="How long a partition run may go without a log event, or a queued one "
+        "wait with nothing ahead of it in the run queue, before `lorehouse partitions` and the "
+        "partitions sensor call it stalled rather than running or waiting: the stages log "
+        "progress every few seconds, so a run this quiet has lost its process or hangs on a "
+        "call, and a queued run with a free slot this long waits on a daemon that is not "
+        "dequeuing.",
+    )
 
     @field_validator("source_uri")
     @classmethod
@@ -894,6 +904,7 @@ SETTING_GROUPS: dict[str, tuple[str, ...]] = {
         "reindex_cron",
         "index_max_age_hours",
         "source_poll_seconds",
+        "partition_stall_seconds",
     ),
     "Evaluation": (
         "eval_golden_set",

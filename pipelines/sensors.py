@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field
 import dagster as dg
 
 from assets.resources import DocumentSourceResource
-from lorehouse.settings import Settings
+from lorehouse.settings import Settings, get_settings
 from lorehouse.sources.manifest import Manifest, take_manifest
 from pipelines.jobs import (
     INVENTORY_ASSET,
@@ -21,6 +21,7 @@ from pipelines.jobs import (
     PARTITIONS_JOB,
     TRIGGER_TAG,
 )
+from pipelines.partition_state import partition_states
 
 
 def source_change_sensor(settings: Settings) -> dg.SensorDefinition:
@@ -185,9 +186,18 @@ def evaluate_changed_partitions(
     waiting = cursor.waiting(instance)
     if waiting:
         context.update_cursor(cursor.encode())
+        # Each one's state, so a partition waiting its turn reads apart from a stalled one;
+        # one published before the inventory has no run since.
+        states = partition_states(instance, waiting, get_settings().partition_stall_seconds)
         return dg.SkipReason(
-            f"merge waits for partitions {', '.join(waiting)}: queued, running or failed "
-            "(retry a failed one from its partition page)"
+            f"merge waits for partitions {', '.join(waiting)}: "
+            + "; ".join(
+                f"{state.partition} not run since the inventory"
+                if state.state == "published"
+                else state.summary()
+                for state in states
+            )
+            + " (retry a failed one from its partition page)"
         )
     merge = dg.RunRequest(
         run_key=f"merge-{max(cursor.pending.values())}",
