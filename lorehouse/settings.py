@@ -415,7 +415,8 @@ class Settings(BaseSettings):
     index_token_vectors: bool = Field(
         default=True,
         description=(
-            "Store each chunk's token vectors (about 0.4 KB a token) so the maxsim reranker "
+            "Store each chunk's token vectors (48 bytes a token: a sign bit a component) so "
+            "the maxsim reranker "
             "reads them instead of encoding its candidates per query."
         ),
     )

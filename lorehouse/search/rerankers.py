@@ -20,7 +20,12 @@ import numpy as np
 
 from lorehouse.embedding.base import embed_key
 from lorehouse.search.tables import IndexNotBuilt
-from lorehouse.search.token_vectors import TokenEncoder, maxsim_of_packed, packed_model_name
+from lorehouse.search.token_vectors import (
+    TokenEncoder,
+    maxsim_of_packed,
+    pack,
+    packed_model_name,
+)
 
 log = logging.getLogger(__name__)
 
@@ -156,18 +161,18 @@ class LateInteractionReranker:
         query_tokens, *encoded = self.encoder.token_vectors(
             [query, *(texts[chunk_id] for chunk_id in missing)], batch_size=8
         )
+        # Encoded passages are packed as stored ones are, so both score on one scale, and
+        # all go into one product in the candidates' order.
+        packed = {**stored, **dict(zip(missing, map(pack, encoded), strict=True))}
         maxsim = dict(
             zip(
-                stored,
-                maxsim_of_packed(query_tokens, list(stored.values()), self.encoder.dimension),
+                texts,
+                maxsim_of_packed(
+                    query_tokens, [packed[chunk_id] for chunk_id in texts], self.encoder.dimension
+                ),
                 strict=True,
             )
         )
-        for chunk_id, tokens in zip(missing, encoded, strict=True):
-            if not (len(tokens) and len(query_tokens)):
-                maxsim[chunk_id] = 0.0
-                continue
-            maxsim[chunk_id] = float((query_tokens @ tokens.T).max(axis=1).mean())
         for candidate in head:
             candidate.scores["maxsim"] = maxsim[candidate.chunk_id]
         by_maxsim = sorted(head, key=lambda c: (-c.scores["maxsim"], c.chunk_id))

@@ -88,8 +88,8 @@ _ANN_MIN_CANDIDATES = 100
 _POSTFILTER_MIN_SHARE = 0.5
 
 
-# Token-vector rows a TokenVectorIndex keeps from its last reads: about 60 KB each for a
-# 150-token passage, so at most about 240 MB. Enough for the passages a cycle of distinct
+# Token-vector rows a TokenVectorIndex keeps from its last reads: about 7 KB each for a
+# 150-token passage, so at most about 30 MB. Enough for the passages a cycle of distinct
 # questions reads: a smaller cache let such a cycle (the load test's) evict every row
 # before its question came round again, so no read was ever a hit.
 _CACHED_TOKEN_ROWS = 4096
@@ -1000,7 +1000,7 @@ class TokenVectorTable(TableReader):
         """chunk id -> (embed key, packed bytes) for the ids that have a stored row.
 
         The last _CACHED_TOKEN_ROWS rows read are kept per table version: the same passages
-        come back for popular questions (about 60 KB a passage). The others are taken from
+        come back for popular questions (about 7 KB a passage). The others are taken from
         the version by row offset (see `_row_offsets`).
         """
         if not chunk_ids:

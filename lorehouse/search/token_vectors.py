@@ -1,11 +1,16 @@
-"""Token vectors stored for late interaction: int8 components with one float32 scale a token.
+"""Token vectors stored for late interaction: one sign bit a component.
 
 Late interaction (MaxSim) compares every query token with every token of a passage, so it
 needs each passage's token vectors. Encoding the candidates at query time runs the model over
 every one of them, which costs far more than the rest of a search; storing them at index time
-makes the rerank a read of its candidates' rows and a few matrix products. Stored as float32
-they would take 1.5 KB a token; quantized to int8 with a per-token scale they take 388 bytes
-and change no MaxSim ranking measured (docs/experiments/2026-11-23-retrieval-quality-dev-sets.md).
+makes the rerank a read of its candidates' rows and a few matrix products.
+
+What is stored per token is the sign of each component (48 bytes at 384 dimensions, against
+1.5 KB as float32 and 388 as int8 with a scale), and the query's tokens stay float: the score
+of a passage token is the query token's dot product with the sign vector scaled to unit
+length. The signs keep the direction of a unit vector well enough that the MaxSim order,
+which the reranker fuses by rank, kept every dev set's recall@8 that int8 had; int8 made
+token vectors most of an index's bytes (docs/experiments/2026-12-02-token-vectors-in-bits.md).
 """
 
 from __future__ import annotations
@@ -16,12 +21,11 @@ from typing import Protocol
 import numpy as np
 
 #: Suffix of the stored model name: a change of packing rebuilds the table, like a new model.
-PACKING = "tokens-int8"
-_SCALE_BYTES = 4
+PACKING = "tokens-sign-bits"
 # Tokens converted to floats at once in maxsim_of_packed: 512 x 384 floats are 768 KB, within
 # a core's 1 MB cache. A multiple of 64, so blocks fall on the matrix kernel's tile edges.
 _BLOCK_TOKENS = 512
-#: Packed tokens kept from the chunk-embedding pass for the token table (about 2,700 chunks
+#: Packed tokens kept from the chunk-embedding pass for the token table (about 23,000 chunks
 #: of 230 tokens); beyond it the rest are encoded again rather than held in memory.
 CAPTURE_LIMIT_BYTES = 256 * 1024 * 1024
 
@@ -41,65 +45,65 @@ class TokenEncoder(Protocol):
 
 
 def pack(tokens: np.ndarray) -> np.ndarray:
-    """A (tokens x dimension) float matrix as bytes: the scales, then the int8 components.
+    """A (tokens x dimension) float matrix as bytes: each component's sign, eight a byte.
 
-    Each token is scaled so its largest component is 127: rounding then costs at most half a
-    step in every component, relative to that token's own range.
+    No scale is kept: the encoder's token vectors are unit vectors, and a sign vector scaled
+    to unit length is the one closest to them in direction whatever their norm was.
     """
     tokens = np.asarray(tokens, dtype=np.float32)
-    scales = np.abs(tokens).max(axis=1) / 127.0 if len(tokens) else np.zeros(0, np.float32)
-    safe = np.where(scales > 0, scales, 1.0).astype(np.float32)
-    components = np.round(tokens / safe[:, np.newaxis]).astype(np.int8)
-    return np.frombuffer(safe.tobytes() + components.tobytes(), dtype=np.uint8)
+    if tokens.ndim != 2 or tokens.shape[1] % 8:
+        raise ValueError(f"token vectors of shape {tokens.shape} do not pack into whole bytes")
+    return np.packbits(tokens > 0, axis=1).reshape(-1)
 
 
 def unpack(packed: np.ndarray, dimension: int) -> np.ndarray:
-    """The float32 matrix `pack` stored (each token within half a step of the original)."""
-    scales, components = split_packed(packed, dimension)
-    return components.astype(np.float32) * scales[:, np.newaxis]
+    """The unit-length sign vectors `pack` stored, as a float32 (tokens x dimension) matrix."""
+    bits = split_packed(packed, dimension)
+    signs = np.unpackbits(bits, axis=1, count=dimension).astype(np.float32) * 2.0 - 1.0
+    return signs / np.float32(np.sqrt(dimension))
 
 
-def split_packed(packed: np.ndarray, dimension: int) -> tuple[np.ndarray, np.ndarray]:
-    """(float32 scale per token, int8 components tokens x dimension): views of the bytes."""
+def split_packed(packed: np.ndarray, dimension: int) -> np.ndarray:
+    """The sign bits as a (tokens x dimension / 8) uint8 matrix: a view of the bytes."""
     raw = np.asarray(packed, dtype=np.uint8)
-    count, remainder = divmod(len(raw), dimension + _SCALE_BYTES)
-    if remainder:
+    width = dimension // 8
+    count, remainder = divmod(len(raw), width)
+    if remainder or dimension % 8:
         raise ValueError(f"{len(raw)} bytes are not whole tokens of {dimension} dimensions")
-    scales = raw[: count * _SCALE_BYTES].view(np.float32)
-    return scales, raw[count * _SCALE_BYTES :].view(np.int8).reshape(count, dimension)
+    return raw.reshape(count, width)
 
 
 def maxsim_of_packed(
     query_tokens: np.ndarray, passages: Sequence[np.ndarray], dimension: int
 ) -> list[float]:
     """MaxSim of the query with each packed passage: the mean over query tokens of the best
-    cosine with a token of the passage (0 for a passage without tokens).
+    dot product with a passage token's unit sign vector (0 for a passage without tokens).
 
-    All passages' tokens stacked into one matrix, each token's scale applied to its row of
-    the product rather than to its components: the reranker's 20 passages of ~150 tokens
-    cost a few block products instead of twenty. The product is taken as passage tokens x
-    query tokens: OpenBLAS computes a tall matrix times a narrow one faster than the same
-    numbers the other way round (docs/experiments/2026-11-27-searches-taking-turns.md). It
-    runs in blocks of 512 tokens (see `_token_blocks`): under load, two server processes
-    converting 5 MB of floats each evicted the vectors their searches scan from the shared
-    cache (docs/experiments/2026-11-28-lighter-load-generator.md).
+    All passages' tokens stacked into one matrix: the reranker's 20 passages of ~150 tokens
+    cost a few block products instead of twenty. With bits b in {0, 1}, a sign vector is
+    2b - 1, so the product is taken of the bits and corrected once per query token
+    (2 b.q - sum(q)), which spares a pass over the block. The product is taken as passage
+    tokens x query tokens: OpenBLAS computes a tall matrix times a narrow one faster than the
+    same numbers the other way round (docs/experiments/2026-11-27-searches-taking-turns.md).
+    It runs in blocks of 512 tokens (see `_token_blocks`), so a block's float copy stays in
+    the core's own cache instead of streaming through the cache both cores share
+    (docs/experiments/2026-11-28-lighter-load-generator.md).
     """
     split = [split_packed(packed, dimension) for packed in passages]
-    counts = np.array([len(scales) for scales, _ in split], dtype=np.int64)
+    counts = np.array([len(bits) for bits in split], dtype=np.int64)
     scores = [0.0] * len(passages)
     # A query of nothing the tokenizer keeps (control characters) has no tokens to match.
     if not counts.sum() or not len(query_tokens):
         return scores
-    components = np.concatenate([c for _, c in split])
-    scales = np.concatenate([s for s, _ in split])
+    bits = np.concatenate(split)
     query = np.asarray(query_tokens, dtype=np.float32).T
-    similarity = np.empty((len(components), query.shape[1]), dtype=np.float32)
-    # Converted and multiplied a block of tokens at a time: a block's float copy stays in
-    # the core's own cache instead of streaming 5 MB through the cache both cores share.
-    for start, end in _token_blocks(len(components), query.shape[1]):
-        block = components[start:end].astype(np.float32)
+    similarity = np.empty((len(bits), query.shape[1]), dtype=np.float32)
+    for start, end in _token_blocks(len(bits), query.shape[1]):
+        block = np.unpackbits(bits[start:end], axis=1, count=dimension).astype(np.float32)
         np.matmul(block, query, out=similarity[start:end])
-    similarity *= scales[:, None]
+    similarity *= np.float32(2.0)
+    similarity -= query.sum(axis=0)
+    similarity *= np.float32(1.0 / np.sqrt(dimension))
     filled = np.flatnonzero(counts)
     starts = np.concatenate([[0], np.cumsum(counts)[:-1]])[filled]
     best = np.maximum.reduceat(similarity, starts, axis=0).mean(axis=1)

@@ -151,7 +151,7 @@ def token_vector_schema(dimension: int, model: str) -> pa.Schema:
     rows instead of running the encoder over them. No filter columns: only chunks a search has
     already returned (under its access predicate) are looked up, by id.
 
-    The packed vectors are written uncompressed: int8 components hardly compress, so Lance's
+    The packed vectors are written uncompressed: sign bits hardly compress, so Lance's
     default saves little disk and slows every read of the candidates' rows that no earlier
     query left in memory (docs/experiments/2026-11-27-searches-taking-turns.md has the
     figures). A table written before keeps its compressed files; rows added to it follow its
