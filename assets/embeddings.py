@@ -11,7 +11,12 @@ from assets.resources import FeatureStoreResource, VectorIndexResource
 from lorehouse.stages.embed import EmbedReport, run_embedding
 from lorehouse.stages.features import run_document_features
 from lorehouse.stages.index_merge import run_index_merge
-from lorehouse.stores.partitions import record_indexed, seeded_vectors_taken, seeding
+from lorehouse.stores.partitions import (
+    forget_indexed,
+    record_indexed,
+    seeded_vectors_taken,
+    seeding,
+)
 
 
 @dg.asset(
@@ -41,6 +46,9 @@ def chunk_embeddings(
         # A partition seeded from the shared store (an upgrade, a new bucket count) takes its
         # documents' vectors from the shared index rather than the model.
         donor = vector_index.open() if seeding(store) else None
+        # Until this run records its rows below, a merge leaves this partition as it last
+        # took it rather than publish half of what this run rewrites.
+        forget_indexed(store)
         done = run_embedding(
             store,
             index,
@@ -105,9 +113,11 @@ def search_index(
     feature_store: FeatureStoreResource,
     vector_index: VectorIndexResource,
 ) -> dg.MaterializeResult:
-    """The LanceDB tables search reads: every partition's rows, merged where they changed,
-    with the rows of documents that left removed and the BM25, scalar and ANN indexes
-    refreshed once over all of them. No model is called here."""
+    """The LanceDB tables search reads: the rows of every partition whose run is done,
+    compared only where they changed since the last merge, with the rows of documents that
+    left removed and the BM25, scalar and ANN indexes refreshed once over all of them. A
+    partition whose run is queued, running or failed keeps what the last merge took, and
+    delays no other. No model is called here."""
     layout = feature_store.layout()
     index = vector_index.open()
     report = run_index_merge(
@@ -127,6 +137,9 @@ def search_index(
             "rows_deleted": sum(report.deleted.values()),
             "tables_rebuilt": dg.MetadataValue.json(report.rebuilt),
             "published_versions": dg.MetadataValue.json(report.published),
+            # Their run is not done: what search reads of them is what the last merge took.
+            "partitions_behind": dg.MetadataValue.json(report.behind),
+            "partitions_compared": len({name.split("/")[0] for name in report.compared}),
             "seconds": round(report.seconds, 2),
             "vector_index_steps_between_batches": report.index_steps,
             "lancedb_uri": dg.MetadataValue.path(index.uri),

@@ -90,15 +90,24 @@ def merged_partitions(
 ) -> dg.MaterializeResult:
     """The partitions' stage tables in the shared store, where the feature tables, the search
     index and the API read them: only partitions that changed since their last merge are
-    copied. Fails, naming them, while a partition has not caught up with the inventory."""
+    copied, and only once their run is done with them. A partition whose run is queued,
+    running or failed keeps what the last merge took (less its documents the inventory
+    removed or moved to another access list) and delays no other."""
     store = feature_store.open()
     report = run_merge(store, feature_store.layout())
     context.log.info(f"merged {len(report.merged)} partitions, {len(report.unchanged)} unchanged")
+    if report.behind:
+        context.log.warning(
+            f"partitions {', '.join(report.behind)} are not done with the current inventory: "
+            "search keeps what the last merge took of them until their runs finish"
+        )
     return dg.MaterializeResult(
         metadata={
             "partitions_merged": len(report.merged),
             "partitions_unchanged": len(report.unchanged),
             "merged": dg.MetadataValue.json(report.merged),
+            "partitions_behind": dg.MetadataValue.json(report.behind),
+            "documents_withheld": report.withheld,
             # Files of an earlier bucket count, never read again once the current ones merged.
             "stale_partitions_removed": dg.MetadataValue.json(report.removed),
             "rows_copied": dg.MetadataValue.md(

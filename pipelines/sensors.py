@@ -1,6 +1,6 @@
 """The sensors: the source change sensor starts an inventory run whenever files are added,
 changed or removed; the changed-partitions sensor carries each inventory run on to its
-partitions' runs and the merge."""
+partitions' runs, and each partition done on to a merge."""
 
 from __future__ import annotations
 
@@ -123,15 +123,15 @@ def changed_partitions_sensor(
     merge: dg.UnresolvedAssetJobDefinition,
 ) -> dg.SensorDefinition:
     """After each inventory_job run, one partitions_job run per partition that changed, then
-    merge_job once every one of them is materialized; running by default, since it only
-    reads Dagster's own event log."""
+    merge_job for the partitions done at each tick, without waiting for the others; running
+    by default, since it only reads Dagster's own event log."""
     return dg.sensor(
         name="changed_partitions_sensor",
         jobs=[partitions, merge],
         minimum_interval_seconds=settings.source_poll_seconds,
         default_status=dg.DefaultSensorStatus.RUNNING,
         description="After inventory_job, runs each changed partition as its own "
-        "partitions_job run, then merge_job when all of them are done.",
+        "partitions_job run, then merge_job for those done, without waiting for the others.",
     )(evaluate_changed_partitions)
 
 
@@ -139,9 +139,10 @@ def evaluate_changed_partitions(
     context: dg.SensorEvaluationContext,
 ) -> dg.SensorResult | dg.SkipReason:
     """The partitions to run are those the inventory named (their documents changed) and
-    those whose last materialization was built by other code (a new parser or model). The
-    merge waits until each has materialized its last stage after that inventory, whether by
-    the runs launched here, a retry from the UI or a full index_job run."""
+    those whose last materialization was built by other code (a new parser or model). A
+    merge is requested at each tick some of them have materialized their last stage after
+    that inventory (by the runs launched here, a retry from the UI or a full index_job run);
+    the others stay pending, and a failed one until its retry is done."""
     instance = context.instance
     cursor = ChainCursor.decode(context.cursor)
     requests: list[dg.RunRequest] = []
@@ -184,29 +185,38 @@ def evaluate_changed_partitions(
             else "no inventory run since the last merge"
         )
     waiting = cursor.waiting(instance)
-    if waiting:
+    done = {key: mark for key, mark in cursor.pending.items() if key not in waiting}
+    if not done:
         context.update_cursor(cursor.encode())
-        # Each one's state, so a partition waiting its turn reads apart from a stalled one;
-        # one published before the inventory has no run since.
-        states = partition_states(instance, waiting, get_settings().partition_stall_seconds)
-        return dg.SkipReason(
-            f"merge waits for partitions {', '.join(waiting)}: "
-            + "; ".join(
-                f"{state.partition} not run since the inventory"
-                if state.state == "published"
-                else state.summary()
-                for state in states
-            )
-            + " (retry a failed one from its partition page)"
-        )
+        return dg.SkipReason(f"merge waits for partitions {_states_of(instance, waiting)}")
+    # The partitions done are merged now; the others keep their marks and are merged when
+    # they are done: a failed or slow partition delays no other's freshness.
     merge = dg.RunRequest(
-        run_key=f"merge-{max(cursor.pending.values())}",
+        run_key=f"merge-{max(done.values())}-{'-'.join(sorted(done))}",
         job_name=MERGE_JOB,
         tags={TRIGGER_TAG: "changed_partitions"},
     )
-    context.log.info(f"merging partitions {', '.join(sorted(cursor.pending))}")
-    cursor.pending = {}
+    context.log.info(f"merging partitions {', '.join(sorted(done))}")
+    if waiting:
+        context.log.info(f"still waiting for partitions {_states_of(instance, waiting)}")
+    cursor.pending = {key: cursor.pending[key] for key in waiting}
     return dg.SensorResult(run_requests=[merge], cursor=cursor.encode())
+
+
+def _states_of(instance: dg.DagsterInstance, waiting: list[str]) -> str:
+    """The waiting partitions and each one's state, so a partition waiting its turn reads
+    apart from a stalled one; one published before the inventory has no run since."""
+    states = partition_states(instance, waiting, get_settings().partition_stall_seconds)
+    return (
+        f"{', '.join(waiting)}: "
+        + "; ".join(
+            f"{state.partition} not run since the inventory"
+            if state.state == "published"
+            else state.summary()
+            for state in states
+        )
+        + " (retry a failed one from its partition page)"
+    )
 
 
 def _built_by_other_code(context: dg.SensorEvaluationContext) -> set[str]:

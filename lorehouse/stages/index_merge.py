@@ -26,11 +26,13 @@ from lorehouse.stages.progress import ProgressCallback
 from lorehouse.stores.duckdb_store import DuckDBStore
 from lorehouse.stores.lance_index import ChunkIndex, IndexState, LanceTable
 from lorehouse.stores.partitions import (
+    BUSY_PARTITION_WAIT_SECONDS,
     PartitionLayout,
     PartitionsBehind,
     bucket_of,
     bucket_of_key,
-    partitions_not_indexed,
+    merged_digests,
+    partition_is_indexed,
 )
 
 #: The tables of an index, by name: each partition's and the shared one's.
@@ -41,7 +43,7 @@ TABLES: dict[str, Callable[[ChunkIndex], LanceTable]] = {
     "token_vectors": ChunkIndex.token_vectors,
 }
 #: Changes with what the merge compares and copies, so the asset shows as changed code.
-INDEX_MERGE_VERSION = "rows-by-hash-1"
+INDEX_MERGE_VERSION = "rows-by-hash-2"
 #: Rows copied per commit: a commit's memory follows this, not the partition's size.
 ROWS_PER_COMMIT = 5_000
 
@@ -60,6 +62,10 @@ class IndexMergeReport:
     indexes: list[IndexState] = field(default_factory=list)
     #: table name -> the version published for searches (None: not built).
     published: dict[str, int | None] = field(default_factory=dict)
+    #: Partitions left as the last merge took them: their run is not done.
+    behind: list[str] = field(default_factory=list)
+    #: "partition/table" compared row by row: the ones that changed since the last merge.
+    compared: list[str] = field(default_factory=list)
 
 
 def run_index_merge(
@@ -69,18 +75,22 @@ def run_index_merge(
     layout: PartitionLayout,
     on_progress: ProgressCallback | None = None,
 ) -> IndexMergeReport:
-    """Makes each shared table hold the union of the partitions' rows for the documents the
-    feature store lists, then publishes their versions to searches. Raises `PartitionsBehind`,
-    changing nothing, while a partition's rows were not built from the stage tables last
-    merged."""
+    """Makes each shared table hold the partitions' rows for the documents the feature store
+    lists, then publishes their versions to searches.
+
+    Only partitions whose search rows are those of the stage tables the feature store took
+    from them are read (`current_partitions`); the others (their run queued, running, failed
+    or killed) keep the rows the last merge took, so no partition waits for another. Of those
+    read, only the ones that changed since the last index merge are compared row by row, so a
+    merge after one edited document reads one partition's keys. A new model or layout is
+    the exception: every partition must hold it before the tables are replaced, and until
+    then `PartitionsBehind` is raised, changing nothing, while searches keep the old index.
+    """
     started = time.perf_counter()
-    behind = partitions_not_indexed(store, layout)
-    if behind:
-        raise PartitionsBehind(
-            f"partitions {', '.join(behind)} have no search rows for their current chunks; "
-            "materialize their chunk_embeddings, then search_index again"
-        )
     report = IndexMergeReport()
+    merged = merged_digests(store)
+    current, report.behind = current_partitions(partitions, layout, merged)
+    taken = store.index_merges()
     shared_tables = [table_of(index) for table_of in TABLES.values()]
     if index.published_versions() is None:
         # A database built before publishing: what its searches read until now is published
@@ -90,13 +100,14 @@ def run_index_merge(
     by_bucket: dict[int, set[str]] = {}
     for doc_id in doc_ids:
         by_bucket.setdefault(bucket_of(doc_id, layout.partitions), set()).add(doc_id)
-    steps = len(TABLES) * max(1, len(partitions))
+    steps = len(TABLES) * max(1, len(current))
     done = 0
     for name, table_of in TABLES.items():
         shared = table_of(index)
-        sources = {key: table_of(p) for key, p in partitions.items() if table_of(p).exists()}
+        sources = {key: table_of(p) for key, p in current.items() if table_of(p).exists()}
         if not sources:
-            done += max(1, len(partitions))
+            done += max(1, len(current))
+            report.deleted[name] = shared.delete_documents_except(doc_ids)
             continue
         models = {source.embedding_model()[0] for source in sources.values()}
         if len(models) > 1:
@@ -108,30 +119,73 @@ def run_index_merge(
         if name == "chunks":
             report.model = model
         if shared.exists() and not shared.is_current(model):
+            if report.behind:
+                raise PartitionsBehind(
+                    f"partitions {', '.join(report.behind)} do not hold {model}'s vectors "
+                    "yet; searches keep the current index until every partition does"
+                )
             # A new model or layout: replaced in one commit, so search never mixes two.
             shared.replace_all(
                 pa.concat_tables([source.table().to_arrow() for source in sources.values()])
             )
             report.rebuilt.append(name)
+            taken = {}
         else:
             for key, source in sources.items():
+                done += 1
+                if taken.get((key, name)) == merged[key]:
+                    continue  # unchanged since the last index merge took it
                 wanted = by_bucket.get(bucket_of_key(key), set())
                 copied, deleted = _merge_table(shared, source, wanted)
                 report.copied[name] = report.copied.get(name, 0) + copied
                 report.deleted[name] = report.deleted.get(name, 0) + deleted
                 report.index_steps += shared.index_new_vectors()
-                done += 1
+                report.compared.append(f"{key}/{name}")
                 if on_progress is not None:
                     on_progress(done, steps)
         report.deleted[name] = report.deleted.get(name, 0) + shared.delete_documents_except(doc_ids)
         if shared.exists():
             shared.refresh_indexes()
     report.published = index.publish(shared_tables)
+    # Recorded once published: a merge stopped before its end compares them all again.
+    store.record_index_merges(
+        {(key, name): merged[key] for key in current for name in TABLES},
+        replace=bool(report.rebuilt),
+    )
     report.rows = index.count()
     if index.exists():
         report.indexes = index.index_state()
     report.seconds = time.perf_counter() - started
     return report
+
+
+def current_partitions(
+    partitions: Mapping[str, ChunkIndex], layout: PartitionLayout, merged: Mapping[str, str]
+) -> tuple[dict[str, ChunkIndex], list[str]]:
+    """(the partitions whose rows may be read, pinned at their current versions; the keys of
+    the others).
+
+    A partition is current while its embedding run's record matches what the feature store
+    merged from it. Checked, then its tables pinned, then checked again: an embedding run
+    clears its record before it writes a row (`forget_indexed`), so a record still there
+    after the pin means the pinned versions hold no row of a run that started since.
+    """
+    current: dict[str, ChunkIndex] = {}
+    behind: list[str] = []
+    for key, partition in sorted(partitions.items()):
+        wait = BUSY_PARTITION_WAIT_SECONDS
+        if not partition_is_indexed(layout, key, merged.get(key), wait):
+            behind.append(key)
+            continue
+        for table_of in TABLES.values():
+            table = table_of(partition)
+            if table.exists():
+                table.table().checkout(table.table().version)
+        if not partition_is_indexed(layout, key, merged.get(key), wait):
+            behind.append(key)
+            continue
+        current[key] = partition
+    return current, behind
 
 
 def _merge_table(shared: LanceTable, source: LanceTable, wanted: set[str]) -> tuple[int, int]:

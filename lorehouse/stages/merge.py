@@ -24,6 +24,7 @@ def run_merge(shared: DuckDBStore, layout: PartitionLayout) -> MergeReport:
     every current partition merged, removes the files an earlier bucket count left."""
     started = time.perf_counter()
     report = merge_partitions(shared, layout)
-    report.removed = remove_stale_partitions(layout)
+    if not report.behind:
+        report.removed = remove_stale_partitions(layout)
     report.seconds = time.perf_counter() - started
     return report

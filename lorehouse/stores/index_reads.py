@@ -17,6 +17,27 @@ from lorehouse.stores.database import (
 class IndexReads(Database):
     """Reads for the index and the query side."""
 
+    def index_merges(self) -> dict[tuple[str, str], str]:
+        """(partition key, table name) -> the stage digest the last index merge took."""
+        with self.connect() as connection:
+            rows = connection.execute(
+                "SELECT partition_key, table_name, digest FROM partition_index_merges"
+            ).fetchall()
+        return {(key, table): digest for key, table, digest in rows}
+
+    def record_index_merges(
+        self, digests: dict[tuple[str, str], str], replace: bool = False
+    ) -> None:
+        """Notes what an index merge took; with `replace`, forgets every earlier record (the
+        shared tables were rebuilt from what this merge took alone)."""
+        with self._transaction() as connection:
+            if replace:
+                connection.execute("DELETE FROM partition_index_merges")
+            connection.executemany(
+                "INSERT OR REPLACE INTO partition_index_merges VALUES (?, ?, ?, current_timestamp)",
+                [[key, table, digest] for (key, table), digest in digests.items()],
+            )
+
     def document_ids_for_index(self) -> list[str]:
         """Every document of the `documents` table, in path order (the index's batches)."""
         with self.connect() as connection:

@@ -46,6 +46,9 @@ STAGE_TABLE_DIGESTS = {
 }
 STAGE_TABLES = tuple(STAGE_TABLE_DIGESTS)
 T = TypeVar("T")
+#: How long a merge waits for a partition run to let go of its file before leaving that
+#: partition for the next merge: a run holds it only between its stages' batches.
+BUSY_PARTITION_WAIT_SECONDS = 5.0
 #: Changes whenever what a merge copies does, so the merge asset shows as changed code.
 MERGE_VERSION = hashlib.sha256(repr(sorted(STAGE_TABLE_DIGESTS.items())).encode()).hexdigest()[:12]
 
@@ -212,9 +215,13 @@ class MergeReport:
 
     merged: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
-    #: Buckets whose file is behind the inventory (their run has not adopted its slice yet).
+    #: Buckets whose run is not done with the current inventory: not adopted, not indexed,
+    #: or its file held by the run.
     behind: list[str] = field(default_factory=list)
     rows_by_table: dict[str, int] = field(default_factory=dict)
+    #: Documents of buckets behind that left the shared store: no longer listed, or listed
+    #: under another access list.
+    withheld: int = 0
     #: Partitions of an earlier bucket count whose files were removed.
     removed: list[str] = field(default_factory=list)
     seconds: float = 0.0
@@ -228,8 +235,15 @@ class PartitionsBehind(RuntimeError):
 def merge_partitions(shared: DuckDBStore, layout: PartitionLayout) -> MergeReport:
     """Copies each bucket whose stage tables changed since its last merge into the shared
     store, one transaction per bucket: its rows are replaced whole, and only for documents
-    the inventory still lists. Buckets behind the inventory are left as they were and named
-    in the `PartitionsBehind` raised at the end, after every current bucket is merged.
+    the inventory still lists.
+
+    A bucket is merged only once its run is done with it: its file has adopted the current
+    inventory slice and its embedding run has gone over its stage tables as they are
+    (`record_indexed`). A bucket that is behind (its run queued, running, failed or killed)
+    keeps what the last merge took from it, so the others never wait for it; only its
+    documents the inventory no longer lists, or lists under another access list, leave the
+    shared store now (`_withhold_changed`), so a deletion or a revoked access takes effect
+    whatever state the bucket's run is in.
     """
     report = MergeReport()
     n = layout.partitions
@@ -248,16 +262,25 @@ def merge_partitions(shared: DuckDBStore, layout: PartitionLayout) -> MergeRepor
             if not path.exists():
                 if bucket in inventory:
                     report.behind.append(key)
+                    report.withheld += _withhold_changed(connection, bucket, n)
                 continue
-            _attach(connection, path, shared.lock_timeout_seconds)
+            try:
+                _attach(connection, path, BUSY_PARTITION_WAIT_SECONDS)
+            except duckdb.IOException:
+                # Its run holds the file: it is not done with it, and the next merge takes it.
+                report.behind.append(key)
+                report.withheld += _withhold_changed(connection, bucket, n)
+                continue
             try:
                 adopted = connection.execute(_raw_digest_query("part.documents_raw", n)).fetchall()
+                digest = _stage_digest(connection, "part")
                 if {int(b): f"{count}:{f}" for b, count, f in adopted} != (
                     {bucket: inventory[bucket]} if bucket in inventory else {}
-                ):
+                ) or _indexed_digest(connection, "part") != digest:
                     report.behind.append(key)
+                    report.withheld += _withhold_changed(connection, bucket, n)
                     continue
-                digest = f"{n}:{_stage_digest(connection, 'part')}"
+                digest = f"{n}:{digest}"
                 if done.get(key) == digest:
                     report.unchanged.append(key)
                     continue
@@ -265,12 +288,38 @@ def merge_partitions(shared: DuckDBStore, layout: PartitionLayout) -> MergeRepor
                 report.merged.append(key)
             finally:
                 connection.execute("DETACH part")
-    if report.behind:
-        raise PartitionsBehind(
-            f"partitions {', '.join(report.behind)} have not indexed the current inventory; "
-            "materialize them (or the whole index job), then merge again"
-        )
     return report
+
+
+def _withhold_changed(connection: duckdb.DuckDBPyConnection, bucket: int, partitions: int) -> int:
+    """Removes from the shared stage tables the documents of a bucket that is behind which
+    the inventory no longer lists, or lists with another access list than their chunks were
+    built with; returns how many. A changed text keeps being served as it was until the
+    bucket's run is done; a changed access list does not, since that would show a document
+    to people its owners took it from."""
+    in_bucket = f"{bucket_sql('doc_id', partitions)} = {bucket}"
+    connection.execute("BEGIN")
+    try:
+        unlisted = " UNION ".join(
+            f"SELECT doc_id FROM {table} WHERE {in_bucket} "
+            "AND doc_id NOT IN (SELECT doc_id FROM documents_raw)"
+            for table in STAGE_TABLES
+        )
+        connection.execute(
+            f"CREATE OR REPLACE TEMP TABLE withheld AS {unlisted} "
+            "UNION SELECT c.doc_id FROM chunks c JOIN documents_raw r USING (doc_id) "
+            f"WHERE {bucket_sql('c.doc_id', partitions)} = {bucket} "
+            "AND list_sort(r.acl_groups) <> list_sort(c.acl)"
+        )
+        for table in STAGE_TABLES:
+            connection.execute(f"DELETE FROM {table} WHERE doc_id IN (SELECT doc_id FROM withheld)")
+        (withheld,) = connection.execute("SELECT count(*) FROM withheld").fetchone() or (0,)
+        connection.execute("DROP TABLE withheld")
+        connection.execute("COMMIT")
+    except duckdb.Error:
+        connection.execute("ROLLBACK")
+        raise
+    return int(withheld)
 
 
 def _stage_digest(connection: duckdb.DuckDBPyConnection, schema: str = "part") -> str:
@@ -285,7 +334,7 @@ def _stage_digest(connection: duckdb.DuckDBPyConnection, schema: str = "part") -
 
 def record_indexed(partition: DuckDBStore) -> None:
     """Notes, in a partition's own file, that its embedding run has gone over its stage
-    tables as they are now: the shared index takes a partition's rows only while this holds,
+    tables as they are now: the shared stores take a partition's rows only while this holds,
     so the rows of a partition whose chunks changed after its last embedding run (their text
     or access list) never reach search."""
     with partition.connect() as connection:
@@ -294,32 +343,51 @@ def record_indexed(partition: DuckDBStore) -> None:
         connection.execute("INSERT OR REPLACE INTO partition_state VALUES ('indexed', ?)", [digest])
 
 
-def partitions_not_indexed(shared: DuckDBStore, layout: PartitionLayout) -> list[str]:
-    """Partitions whose search rows were not built from the stage tables last merged (their
-    vector run failed, or has not run since the merge)."""
+def forget_indexed(partition: DuckDBStore) -> None:
+    """Notes that an embedding run is rewriting the partition's search rows: until it records
+    them again (`record_indexed`), a merge takes nothing of this partition, so a run killed
+    half-way never publishes half its rows."""
+    with partition.connect() as connection:
+        connection.execute(_STATE_TABLE)
+        connection.execute("DELETE FROM partition_state WHERE name = 'indexed'")
+
+
+def _indexed_digest(connection: duckdb.DuckDBPyConnection, schema: str) -> str | None:
+    """The stage digest the partition (attached as `schema`, or `main`) last recorded as
+    indexed; None for a file that never recorded one."""
+    try:
+        found = connection.execute(
+            f"SELECT digest FROM {schema}.partition_state WHERE name = 'indexed'"
+        ).fetchall()
+    except duckdb.CatalogException:
+        return None
+    return str(found[0][0]) if found else None
+
+
+def merged_digests(shared: DuckDBStore) -> dict[str, str]:
+    """partition key -> the stage digest (with its bucket count) the shared store last took."""
     with shared.connect() as connection:
-        merged = dict(
+        return dict(
             connection.execute("SELECT partition_key, digest FROM partition_merges").fetchall()
         )
-    layout.pull(list(merged))
-    behind = []
-    for key in layout.keys:
-        if key not in merged:
-            continue
-        path = str(layout.store_path(key))
+
+
+def partition_is_indexed(
+    layout: PartitionLayout, key: str, merged: str | None, timeout_seconds: float
+) -> bool:
+    """Whether partition `key`'s search rows are those of the stage tables the shared store
+    took from it (`merged`): its embedding run recorded them and has not started again."""
+    if merged is None:
+        return False
+    path = str(layout.store_path(key))
+    try:
         with _waiting_for_lock(
-            lambda path=path: duckdb.connect(path, read_only=True), shared.lock_timeout_seconds
+            lambda: duckdb.connect(path, read_only=True), timeout_seconds
         ) as connection:
-            found = (
-                connection.execute(
-                    "SELECT digest FROM partition_state WHERE name = 'indexed'"
-                ).fetchall()
-                if _has_state(connection)
-                else []
-            )
-        if not found or merged[key] != f"{layout.partitions}:{found[0][0]}":
-            behind.append(key)
-    return behind
+            indexed = _indexed_digest(connection, "main")
+    except duckdb.IOException:
+        return False  # its run holds the file: not done with it
+    return indexed is not None and merged == f"{layout.partitions}:{indexed}"
 
 
 _STATE_TABLE = (

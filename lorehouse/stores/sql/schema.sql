@@ -91,6 +91,15 @@ CREATE TABLE IF NOT EXISTS partition_merges (
     digest VARCHAR NOT NULL,
     merged_at TIMESTAMPTZ NOT NULL
 );
+-- What the last index merge took of each partition's search tables: the stage digest its
+-- rows were built from, so the next merge compares only partitions that changed since.
+CREATE TABLE IF NOT EXISTS partition_index_merges (
+    partition_key VARCHAR NOT NULL,
+    table_name VARCHAR NOT NULL,
+    digest VARCHAR NOT NULL,
+    merged_at TIMESTAMPTZ NOT NULL,
+    PRIMARY KEY (partition_key, table_name)
+);
 CREATE TABLE IF NOT EXISTS documents (
     doc_id VARCHAR PRIMARY KEY,
     title VARCHAR NOT NULL,
