@@ -163,7 +163,7 @@ def _step(data_dir: Path, step: str) -> dict[str, float]:
 
     wiring = Lorehouse(_settings(data_dir))
     layout = wiring.partition_layout()
-    if step == "search_index":  # as chunk_embeddings leaves each partition
+    if step == "merged_partitions":  # as chunk_embeddings leaves each partition
         for key in layout.keys:
             record_indexed(wiring.partition_store(key))
     started = time.perf_counter()
