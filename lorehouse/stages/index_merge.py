@@ -109,11 +109,17 @@ def run_index_merge(
             done += max(1, len(current))
             report.deleted[name] = shared.delete_documents_except(doc_ids)
             continue
-        models = {source.embedding_model()[0] for source in sources.values()}
+        model_of = {key: source.embedding_model()[0] for key, source in sources.items()}
+        models = set(model_of.values())
         if len(models) > 1:
+            # A model change under way, partition by partition: nothing is replaced until
+            # the last partition holds the new vectors.
+            held = shared.embedding_model()[0] if shared.exists() else None
+            old = sorted(key for key, m in model_of.items() if m == held) or sorted(model_of)
             raise PartitionsBehind(
-                f"the partitions' {name} tables hold vectors of {len(models)} models "
-                f"({', '.join(sorted(models))}); materialize every partition's vectors again"
+                f"partitions {', '.join(old)} still hold {name} vectors of {held}, the others "
+                f"of {', '.join(sorted(models - {held}))}: searches keep the current index "
+                "until every partition's vectors are of one model; materialize the rest"
             )
         (model,) = models
         if name == "chunks":

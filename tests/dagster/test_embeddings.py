@@ -163,6 +163,72 @@ def test_a_new_embedding_model_re_embeds_every_chunk(
             Retriever(index, default_embedder()).search("parental leave", mode="vector")
 
 
+def test_a_new_model_leaves_searches_on_the_old_index_until_every_partition_holds_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, materialized_sample: Path
+) -> None:
+    """A model change re-embeds partition by partition; until the last is done, the merge
+    replaces nothing and names the partitions still on the old model, and searches read the
+    old index whole."""
+    import dagster as dg
+
+    from assets import chunks, documents, embeddings, features
+    from assets.partitioning import with_index_partitions
+    from assets.resources import build_resources
+    from lorehouse.inventory import document_id
+    from lorehouse.settings import Settings
+    from lorehouse.stores.partitions import bucket_of, partition_keys
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-local-test")
+    data_dir = tmp_path / "data"
+    shutil.copytree(materialized_sample, data_dir)
+    old = ChunkIndex(str(data_dir / "lancedb")).embedding_model()
+    with provider_server(dimension=16) as server:
+        model = "openai/lorehouse-test-embedding"
+        config = Settings(
+            source_uri=str(BUNDLED_SAMPLE_CORPUS),
+            data_dir=data_dir,
+            workers=1,
+            embed_model=model,
+            embed_api_base=server.base_url,
+        )
+        n = config.index_partitions
+        first = partition_keys(n)[bucket_of(document_id("hr/parental-leave-faq.md"), n)]
+        assets = with_index_partitions(
+            dg.load_assets_from_modules([documents, chunks, features, embeddings]), n
+        )
+        one = dg.materialize(
+            assets,
+            selection=[
+                *("parsed_documents", "chunks", "enriched_chunks", "chunk_embeddings"),
+                *("merged_partitions", "document_features", "search_index"),
+            ],
+            resources=build_resources(config),
+            instance=dg.DagsterInstance.ephemeral(),
+            tags={
+                "dagster/asset_partition_range_start": first,
+                "dagster/asset_partition_range_end": first,
+            },
+            raise_on_error=False,
+        )
+        (failure,) = [e for e in one.all_events if e.event_type_value == "STEP_FAILURE"]
+        message = str(failure.event_specific_data.error)
+        assert "searches keep the current index" in message and model in message
+        index = ChunkIndex(str(data_dir / "lancedb"))
+        assert index.embedding_model() == old
+        hits = Retriever(index, default_embedder()).search("parental leave", mode="vector").hits
+        assert hits
+
+        every = materialize_everything(
+            BUNDLED_SAMPLE_CORPUS,
+            data_dir,
+            with_evals=False,
+            embed_model=model,
+            embed_api_base=server.base_url,
+        )
+        assert every.success
+        assert ChunkIndex(str(data_dir / "lancedb")).embedding_model() == (model, 16)
+
+
 def _downgrade_to_layout_2(data_dir: Path) -> None:
     """Rewrites the searched tables, and each partition's, as layout 2 wrote them: public
     rows with an empty `acl`."""
