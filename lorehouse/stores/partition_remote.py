@@ -18,12 +18,24 @@ ETag moved; a push uploads only a file written since. So a pod that died after i
 committed batches but before its push keeps that work if the partition runs there again, and
 any other pod starts from the last pushed file: the stages resume from their tables as after
 any crash, and the embedding stage compares the LanceDB rows with the chunks itself.
+
+A partition's push is conditional: it replaces the object only if the object still has the
+ETag this copy was pulled or last pushed at (`If-Match`), or creates it only if there is none
+(`If-None-Match: *`). Two runs of one partition on pods that share nothing (a UI backfill
+beside a sensor's run, or `lorehouse materialize` beside either) would otherwise both push,
+and the last push would silently drop the first run's work. With the condition the first
+push commits and the second raises `PartitionClaimedElsewhere`: its run fails, the bucket
+keeps the first run's file whole, and a rerun starts from that file. (On one machine or one
+volume, `partition_lease` keeps a second writer out before it starts.)
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import re
+import socket
 from collections.abc import Callable, Iterable
 from functools import cached_property
 from pathlib import Path
@@ -34,6 +46,47 @@ import duckdb
 #: Where a partition's slice of the inventory and the slices' digests live, under the root.
 INVENTORY = "inventory"
 DIGESTS = "digests.json"
+
+
+#: What S3 answers a conditional put whose condition no longer holds: the object changed
+#: (412), another conditional write to it is in flight (409), or it is gone (404, `If-Match`).
+_CONFLICTS = {"PreconditionFailed", "ConditionalRequestConflict", "NoSuchKey"}
+#: The object metadata naming the pod that pushed a partition's file, read back on a conflict.
+_WRITER = "lorehouse-writer"
+
+
+class PartitionClaimedElsewhere(RuntimeError):
+    """Another run committed a partition's file to the bucket after this run pulled it: this
+    run's copy was not pushed, so nothing of the other run's file is lost."""
+
+    def __init__(self, key: str, by: str = "") -> None:
+        self.key = key
+        super().__init__(
+            f"partition {key} was committed to the bucket by another run"
+            f"{f' ({by})' if by else ''} since this "
+            "run pulled it, so this run's work on it was not pushed and the bucket keeps that "
+            f"run's file whole. Run partition {key} again: the rerun starts from that file"
+        )
+
+
+class ConditionalWritesUnsupported(RuntimeError):
+    """The bucket's S3 service refuses conditional puts, which fence two writers of a
+    partition from each other."""
+
+
+def _error_code(error: Exception) -> str:
+    """The S3 error code of a boto3 `ClientError` (read from the error, so that this module
+    needs no botocore import where the partitions are not in a bucket)."""
+    response = getattr(error, "response", None)
+    return str(response.get("Error", {}).get("Code", "")) if isinstance(response, dict) else ""
+
+
+def _md5(path: Path) -> str:
+    digest = hashlib.md5(usedforsecurity=False)
+    with path.open("rb") as body:
+        for block in iter(lambda: body.read(1 << 20), b""):
+            digest.update(block)
+    return f'"{digest.hexdigest()}"'
 
 
 def _stat(path: Path) -> list[int]:
@@ -91,7 +144,8 @@ class PartitionRemote:
 
     def push_store(self, key: str) -> bool:
         """Uploads partition `key`'s DuckDB file if it was written since it was last pulled
-        or pushed; returns whether it was."""
+        or pushed; returns whether it was. Raises `PartitionClaimedElsewhere`, uploading
+        nothing, when another run pushed the partition since this copy was pulled."""
         path = self.root / f"{key}.duckdb"
         if not path.exists():
             return False
@@ -99,7 +153,7 @@ class PartitionRemote:
             # Committed work still in the write-ahead log belongs in the pushed file.
             with duckdb.connect(str(path)) as connection:
                 connection.execute("CHECKPOINT")
-        return self._push(path.name, path)
+        return self._push(path.name, path, fenced_as=key)
 
     def remove_partitions_except(self, keys: set[str], key_pattern: re.Pattern[str]) -> set[str]:
         """Deletes the objects of partitions not in `keys` (their store, their LanceDB
@@ -201,12 +255,68 @@ class PartitionRemote:
         self._record(path, response["ETag"])
         return True
 
-    def _push(self, name: str, path: Path) -> bool:
-        if self._sidecar(path).get("stat") == _stat(path):
+    def _push(self, name: str, path: Path, fenced_as: str | None = None) -> bool:
+        """Uploads `path` as object `name` if it was written since it last matched the object.
+        With `fenced_as` (a partition's key), only over the object this copy came from.
+
+        The inventory's slices are pushed plainly: only the inventory's writer run publishes
+        them, each rebuilt whole from the shared inventory, so the last push is a whole
+        listing, not a half-merged one; and a writer whose volume was rebuilt (no sidecars)
+        must still be able to publish over the slices its predecessor left."""
+        sidecar = self._sidecar(path)
+        if sidecar.get("stat") == _stat(path):
             return False
-        with path.open("rb") as body:
-            response = self.client.put_object(
-                Bucket=self.bucket, Key=self._object_key(name), Body=body
-            )
+        if fenced_as is None:
+            response = self._put(name, path)
+        else:
+            etag = sidecar.get("etag")
+            condition = {"IfMatch": etag} if etag else {"IfNoneMatch": "*"}
+            try:
+                response = self._put(name, path, **condition)
+            except Exception as error:
+                code = _error_code(error)
+                if code == "NotImplemented":
+                    raise ConditionalWritesUnsupported(
+                        f"the S3 service of {self.uri} refuses conditional writes (If-Match, "
+                        "If-None-Match), which keep two runs of one partition from overwriting "
+                        "each other's work: use one that supports them, as AWS S3 does"
+                    ) from error
+                if code not in _CONFLICTS:
+                    raise
+                response = self._after_conflict(name, path, fenced_as, code)
         self._record(path, response["ETag"])
         return True
+
+    def _put(self, name: str, path: Path, **condition: str) -> dict[str, Any]:
+        with path.open("rb") as body:
+            return self.client.put_object(
+                Bucket=self.bucket,
+                Key=self._object_key(name),
+                Body=body,
+                Metadata={_WRITER: f"pid {os.getpid()} on host {socket.gethostname()}"},
+                **condition,
+            )
+
+    def _after_conflict(self, name: str, path: Path, key: str, code: str) -> dict[str, Any]:
+        """The put's answer where the refusal left nothing to protect, or else
+        `PartitionClaimedElsewhere`."""
+        if code == "NoSuchKey":
+            # Removed from the bucket since this copy was pulled (by hand: Lorehouse removes
+            # only partitions of an earlier bucket count): no other run's file to keep, so this
+            # copy is published, unless another run has published one meanwhile.
+            try:
+                return self._put(name, path, IfNoneMatch="*")
+            except Exception as error:
+                if _error_code(error) not in _CONFLICTS:
+                    raise
+        try:
+            current = self.client.head_object(Bucket=self.bucket, Key=self._object_key(name))
+        except Exception:  # noqa: BLE001 (the conflict is known; the look is for its message)
+            current = {}
+        if current.get("ETag") == _md5(path):
+            # This very file: an upload retried after its first attempt had landed.
+            return current
+        by = [current.get("Metadata", {}).get(_WRITER)]
+        if current.get("LastModified"):
+            by.append(f"at {current['LastModified']:%Y-%m-%d %H:%M:%S %Z}")
+        raise PartitionClaimedElsewhere(key, ", ".join(filter(None, by)))
