@@ -33,10 +33,12 @@ class IndexReads(Database):
         with self._transaction() as connection:
             if replace:
                 connection.execute("DELETE FROM partition_index_merges")
-            connection.executemany(
-                "INSERT OR REPLACE INTO partition_index_merges VALUES (?, ?, ?, current_timestamp)",
-                [[key, table, digest] for (key, table), digest in digests.items()],
-            )
+            if digests:
+                connection.executemany(
+                    "INSERT OR REPLACE INTO partition_index_merges "
+                    "VALUES (?, ?, ?, current_timestamp)",
+                    [[key, table, digest] for (key, table), digest in digests.items()],
+                )
 
     def document_ids_for_index(self) -> list[str]:
         """Every document of the `documents` table, in path order (the index's batches)."""

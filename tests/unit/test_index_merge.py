@@ -9,6 +9,7 @@ other still public, nor the deleted one in some tables and not in others.
 from __future__ import annotations
 
 import shutil
+import uuid
 from datetime import timedelta
 from pathlib import Path
 
@@ -112,12 +113,36 @@ def _build(data: Path, docs: dict[str, list[str]], embedder: OnnxMiniLMEmbedder)
             index.documents(), profiles, "profile_text", document_schema, embedder, 16, report
         )
     store = DuckDBStore(data / "lorehouse.duckdb")
+    _record_done(store, layout)
     with store.connect() as connection:
         connection.execute("DELETE FROM documents")
         for doc_id, groups in docs.items():
             connection.execute(
                 "INSERT INTO documents VALUES (?, ?, ?, ?, NULL, 1, 1, ?, 'x', NULL, now())",
                 [doc_id, f"Notes {doc_id[7]}", "file:///n", f"notes-{doc_id[7]}.md", groups],
+            )
+
+
+def _record_done(store: DuckDBStore, layout: PartitionLayout) -> None:
+    """What each partition's embedding run and the stage-table merge record of a build: the
+    merge takes a partition's rows only while the two agree, and compares only partitions
+    whose record moved since it last took them, so each build gets a record of its own."""
+    build = uuid.uuid4().hex
+    for key in layout.keys:
+        partition = DuckDBStore(layout.store_path(key))
+        with partition.connect() as connection:
+            connection.execute(
+                "CREATE TABLE IF NOT EXISTS partition_state "
+                "(name VARCHAR PRIMARY KEY, digest VARCHAR)"
+            )
+            connection.execute(
+                "INSERT OR REPLACE INTO partition_state VALUES ('indexed', ?)", [build]
+            )
+    with store.connect() as connection:
+        for key in layout.keys:
+            connection.execute(
+                "INSERT OR REPLACE INTO partition_merges VALUES (?, ?, now())",
+                [key, f"{layout.partitions}:{build}"],
             )
 
 
