@@ -456,6 +456,15 @@ class Settings(BaseSettings):
             "(a retry, a popular question, an eval rerun) is not embedded again. 0 turns it off."
         ),
     )
+    search_shared_vectors: bool = Field(
+        default=True,
+        description=(
+            "Keep each searched table version's unit vectors in a file under the data folder "
+            "(cache/vectors) that every API process of the host maps, instead of a copy per "
+            "process: `--workers N` then hold one copy, shared through the page cache, and an "
+            "ANN search reads in only the pages of the rows it rescores."
+        ),
+    )
     search_passage_words: int = Field(
         default=0,
         ge=0,
@@ -772,6 +781,12 @@ class Settings(BaseSettings):
         return self.lancedb_uri or str((self.data_dir / "lancedb").resolve())
 
     @property
+    def vector_cache(self) -> Path | None:
+        """Where the host's processes share searched unit vectors; None when each holds its
+        own (`search_shared_vectors`)."""
+        return self.data_dir / "cache" / "vectors" if self.search_shared_vectors else None
+
+    @property
     def chat_url(self) -> str:
         """The chat page's address, as links in Slack answers point at it."""
         base = self.public_url or f"http://{self.api_host}:{self.api_port}"
@@ -861,6 +876,7 @@ SETTING_GROUPS: dict[str, tuple[str, ...]] = {
         "citation_retention_hours",
         "search_candidates",
         "search_query_cache_size",
+        "search_shared_vectors",
         "search_passage_words",
         "search_split_asks",
         "rerank",

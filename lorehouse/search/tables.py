@@ -26,6 +26,7 @@ from cachetools import LRUCache
 
 from lorehouse.search.bm25 import Analyzer, BM25Index
 from lorehouse.search.passages import passage_runs
+from lorehouse.search.shared_vectors import SharedVectors
 
 if TYPE_CHECKING:
     import lance
@@ -322,6 +323,9 @@ class TableSnapshot:
         self.text_columns = owner.text_columns
         self.derived_text_fields = owner.derived_text_fields
         self._table = pinned
+        #: The folder this host's processes share each version's unit vectors in; None:
+        #: each process holds its own copy.
+        self._vector_cache = owner.vector_cache
         self.metadata: dict[bytes, bytes] = pinned.schema.metadata or {}
         #: Whether vector search goes through the ANN index (else it scores every row).
         self.vector_indexed = any(list(i.columns) == ["vector"] for i in pinned.list_indices())
@@ -383,23 +387,57 @@ class TableSnapshot:
     def _read_rows_and_vectors(self, limit: int) -> tuple[pa.Table, np.ndarray]:
         """Every row with its row id, without the vector, and the unit vectors in row order.
 
+        With a vector cache, the unit vectors are a file every process of the host maps
+        (`SharedVectors`): the first process to load a version writes it, the others read the
+        rows alone and map it, so `--workers N` share one copy through the page cache
+        instead of holding N, and pages an ANN search never rescores are never read in.
+        """
+        if self._vector_cache is not None:
+            width = self._table.schema.field("vector").type.list_size
+            shared = SharedVectors.of(self._vector_cache, self._table).load(
+                limit,
+                width,
+                lambda: self._read_rows(limit),
+                lambda out: self._read_rows_with_vectors(limit, out)[0],
+            )
+            if shared is not None:
+                return shared
+        return self._read_rows_with_vectors(limit)
+
+    def _read_rows(self, limit: int) -> pa.Table:
+        """Every row with its row id, without the vector (not read at all)."""
+        names = [n for n in self._table.schema.names if n not in _NOT_HELD]
+        query = self._table.search().with_row_id(True).select(names).limit(limit)
+        return query.to_arrow()
+
+    def _read_rows_with_vectors(
+        self, limit: int, out: np.ndarray | None = None
+    ) -> tuple[pa.Table, np.ndarray]:
+        """The rows and their unit vectors, read from the table, the vectors into `out`
+        (a file's mapping) when given.
+
         Batch by batch, each batch's vectors copied into one preallocated matrix and then
         dropped: reading the whole table first held more than twice what is kept, at its
         peak.
         """
         width = self._table.schema.field("vector").type.list_size
-        unit_vectors = np.zeros((limit, width), dtype=np.float32)
+        unit_vectors = np.zeros((limit, width), dtype=np.float32) if out is None else out
         kept: list[pa.RecordBatch] = []
         filled = 0
         reader = self._table.search().with_row_id(True).limit(limit).to_batches()
         for batch in reader:
+            if filled + batch.num_rows > len(unit_vectors):
+                break  # more rows than counted: the caller sees the count differ
             vectors = batch.column("vector").flatten().to_numpy(zero_copy_only=False)
-            unit_vectors[filled : filled + batch.num_rows] = vectors.reshape(-1, width)
+            block = unit_vectors[filled : filled + batch.num_rows]
+            block[:] = vectors.reshape(-1, width)
+            # Normalised a batch at a time: the norms of the whole matrix at once would take
+            # a temporary as large as the matrix.
+            norms = np.linalg.norm(block, axis=1, keepdims=True)
+            np.divide(block, norms, out=block, where=norms > 0)
             filled += batch.num_rows
             kept.append(batch.select([n for n in batch.schema.names if n not in _NOT_HELD]))
         unit_vectors = unit_vectors[:filled]
-        norms = np.linalg.norm(unit_vectors, axis=1, keepdims=True)
-        np.divide(unit_vectors, norms, out=unit_vectors, where=norms > 0)
         if not kept:  # an empty table
             schema = self._table.schema
             fields = [schema.field(n) for n in schema.names if n not in _NOT_HELD]
@@ -710,9 +748,13 @@ class TableReader:
         uri: str,
         storage_options: dict[str, str] | None = None,
         db: lancedb.DBConnection | None = None,
+        vector_cache: Path | None = None,
     ) -> None:
         self.uri = uri
         self._storage_options = storage_options
+        #: Where this host's processes share searched versions' unit vectors
+        #: (`SharedVectors`); None: each snapshot holds its own.
+        self.vector_cache = vector_cache
         # Every read of the latest version sees what another process (a materialization)
         # committed since: LanceDB checks for a newer version on each call, which costs less
         # than a checkout_latest() before each read
@@ -748,7 +790,9 @@ class TableReader:
     def sibling(self, table_type: type[R]) -> R:
         """Another table of the same database, sharing this connection and its published
         versions."""
-        table = table_type(self.uri, self._storage_options, db=self._db)
+        table = table_type(
+            self.uri, self._storage_options, db=self._db, vector_cache=self.vector_cache
+        )
         table._published = self._published
         return table
 

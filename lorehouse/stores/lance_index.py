@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple, TypeVar, cast
 
 import numpy as np
@@ -280,8 +281,9 @@ class LanceTable(TableReader):
         db: lancedb.DBConnection | None = None,
         search_indexes: bool = True,
         keep_versions: timedelta = _KEEP_VERSIONS,
+        vector_cache: Path | None = None,
     ) -> None:
-        super().__init__(uri, storage_options=storage_options, db=db)
+        super().__init__(uri, storage_options=storage_options, db=db, vector_cache=vector_cache)
         #: How long a version outlives the next one: what `rows_at` can still read.
         self.keep_versions = keep_versions
         #: Whether the table gets its scalar and vector indexes: not for a partition's own
@@ -298,6 +300,7 @@ class LanceTable(TableReader):
             self._storage_options,
             db=self._db,
             search_indexes=self.search_indexes,
+            vector_cache=self.vector_cache,
         )
         table._published = self._published
         return table

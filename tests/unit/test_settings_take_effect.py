@@ -326,8 +326,13 @@ def test_a_parse_memory_mb_of_0_lifts_the_ceiling(deployment: Deployment) -> Non
 def process_embedder(deployment: Deployment, **variables: str) -> Iterator[Any]:
     """The bundled embedder a deployment with these settings queries with: read from the
     Settings object, so nothing is left in the environment to fall back on."""
+    from lorehouse.embedding.minilm import shared_embedder
+
     settings = deployment.settings(**variables)
     deployment.clear()
+    # A deployment's process starts with no embedder: one an earlier test shared (same
+    # configuration) would bring its sessions and cached queries.
+    shared_embedder.cache_clear()
     yield Lorehouse(settings).embedder()
 
 
