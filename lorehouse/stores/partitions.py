@@ -23,7 +23,8 @@ import json
 import re
 import shutil
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
@@ -298,8 +299,7 @@ def _withhold_changed(connection: duckdb.DuckDBPyConnection, bucket: int, partit
     bucket's run is done; a changed access list does not, since that would show a document
     to people its owners took it from."""
     in_bucket = f"{bucket_sql('doc_id', partitions)} = {bucket}"
-    connection.execute("BEGIN")
-    try:
+    with _transaction(connection):
         unlisted = " UNION ".join(
             f"SELECT doc_id FROM {table} WHERE {in_bucket} "
             "AND doc_id NOT IN (SELECT doc_id FROM documents_raw)"
@@ -315,10 +315,6 @@ def _withhold_changed(connection: duckdb.DuckDBPyConnection, bucket: int, partit
             connection.execute(f"DELETE FROM {table} WHERE doc_id IN (SELECT doc_id FROM withheld)")
         (withheld,) = connection.execute("SELECT count(*) FROM withheld").fetchone() or (0,)
         connection.execute("DROP TABLE withheld")
-        connection.execute("COMMIT")
-    except duckdb.Error:
-        connection.execute("ROLLBACK")
-        raise
     return int(withheld)
 
 
@@ -440,8 +436,7 @@ def _copy_from_shared(connection: duckdb.DuckDBPyConnection) -> int:
     ).fetchone() or (0,)
     if not has_parsed:
         return 0
-    connection.execute("BEGIN")
-    try:
+    with _transaction(connection):
         connection.execute(
             "CREATE TEMP TABLE seeded AS SELECT r.doc_id FROM documents_raw r "
             "WHERE r.doc_id NOT IN (SELECT doc_id FROM documents_parsed) "
@@ -457,10 +452,6 @@ def _copy_from_shared(connection: duckdb.DuckDBPyConnection) -> int:
             )
         (seeded,) = connection.execute("SELECT count(*) FROM seeded").fetchone() or (0,)
         connection.execute("DROP TABLE seeded")
-        connection.execute("COMMIT")
-    except duckdb.Error:
-        connection.execute("ROLLBACK")
-        raise
     return int(seeded)
 
 
@@ -498,8 +489,7 @@ def _copy_bucket(
     digest: str,
     rows_by_table: dict[str, int],
 ) -> None:
-    connection.execute("BEGIN")
-    try:
+    with _transaction(connection):
         for table in STAGE_TABLES:
             connection.execute(
                 f"DELETE FROM {table} WHERE {bucket_sql('doc_id', partitions)} = {bucket}"
@@ -519,10 +509,19 @@ def _copy_bucket(
             "INSERT OR REPLACE INTO partition_merges VALUES (?, ?, current_timestamp)",
             [key, digest],
         )
-        connection.execute("COMMIT")
+
+
+@contextmanager
+def _transaction(connection: duckdb.DuckDBPyConnection) -> Iterator[None]:
+    """One transaction on `connection`: committed at the end of the block, rolled back if a
+    statement in it fails, so readers never see a bucket's tables half replaced."""
+    connection.execute("BEGIN")
+    try:
+        yield
     except duckdb.Error:
         connection.execute("ROLLBACK")
         raise
+    connection.execute("COMMIT")
 
 
 def _attach(
