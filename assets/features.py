@@ -90,9 +90,9 @@ def merged_partitions(
 ) -> dg.MaterializeResult:
     """The partitions' stage tables in the shared store, where the feature tables, the search
     index and the API read them: only partitions that changed since their last merge are
-    copied, and only once their run is done with them. A partition whose run is queued,
-    running or failed keeps what the last merge took (less its documents the inventory
-    removed or moved to another access list) and delays no other."""
+    copied, once their run has adopted the current inventory. A partition whose run has not
+    (queued, running or failed) keeps what the last merge took, less its documents the
+    inventory removed or moved to another access list, and delays no other."""
     store = feature_store.open()
     report = run_merge(store, feature_store.layout())
     context.log.info(f"merged {len(report.merged)} partitions, {len(report.unchanged)} unchanged")

@@ -10,6 +10,7 @@ against the run queue's own limits, so "waiting behind another run" and "stalled
 
 from __future__ import annotations
 
+import re
 import time
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
@@ -488,8 +489,15 @@ def _raised(error: SerializableErrorInfo) -> str:
 
 
 def _short(text: str) -> str:
+    """The first line, folders of any path cut to the file's name: a long temporary or
+    mounted path would otherwise push the reason itself past the cut."""
     line = text.strip().splitlines()[0] if text.strip() else "the run failed"
+    line = _FOLDERS.sub("", line)
     return line if len(line) <= REASON_CHARS else line[: REASON_CHARS - 3] + "..."
+
+
+#: The folders of an absolute path in an error message (`/tmp/x/p01.duckdb` -> `p01.duckdb`).
+_FOLDERS = re.compile(r"(?<![\w.:/])(?:/[^/\s\"']+)+/(?=[^/\s\"']+)")
 
 
 def _latest_publication(instance: dg.DagsterInstance, key: str) -> dg.EventLogRecord | None:

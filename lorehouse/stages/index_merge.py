@@ -17,11 +17,12 @@ merge stopped before its end, they read what the last finished merge published.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import pyarrow as pa
 
+from lorehouse.models import PUBLIC_GROUP
 from lorehouse.stages.progress import ProgressCallback
 from lorehouse.stores.duckdb_store import DuckDBStore
 from lorehouse.stores.lance_index import ChunkIndex, IndexState, LanceTable
@@ -41,6 +42,13 @@ TABLES: dict[str, Callable[[ChunkIndex], LanceTable]] = {
     "sentences": ChunkIndex.sentences,
     "documents": ChunkIndex.documents,
     "token_vectors": ChunkIndex.token_vectors,
+}
+#: The search tables that carry access lists, each with the feature-store table and key
+#: column its rows' access is checked against while their partition is behind.
+ACCESS_CHECKED: dict[str, tuple[str, str]] = {
+    "chunks": ("chunks", "chunk_id"),
+    "sentences": ("chunks", "chunk_id"),
+    "documents": ("documents", "doc_id"),
 }
 #: Changes with what the merge compares and copies, so the asset shows as changed code.
 INDEX_MERGE_VERSION = "rows-by-hash-2"
@@ -64,6 +72,8 @@ class IndexMergeReport:
     published: dict[str, int | None] = field(default_factory=dict)
     #: Partitions left as the last merge took them: their run is not done.
     behind: list[str] = field(default_factory=list)
+    #: table -> rows of partitions behind left out of search: their access list changed.
+    withheld: dict[str, int] = field(default_factory=dict)
     #: "partition/table" compared row by row: the ones that changed since the last merge.
     compared: list[str] = field(default_factory=list)
 
@@ -102,6 +112,7 @@ def run_index_merge(
         by_bucket.setdefault(bucket_of(doc_id, layout.partitions), set()).add(doc_id)
     steps = len(TABLES) * max(1, len(current))
     done = 0
+    withheld_chunks: list[str] = []
     for name, table_of in TABLES.items():
         shared = table_of(index)
         sources = {key: table_of(p) for key, p in current.items() if table_of(p).exists()}
@@ -150,6 +161,18 @@ def run_index_merge(
                 if on_progress is not None:
                     on_progress(done, steps)
         report.deleted[name] = report.deleted.get(name, 0) + shared.delete_documents_except(doc_ids)
+        if name in ACCESS_CHECKED and report.behind:
+            behind_docs = sorted(
+                doc for key in report.behind for doc in by_bucket.get(bucket_of_key(key), ())
+            )
+            stale = _stale_access(shared, store, name, behind_docs)
+            if name == "chunks":
+                withheld_chunks = stale
+            shared.delete_keys(stale)
+            report.withheld[name] = len(stale)
+        elif name == "token_vectors":
+            # Read by chunk id only for chunks a search returned, but gone with their chunk.
+            shared.delete_keys(withheld_chunks)
         if shared.exists():
             shared.refresh_indexes()
     report.published = index.publish(shared_tables)
@@ -192,6 +215,31 @@ def current_partitions(
             continue
         current[key] = partition
     return current, behind
+
+
+def _stale_access(
+    shared: LanceTable, store: DuckDBStore, name: str, doc_ids: Sequence[str]
+) -> list[str]:
+    """The keys of the shared rows of `doc_ids` (documents of partitions behind) whose
+    access list is not the one the feature store now holds for their chunk or document, or
+    whose chunk it no longer holds: they are deleted. The feature store takes a partition's
+    stage tables before its vectors are done, so a narrowed access list is in it while the
+    search rows still carry the old one: those rows leave search until the partition's run
+    is done, rather than show the passage to people its owners took it from."""
+    duckdb_table, by = ACCESS_CHECKED[name]
+    expected = store.access_lists(duckdb_table, by, doc_ids)
+    held = shared.access_of(doc_ids, by)
+    return sorted(
+        key
+        for key, (value, acl) in held.items()
+        if value not in expected or _groups(acl) != _groups(expected[value])
+    )
+
+
+def _groups(acl: Sequence[str]) -> list[str]:
+    """An access list as the groups it names: public rows carry PUBLIC_GROUP in LanceDB and
+    nothing in DuckDB."""
+    return sorted(group for group in acl if group != PUBLIC_GROUP)
 
 
 def _merge_table(shared: LanceTable, source: LanceTable, wanted: set[str]) -> tuple[int, int]:

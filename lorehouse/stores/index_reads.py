@@ -40,6 +40,18 @@ class IndexReads(Database):
                     [[key, table, digest] for (key, table), digest in digests.items()],
                 )
 
+    def access_lists(self, table: str, key: str, doc_ids: Sequence[str]) -> dict[str, list[str]]:
+        """`key` -> access list of the rows of `doc_ids` in `table` (chunks by chunk id,
+        documents by document id): what search rows of them may be served under."""
+        if not doc_ids:
+            return {}
+        with self.connect() as connection:
+            connection.register("wanted", _key_frame("doc_id", doc_ids))
+            rows = connection.execute(
+                f"SELECT {key}, acl FROM {table} WHERE doc_id IN (SELECT doc_id FROM wanted)"
+            ).fetchall()
+        return {value: list(acl or []) for value, acl in rows}
+
     def document_ids_for_index(self) -> list[str]:
         """Every document of the `documents` table, in path order (the index's batches)."""
         with self.connect() as connection:

@@ -338,6 +338,31 @@ class LanceTable(TableReader):
             )
         return found
 
+    def access_of(self, doc_ids: Sequence[str], by: str) -> dict[str, tuple[str, list[str]]]:
+        """key -> (its `by` column, its access list) for the rows of `doc_ids`: what the index
+        merge compares with the feature store's access lists."""
+        if not doc_ids or not self.exists():
+            return {}
+        table = self.table()
+        columns = list(dict.fromkeys([self.key_column, by, "acl"]))
+        found: dict[str, tuple[str, list[str]]] = {}
+        for ids in _slices(list(doc_ids)):
+            arrow = (
+                table.search()
+                .where(sql_in("doc_id", ids))
+                .select(columns)
+                .limit(max(1, table.count_rows()))
+                .to_arrow()
+            )
+            for key, value, acl in zip(
+                arrow[self.key_column].to_pylist(),
+                arrow[by].to_pylist(),
+                arrow["acl"].to_pylist(),
+                strict=True,
+            ):
+                found[key] = (value, acl or [])
+        return found
+
     def column_values(self, column: str) -> pa.ChunkedArray:
         """One column of every row, as Arrow: comparisons over the whole table stay in Arrow
         (a few bytes a value) instead of Python strings (about 70 bytes each)."""

@@ -238,13 +238,13 @@ def merge_partitions(shared: DuckDBStore, layout: PartitionLayout) -> MergeRepor
     store, one transaction per bucket: its rows are replaced whole, and only for documents
     the inventory still lists.
 
-    A bucket is merged only once its run is done with it: its file has adopted the current
-    inventory slice and its embedding run has gone over its stage tables as they are
-    (`record_indexed`). A bucket that is behind (its run queued, running, failed or killed)
-    keeps what the last merge took from it, so the others never wait for it; only its
+    A bucket is merged once its file has adopted the current inventory slice. One that has
+    not (its run queued, running or failed before it took its slice), or whose file its run
+    holds, keeps what the last merge took from it, so the others never wait for it; only its
     documents the inventory no longer lists, or lists under another access list, leave the
     shared store now (`_withhold_changed`), so a deletion or a revoked access takes effect
-    whatever state the bucket's run is in.
+    whatever state the bucket's run is in. Whether a bucket's search rows follow its stage
+    tables is the index merge's to check (`partition_is_indexed`).
     """
     report = MergeReport()
     n = layout.partitions
@@ -277,7 +277,7 @@ def merge_partitions(shared: DuckDBStore, layout: PartitionLayout) -> MergeRepor
                 digest = _stage_digest(connection, "part")
                 if {int(b): f"{count}:{f}" for b, count, f in adopted} != (
                     {bucket: inventory[bucket]} if bucket in inventory else {}
-                ) or _indexed_digest(connection, "part") != digest:
+                ):
                     report.behind.append(key)
                     report.withheld += _withhold_changed(connection, bucket, n)
                     continue
