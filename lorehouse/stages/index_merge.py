@@ -110,6 +110,13 @@ def run_index_merge(
     by_bucket: dict[int, set[str]] = {}
     for doc_id in doc_ids:
         by_bucket.setdefault(bucket_of(doc_id, layout.partitions), set()).add(doc_id)
+    # Partitions some of whose rows leave the shared tables here (documents the feature store
+    # no longer lists, rows withheld): compared whole the next time they are taken, since
+    # their rows may come back without their partition changing.
+    touched = set(report.behind) | {
+        layout.keys[bucket_of(doc_id, layout.partitions)]
+        for doc_id in _documents_leaving(index, doc_ids)
+    }
     steps = len(TABLES) * max(1, len(current))
     done = 0
     withheld_chunks: list[str] = []
@@ -178,8 +185,9 @@ def run_index_merge(
     report.published = index.publish(shared_tables)
     # Recorded once published: a merge stopped before its end compares them all again.
     store.record_index_merges(
-        {(key, name): merged[key] for key in current for name in TABLES},
+        {(key, name): merged[key] for key in current if key not in touched for name in TABLES},
         replace=bool(report.rebuilt),
+        forget=sorted(touched),
     )
     report.rows = index.count()
     if index.exists():
@@ -215,6 +223,17 @@ def current_partitions(
             continue
         current[key] = partition
     return current, behind
+
+
+def _documents_leaving(index: ChunkIndex, doc_ids: Sequence[str]) -> list[str]:
+    """The documents the shared chunks table holds that the feature store does not list."""
+    if not index.exists():
+        return []
+    import pyarrow.compute as pc
+
+    held = pc.unique(index.column_values("doc_id"))
+    listed = pa.array(list(doc_ids), pa.string())
+    return pc.filter(held, pc.invert(pc.is_in(held, value_set=listed))).to_pylist()
 
 
 def _stale_access(

@@ -26,13 +26,22 @@ class IndexReads(Database):
         return {(key, table): digest for key, table, digest in rows}
 
     def record_index_merges(
-        self, digests: dict[tuple[str, str], str], replace: bool = False
+        self,
+        digests: dict[tuple[str, str], str],
+        replace: bool = False,
+        forget: Sequence[str] = (),
     ) -> None:
         """Notes what an index merge took; with `replace`, forgets every earlier record (the
-        shared tables were rebuilt from what this merge took alone)."""
+        shared tables were rebuilt from what this merge took alone); the partitions in
+        `forget` lose theirs (rows of theirs left the shared tables), so the next merge that
+        takes them compares them whole."""
         with self._transaction() as connection:
             if replace:
                 connection.execute("DELETE FROM partition_index_merges")
+            for key in forget:
+                connection.execute(
+                    "DELETE FROM partition_index_merges WHERE partition_key = ?", [key]
+                )
             if digests:
                 connection.executemany(
                     "INSERT OR REPLACE INTO partition_index_merges "

@@ -263,14 +263,14 @@ def merge_partitions(shared: DuckDBStore, layout: PartitionLayout) -> MergeRepor
             if not path.exists():
                 if bucket in inventory:
                     report.behind.append(key)
-                    report.withheld += _withhold_changed(connection, bucket, n)
+                    report.withheld += _withhold_changed(connection, bucket, n, key)
                 continue
             try:
                 _attach(connection, path, BUSY_PARTITION_WAIT_SECONDS)
             except duckdb.IOException:
                 # Its run holds the file: it is not done with it, and the next merge takes it.
                 report.behind.append(key)
-                report.withheld += _withhold_changed(connection, bucket, n)
+                report.withheld += _withhold_changed(connection, bucket, n, key)
                 continue
             try:
                 adopted = connection.execute(_raw_digest_query("part.documents_raw", n)).fetchall()
@@ -279,7 +279,7 @@ def merge_partitions(shared: DuckDBStore, layout: PartitionLayout) -> MergeRepor
                     {bucket: inventory[bucket]} if bucket in inventory else {}
                 ):
                     report.behind.append(key)
-                    report.withheld += _withhold_changed(connection, bucket, n)
+                    report.withheld += _withhold_changed(connection, bucket, n, key)
                     continue
                 digest = f"{n}:{digest}"
                 if done.get(key) == digest:
@@ -292,7 +292,9 @@ def merge_partitions(shared: DuckDBStore, layout: PartitionLayout) -> MergeRepor
     return report
 
 
-def _withhold_changed(connection: duckdb.DuckDBPyConnection, bucket: int, partitions: int) -> int:
+def _withhold_changed(
+    connection: duckdb.DuckDBPyConnection, bucket: int, partitions: int, key: str
+) -> int:
     """Removes from the shared stage tables the documents of a bucket that is behind which
     the inventory no longer lists, or lists with another access list than their chunks were
     built with; returns how many. A changed text keeps being served as it was until the
@@ -315,6 +317,10 @@ def _withhold_changed(connection: duckdb.DuckDBPyConnection, bucket: int, partit
             connection.execute(f"DELETE FROM {table} WHERE doc_id IN (SELECT doc_id FROM withheld)")
         (withheld,) = connection.execute("SELECT count(*) FROM withheld").fetchone() or (0,)
         connection.execute("DROP TABLE withheld")
+        if withheld:
+            # The shared store no longer holds what the last merge took of this bucket: the
+            # next merge takes it whole, even if its file is unchanged by then.
+            connection.execute("DELETE FROM partition_merges WHERE partition_key = ?", [key])
     return int(withheld)
 
 

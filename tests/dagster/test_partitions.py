@@ -18,6 +18,7 @@ from assets.partitioning import with_index_partitions
 from assets.resources import build_resources
 from lorehouse.inventory import document_id
 from lorehouse.settings import BUNDLED_SAMPLE_CORPUS, Settings
+from lorehouse.stores.lance_index import ChunkIndex
 from lorehouse.stores.partitions import bucket_of, partition_keys
 from pipelines.definitions import build_definitions
 from tests.conftest import materialize_everything
@@ -306,6 +307,21 @@ def test_an_edit_and_a_deletion_rerun_only_their_partitions_then_the_merge(
         assert run("merge_job").success
         back = [row for row in _searchable(data_dir)["chunks"] if row[1] == document_id(second)]
         assert back and all(list(row[4]) == ["hr"] for row in back)
+
+        # Its access changed and changed back before its partition ran again: withheld in
+        # between, then served again from the partition's unchanged rows.
+        sidecar = source / f"{second}.meta.json"
+        sidecar.write_text('{"groups": ["hr", "people-leads"]}')
+        assert run("inventory_job").success
+        assert run("merge_job").success
+        _assert_not_in_search(data_dir, second)
+        sidecar.write_text('{"groups": ["hr"]}')
+        assert run("inventory_job").success
+        assert run("merge_job").success
+        again = [row for row in _searchable(data_dir)["chunks"] if row[1] == document_id(second)]
+        assert again == back
+        assert ChunkIndex(str(data_dir / "lancedb")).count(f"doc_id = '{document_id(second)}'")
+        _, cursor = _chain_tick(defs, instance, cursor)  # the two inventories, seen
 
         # A deployment whose chunker changed: no document changed, yet every partition was
         # built by other code, so every one reruns.
