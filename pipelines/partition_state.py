@@ -253,7 +253,13 @@ class _Reader:
             return PartitionState(
                 key, "queued", run.created, run.run_id, "being submitted", published_at=published_at
             )
-        if publication is not None and (last is None or publication.timestamp >= _began(last)):
+        # Published by the last run, or by an older one when the last ended well without
+        # building the last stage (a selection of the earlier ones).
+        if publication is not None and (
+            last is None
+            or publication.timestamp >= _began(last)
+            or last.status == dg.DagsterRunStatus.SUCCESS
+        ):
             return PartitionState(
                 key,
                 "published",
@@ -264,16 +270,6 @@ class _Reader:
         if last is None:
             return PartitionState(key, "never built", None, None)
         if last.status == dg.DagsterRunStatus.SUCCESS:
-            # A run that ended well without building the last stage (a selection of the
-            # earlier ones): what is published is the older build, if any.
-            if publication is not None:
-                return PartitionState(
-                    key,
-                    "published",
-                    publication.timestamp,
-                    publication.run_id,
-                    published_at=published_at,
-                )
             return PartitionState(
                 key,
                 "never built",
