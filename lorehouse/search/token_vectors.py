@@ -8,9 +8,9 @@ makes the rerank a read of its candidates' rows and a few matrix products.
 What is stored per token is the sign of each component (48 bytes at 384 dimensions, against
 1.5 KB as float32 and 388 as int8 with a scale), and the query's tokens stay float: the score
 of a passage token is the query token's dot product with the sign vector scaled to unit
-length. The signs keep the direction of a unit vector well enough that the MaxSim order,
-which the reranker fuses by rank, kept every dev set's recall@8 that int8 had; int8 made
-token vectors most of an index's bytes (docs/experiments/2026-12-02-token-vectors-in-bits.md).
+length. Why bits: the reranker fuses MaxSim's order by rank, and the signs keep a unit
+vector's direction well enough to keep that order, while int8 made token vectors most of an
+index's bytes (figures in docs/benchmarks.md, Storage per document and Retrieval quality).
 """
 
 from __future__ import annotations
