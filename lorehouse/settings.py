@@ -456,13 +456,14 @@ class Settings(BaseSettings):
             "(a retry, a popular question, an eval rerun) is not embedded again. 0 turns it off."
         ),
     )
-    search_shared_vectors: bool = Field(
+    search_shared_snapshot: bool = Field(
         default=True,
         description=(
-            "Keep each searched table version's unit vectors in a file under the data folder "
-            "(cache/vectors) that every API process of the host maps, instead of a copy per "
-            "process: `--workers N` then hold one copy, shared through the page cache, and an "
-            "ANN search reads in only the pages of the rows it rescores."
+            "Keep each searched table version's snapshot (its rows, unit vectors, BM25 "
+            "postings and lookups) in files under the data folder (cache/snapshots) that every "
+            "API process of the host maps, instead of a copy per process: `--workers N` then "
+            "hold one copy, shared through the page cache, a process's own memory does not "
+            "grow with the table, and a search reads in only the pages it touches."
         ),
     )
     search_passage_words: int = Field(
@@ -781,10 +782,10 @@ class Settings(BaseSettings):
         return self.lancedb_uri or str((self.data_dir / "lancedb").resolve())
 
     @property
-    def vector_cache(self) -> Path | None:
-        """Where the host's processes share searched unit vectors; None when each holds its
-        own (`search_shared_vectors`)."""
-        return self.data_dir / "cache" / "vectors" if self.search_shared_vectors else None
+    def snapshot_folder(self) -> Path | None:
+        """Where the host's processes share searched table snapshots; None when each holds
+        its own (`search_shared_snapshot`)."""
+        return self.data_dir / "cache" / "snapshots" if self.search_shared_snapshot else None
 
     @property
     def chat_url(self) -> str:
@@ -876,7 +877,7 @@ SETTING_GROUPS: dict[str, tuple[str, ...]] = {
         "citation_retention_hours",
         "search_candidates",
         "search_query_cache_size",
-        "search_shared_vectors",
+        "search_shared_snapshot",
         "search_passage_words",
         "search_split_asks",
         "rerank",

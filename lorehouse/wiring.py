@@ -120,7 +120,7 @@ class Lorehouse:
             self.settings.ann_index_min_rows,
             lance_storage_options(uri, self.settings.s3_endpoint_url, self.settings.s3_region),
             keep_versions=timedelta(hours=self.settings.citation_retention_hours),
-            vector_cache=self.settings.vector_cache,
+            snapshot_folder=self.settings.snapshot_folder,
         )
 
     def chunk_index(self) -> ChunkIndex:

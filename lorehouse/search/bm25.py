@@ -88,9 +88,16 @@ def _fold(text: str) -> str:
 
 @dataclass(frozen=True)
 class FieldPostings:
-    """One text column's postings: for term t, rows[starts[t]:starts[t+1]] and their counts."""
+    """One text column's postings: for the term at `terms[t]`, rows[starts[t]:starts[t+1]]
+    and their counts.
 
-    term_ids: dict[str, int]
+    Nothing but arrays (the vocabulary sorted, looked up by binary search), so a table
+    version's postings can be one set of files every process of a host maps
+    (`lorehouse.search.snapshot_files`) instead of a dictionary and arrays per process.
+    """
+
+    #: The vocabulary, sorted (numpy unicode strings).
+    terms: np.ndarray
     starts: np.ndarray
     rows: np.ndarray
     counts: np.ndarray
@@ -111,34 +118,58 @@ class FieldPostings:
                 term_column.append(term_ids.setdefault(term, len(term_ids)))
                 row_column.append(row)
                 count_column.append(count)
-        term_array = np.asarray(term_column, dtype=np.int64)
+        vocabulary = sorted(term_ids)
+        # Term ids renumbered in vocabulary order: a term's place in `terms` is its id.
+        renumbered = np.empty(len(term_ids), dtype=np.int64)
+        renumbered[[term_ids[term] for term in vocabulary]] = np.arange(len(vocabulary))
+        term_array = renumbered[np.asarray(term_column, dtype=np.int64)]
         # A stable sort keeps each term's rows in ascending order.
         order = np.argsort(term_array, kind="stable")
         starts = np.zeros(len(term_ids) + 1, dtype=np.int64)
         np.cumsum(np.bincount(term_array, minlength=len(term_ids)), out=starts[1:])
         return cls(
-            term_ids=term_ids,
+            terms=np.asarray(vocabulary, dtype=np.str_),
             starts=starts,
             rows=np.asarray(row_column, dtype=np.int32)[order],
-            counts=np.asarray(count_column, dtype=np.float64)[order],
-            lengths=np.asarray(lengths, dtype=np.int64),
+            counts=np.asarray(count_column, dtype=np.int32)[order],
+            lengths=np.asarray(lengths, dtype=np.int32),
         )
 
+    def arrays(self) -> dict[str, np.ndarray]:
+        """The arrays, by field name, as `from_arrays` takes them back."""
+        return {name: getattr(self, name) for name in _POSTINGS_ARRAYS}
+
+    @classmethod
+    def from_arrays(cls, arrays: Mapping[str, np.ndarray]) -> FieldPostings:
+        return cls(**{name: arrays[name] for name in _POSTINGS_ARRAYS})
+
+    def term_id(self, term: str) -> int | None:
+        """The place of `term` in the vocabulary, or None when no row holds it."""
+        place = int(np.searchsorted(self.terms, term))
+        if place < len(self.terms) and self.terms[place] == term:
+            return place
+        return None
+
+    def term_rows(self, term: str) -> np.ndarray | None:
+        """The rows holding `term`, ascending, or None."""
+        term_id = self.term_id(term)
+        if term_id is None:
+            return None
+        return self.rows[self.starts[term_id] : self.starts[term_id + 1]]
+
     def scope(self, visible: np.ndarray) -> FieldScope:
-        """What BM25 needs of the rows in `visible` for this field, computed once per scope."""
+        """What BM25 needs of the rows in `visible` (a mask no one changes) for this field,
+        computed once per scope."""
         visible_rows = int(np.count_nonzero(visible))
         # An exact integer sum: a float sum would depend on where the hidden rows sit in the
         # table and move an outsider's scores in the last bits.
-        total_length = int(self.lengths[visible].sum())
-        # No rows, or rows without terms: any average normalises nothing.
-        average_length = total_length / visible_rows if total_length else 1.0
-        kept = visible.copy()
-        kept.flags.writeable = False
+        total_length = int(self.lengths[visible].sum(dtype=np.int64))
         return FieldScope(
-            visible=kept,
+            visible=visible,
             visible_rows=visible_rows,
             everyone=visible_rows == len(visible),
-            norm=K1 * (1.0 - B + B * self.lengths / average_length),
+            # No rows, or rows without terms: any average normalises nothing.
+            average_length=total_length / visible_rows if total_length else 1.0,
         )
 
     def add_scores(
@@ -152,7 +183,7 @@ class FieldPostings:
         if scope.visible_rows == 0:
             return
         for term in terms:
-            term_id = self.term_ids.get(term)
+            term_id = self.term_id(term)
             if term_id is None:
                 continue
             start, end = self.starts[term_id], self.starts[term_id + 1]
@@ -165,37 +196,44 @@ class FieldPostings:
                 if frequency == 0:
                     continue
                 rows, counts = rows[seen], counts[seen]
+            counts = counts.astype(np.float64)
+            # Length normalisation of these rows alone: a query touches its terms' rows only.
+            norm = K1 * (1.0 - B + B * self.lengths[rows] / scope.average_length)
             idf = np.log1p((scope.visible_rows - frequency + 0.5) / (frequency + 0.5))
-            scores[rows] += weight * idf * counts * (K1 + 1.0) / (counts + scope.norm[rows])
+            scores[rows] += weight * idf * counts * (K1 + 1.0) / (counts + norm)
+
+
+_POSTINGS_ARRAYS = ("terms", "starts", "rows", "counts", "lengths")
 
 
 @dataclass(frozen=True)
 class FieldScope:
     """One field's BM25 statistics over the rows a caller may see.
 
-    `norm` is every row's length normalisation, K1 * (1 - B + B * length / average length),
-    the average taken over the scope; `everyone` says the scope is the whole table, so a
-    term's rows need no filtering. Kept per scope (BM25Index.SCOPES_KEPT of them), as
-    callers of the same groups share one: a query then touches only its terms' postings.
+    `everyone` says the scope is the whole table, so a term's rows need no filtering. Kept
+    per scope (BM25Index.SCOPES_KEPT of them), as callers of the same groups share one: a
+    query then touches only its terms' postings.
     """
 
     visible: np.ndarray
     visible_rows: int
     everyone: bool
-    norm: np.ndarray
+    average_length: float
 
 
 class BM25Index:
     """The postings of some text columns of one table version, keyed by the table's row keys."""
 
-    #: Access scopes whose statistics are kept (each holds a float per row and field).
+    #: Access scopes whose statistics are kept (each holds its mask, a byte per row).
     SCOPES_KEPT = 8
 
     def __init__(
         self, keys: Sequence[str], fields: dict[str, FieldPostings], analyzer: Analyzer
     ) -> None:
-        self.keys = list(keys)
-        self.position = {key: row for row, key in enumerate(self.keys)}
+        #: The row keys by row; any sequence (a snapshot passes a view of its mapped rows),
+        #: read only for the rows a search returns.
+        self.keys = keys
+        self._position: dict[str, int] | None = None
         self.fields = fields
         self.analyzer = analyzer
         #: Access scope (its mask's bytes) -> its FieldScope per field, most recent last.
@@ -220,15 +258,20 @@ class BM25Index:
             found = self._scopes.get(key)
         if found is not None:
             return found
-        built = {name: postings.scope(visible) for name, postings in self.fields.items()}
+        kept = visible.copy()  # one copy for every field, which no caller can change
+        kept.flags.writeable = False
+        built = {name: postings.scope(kept) for name, postings in self.fields.items()}
         with self._scopes_lock:
             self._scopes[key] = built
         return built
 
     def mask(self, keys: Iterable[str]) -> np.ndarray:
         """The rows of `keys` as a boolean mask (keys this index does not hold are ignored)."""
+        position = self._position
+        if position is None:
+            position = self._position = {key: row for row, key in enumerate(self.keys)}
         mask = np.zeros(len(self.keys), dtype=bool)
-        rows = [self.position[key] for key in keys if key in self.position]
+        rows = [position[key] for key in keys if key in position]
         mask[rows] = True
         return mask
 
@@ -257,9 +300,9 @@ class BM25Index:
         """A mask of the rows holding `term` in any field."""
         held = np.zeros(len(self.keys), dtype=bool)
         for postings in self.fields.values():
-            term_id = postings.term_ids.get(term)
-            if term_id is not None:
-                held[postings.rows[postings.starts[term_id] : postings.starts[term_id + 1]]] = True
+            rows = postings.term_rows(term)
+            if rows is not None:
+                held[rows] = True
         return held
 
     def search(
@@ -304,5 +347,7 @@ class BM25Index:
             # rows make the cut depends on their keys, not on where they sit in the table.
             cutoff = -np.partition(-scores[matched], limit - 1)[limit - 1]
             matched = matched[scores[matched] >= cutoff]
-        best = sorted(matched.tolist(), key=lambda row: (-scores[row], self.keys[row]))[:limit]
-        return [(self.keys[row], float(scores[row])) for row in best]
+        keys = self.keys
+        named = {row: keys[row] for row in matched.tolist()}
+        best = sorted(named, key=lambda row: (-scores[row], named[row]))[:limit]
+        return [(named[row], float(scores[row])) for row in best]

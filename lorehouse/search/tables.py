@@ -8,25 +8,25 @@ ranking, so a restricted chunk is never read into a result set that is filtered 
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import math
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from cachetools import LRUCache
 
-from lorehouse.search.bm25 import Analyzer, BM25Index
+from lorehouse.search.bm25 import Analyzer, BM25Index, FieldPostings
 from lorehouse.search.passages import passage_runs
-from lorehouse.search.shared_vectors import SharedVectors
+from lorehouse.search.snapshot_files import SnapshotFiles
 
 if TYPE_CHECKING:
     import lance
@@ -300,14 +300,20 @@ class TableSnapshot:
 
     What a query needs beyond LanceDB itself is built on first use and kept for the version:
 
-    * **Predicate masks.** The rows matching an access or filter predicate, asked of LanceDB
-      (the one evaluator of predicates) once per predicate; most callers share a handful.
-    * **BM25 postings** of the text columns (see `lorehouse.search.bm25`).
     * **The rows**, every column but the vector, and the vectors as one normalised float32
       matrix (1.5 KB a row at 384 dimensions). Reading even a few rows back from LanceDB
       costs more than the rest of a search, whatever the table size; from memory the rows a
       search shows cost next to nothing
       (docs/experiments/2026-11-24-search-at-the-speed-of-the-store.md).
+    * **BM25 postings** of the text columns (see `lorehouse.search.bm25`).
+    * **Lookups** of rows by key (and by text, for `holders`) and passage divisions.
+    * **Predicate masks.** The rows matching an access or filter predicate, asked of LanceDB
+      (the one evaluator of predicates) once per predicate; most callers share a handful.
+
+    With a snapshot folder (`TableReader.snapshot_folder`, the default), all but the masks are
+    files every process of the host maps (`SnapshotFiles`): `--workers N` hold one copy in
+    the page cache, and a process holds of its own what does not grow with the table
+    beyond its bounded caches. Without one, each process holds them in memory.
 
     Vector search, without a vector index (below the ANN threshold), is one matrix-vector
     product with the mask applied: exact like LanceDB's flat scan, without that scan's cost
@@ -323,31 +329,34 @@ class TableSnapshot:
         self.text_columns = owner.text_columns
         self.derived_text_fields = owner.derived_text_fields
         self._table = pinned
-        #: The folder this host's processes share each version's unit vectors in; None:
+        #: The folder this host's processes share each version's snapshot files in; None:
         #: each process holds its own copy.
-        self._vector_cache = owner.vector_cache
+        self._snapshot_folder = owner.snapshot_folder
+        self._files: SnapshotFiles | None = None
         self.metadata: dict[bytes, bytes] = pinned.schema.metadata or {}
         #: Whether vector search goes through the ANN index (else it scores every row).
         self.vector_indexed = any(list(i.columns) == ["vector"] for i in pinned.list_indices())
         self._lock = threading.Lock()
+        #: Held while arrays derived from the rows are computed: once per version.
+        self._derive_lock = threading.Lock()
         self._row_count: int | None = None
-        self._position: dict[str, int] | None = None
         self._rows: pa.Table | None = None
-        self._columns: dict[str, list] = {}
+        self._batches: list[pa.RecordBatch] = []
+        self._batch_starts = np.zeros(1, dtype=np.int64)
+        self._derived: dict[str, dict[str, np.ndarray]] = {}
         self._unit_vectors: np.ndarray | None = None
         self._row_order = np.empty(0, dtype=np.int64)
         self._sorted_row_ids = np.empty(0, dtype=np.uint64)
         self._bm25: BM25Index | None = None
         self._masks: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-        self._passages: dict[int, dict[str, tuple[str, ...]]] = {}
-        self._row_words: list[int] | None = None
+        self._passages: dict[int, PassageRuns] = {}
 
     # -- what is held in memory ------------------------------------------------------------------
 
     def _load(self) -> None:
-        """Reads the rows and their vectors once. What only some searches need (BM25
-        postings, key positions) is built on first use: a search of sentence windows never
-        ranks them by BM25 nor reads them by key."""
+        """Reads (or maps) the rows and their vectors once. What only some searches need
+        (BM25 postings, key lookups) is built on first use: a search of sentence windows
+        never ranks them by BM25 nor reads them by key."""
         with self._lock:
             if self._row_count is not None:
                 return
@@ -355,60 +364,91 @@ class TableSnapshot:
                 max(1, self._table.count_rows())
             )
             self._rows = arrow
-            # Row ids -> positions, for what LanceDB answers by row id (masks, ANN results).
-            row_ids = arrow["_rowid"].to_numpy()
-            self._row_order = np.argsort(row_ids, kind="stable")
-            self._sorted_row_ids = row_ids[self._row_order]
+            self._batches = arrow.to_batches()
+            lengths = [batch.num_rows for batch in self._batches]
+            self._batch_starts = np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)])
             self._row_count = arrow.num_rows
+        # Row ids -> positions, for what LanceDB answers by row id (masks, ANN results).
+        order = self._arrays("rowids", self._row_id_order)
+        self._row_order, self._sorted_row_ids = order["order"], order["sorted"]
+
+    def _row_id_order(self) -> dict[str, np.ndarray]:
+        assert self._rows is not None
+        row_ids = self._rows["_rowid"].to_numpy()
+        order = np.argsort(row_ids, kind="stable")
+        return {"order": order, "sorted": row_ids[order]}
+
+    def _arrays(
+        self, name: str, compute: Callable[[], Mapping[str, np.ndarray]]
+    ) -> dict[str, np.ndarray]:
+        """The arrays `name` derived from this version's rows: from the host's snapshot
+        folder where there is one (computed by the first process to ask), else computed
+        here; kept for the version either way. `compute` must not derive others: the
+        host's lock is held while it runs."""
+        found = self._derived.get(name)
+        if found is not None:
+            return found
+        with self._derive_lock:
+            found = self._derived.get(name)
+            if found is None:
+                files = self._files
+                found = dict(compute()) if files is None else files.arrays(name, compute)
+                self._derived[name] = found
+        return found
 
     def _bm25_index(self) -> BM25Index:
-        """The BM25 postings of the text columns, built on first use."""
+        """The BM25 postings of the text columns, built (or mapped) on first use."""
         self._load()
-        with self._lock:
-            if self._bm25 is None:
-                assert self._rows is not None and self.text_columns, "no text columns"
-                keys = self._rows[self.key_column].to_pylist()
-                texts = {name: self._rows[name].to_pylist() for name in self.text_columns}
-                for name, column, derive in self.derived_text_fields:
-                    texts[name] = [derive(value) for value in self._rows[column].to_pylist()]
-                self._bm25 = BM25Index.build(keys, texts, _ANALYZER)
-            return self._bm25
-
-    def _positions(self) -> dict[str, int]:
-        """key -> position of its row, built on first use."""
-        self._load()
-        position = self._position
-        if position is None:
-            position = {key: row for row, key in enumerate(self._column(self.key_column))}
+        if self._bm25 is None:
+            assert self.text_columns, "no text columns"
+            arrays = self._arrays("bm25", self._bm25_arrays)
+            fields = {
+                field: FieldPostings.from_arrays(
+                    {
+                        part: arrays[f"{field}.{part}"]
+                        for part in ("terms", "starts", "rows", "counts", "lengths")
+                    }
+                )
+                for field in self._bm25_fields()
+            }
+            index = BM25Index(_KeyColumn(self), fields, _ANALYZER)
             with self._lock:
-                self._position = position
-        return position
+                self._bm25 = self._bm25 or index
+        return self._bm25
+
+    def _bm25_fields(self) -> list[str]:
+        return [*self.text_columns, *(name for name, _, _ in self.derived_text_fields)]
+
+    def _bm25_arrays(self) -> dict[str, np.ndarray]:
+        """Every field's postings as arrays named `field.part`."""
+        assert self._rows is not None
+        texts = {name: self._rows[name].to_pylist() for name in self.text_columns}
+        for name, column, derive in self.derived_text_fields:
+            texts[name] = [derive(value) for value in self._rows[column].to_pylist()]
+        arrays: dict[str, np.ndarray] = {}
+        for field, values in texts.items():
+            postings = FieldPostings.build(values, _ANALYZER)
+            arrays.update({f"{field}.{part}": a for part, a in postings.arrays().items()})
+        return arrays
 
     def _read_rows_and_vectors(self, limit: int) -> tuple[pa.Table, np.ndarray]:
         """Every row with its row id, without the vector, and the unit vectors in row order.
 
-        With a vector cache, the unit vectors are a file every process of the host maps
-        (`SharedVectors`): the first process to load a version writes it, the others read the
-        rows alone and map it, so `--workers N` share one copy through the page cache
-        instead of holding N, and pages an ANN search never rescores are never read in.
+        With a snapshot folder, both are files every process of the host maps
+        (`SnapshotFiles`): the first process to load a version writes them, the others map
+        them, so `--workers N` share one copy through the page cache instead of holding N,
+        and pages no search touches are never read in.
         """
-        if self._vector_cache is not None:
+        if self._snapshot_folder is not None:
             width = self._table.schema.field("vector").type.list_size
-            shared = SharedVectors.of(self._vector_cache, self._table).load(
-                limit,
-                width,
-                lambda: self._read_rows(limit),
-                lambda out: self._read_rows_with_vectors(limit, out)[0],
+            files = SnapshotFiles.of(self._snapshot_folder, self._table)
+            shared = files.load(
+                limit, width, lambda out: self._read_rows_with_vectors(limit, out)[0]
             )
             if shared is not None:
+                self._files = files
                 return shared
         return self._read_rows_with_vectors(limit)
-
-    def _read_rows(self, limit: int) -> pa.Table:
-        """Every row with its row id, without the vector (not read at all)."""
-        names = [n for n in self._table.schema.names if n not in _NOT_HELD]
-        query = self._table.search().with_row_id(True).select(names).limit(limit)
-        return query.to_arrow()
 
     def _read_rows_with_vectors(
         self, limit: int, out: np.ndarray | None = None
@@ -502,9 +542,8 @@ class TableSnapshot:
         and sentence-window searches would build hundreds of dicts to read two values of
         each."""
         positions, cosines = self._nearest(vector, where, limit)
-        keys = self._column(column or self.key_column)
-        pairs = zip(positions.tolist(), cosines.tolist(), strict=True)
-        return [(keys[row], cosine) for row, cosine in pairs]
+        keys = self._values(column or self.key_column, positions)
+        return list(zip(keys, cosines.tolist(), strict=True))
 
     def _nearest(
         self, vector: np.ndarray, where: str | None, limit: int
@@ -626,28 +665,51 @@ class TableSnapshot:
         if not keys:
             return {}
         allowed = self.mask(where)
-        position = self._positions()
-        rows = [position[k] for k in keys if k in position and allowed[position[k]]]
+        found = self._find(self.key_column, keys)
+        rows = [row for key in dict.fromkeys(keys) for row in found.get(key, ())[:1]]
+        rows = [row for row in rows if allowed[row]]
         return {row[self.key_column]: row for row in self._take(rows, columns)}
 
     def holders(self, column: str, values: Iterable[str], where: str) -> dict[str, bool]:
         """value -> whether a row holding it in `column` matches `where`, for those of
-        `values` some row of this version holds (compared in memory, whole values only)."""
+        `values` some row of this version holds (whole values only)."""
         wanted = sorted({value for value in values if value is not None})
         if not wanted:
             return {}
-        self._load()
-        assert self._rows is not None
-        held = self._rows[column]
-        matches = pc.fill_null(pc.is_in(held, value_set=pa.array(wanted, held.type)), False)
-        rows = np.flatnonzero(matches.to_numpy(zero_copy_only=False))
         allowed = self.mask(where)
-        found: dict[str, bool] = {}
-        for row, value in zip(rows, held.take(pa.array(rows)).to_pylist(), strict=True):
-            found[value] = found.get(value, False) or bool(allowed[row])
-        return found
+        return {
+            value: bool(allowed[rows].any()) for value, rows in self._find(column, wanted).items()
+        }
 
-    def passages(self, max_words: int) -> dict[str, tuple[str, ...]]:
+    def _find(self, column: str, values: Sequence[str]) -> dict[str, list[int]]:
+        """value -> positions of the rows holding it in `column`, ascending, for the values
+        some row holds: a binary search of the column's sorted value digests, each hit
+        checked against the row itself (so a digest shared by two values finds only the
+        one asked)."""
+        self._load()
+        lookup = self._arrays(f"find.{column}", lambda: self._digest_order(column))
+        digests, order = lookup["digests"], lookup["order"]
+        asked = _digests(values)
+        lefts = np.searchsorted(digests, asked, side="left")
+        rights = np.searchsorted(digests, asked, side="right")
+        candidates = [order[left:right] for left, right in zip(lefts, rights, strict=True)]
+        held = self._values(column, np.concatenate([np.empty(0, np.int64), *candidates]))
+        found: dict[str, list[int]] = {}
+        at = 0
+        for value, rows in zip(values, candidates, strict=True):
+            for row in rows.tolist():
+                if held[at] == value:
+                    found.setdefault(value, []).append(row)
+                at += 1
+        return {value: sorted(rows) for value, rows in found.items()}
+
+    def _digest_order(self, column: str) -> dict[str, np.ndarray]:
+        assert self._rows is not None
+        digests = _digests(self._rows[column].to_pylist())
+        order = np.argsort(digests, kind="stable")
+        return {"digests": digests[order], "order": order}
+
+    def passages(self, max_words: int) -> PassageRuns:
         """key -> the keys of its passage, in reading order: each document's rows divided
         into runs of consecutive rows up to `max_words` (lorehouse/search/passages.py). Computed on
         first use per budget and kept with this version, which no write changes."""
@@ -656,52 +718,136 @@ class TableSnapshot:
             cached = self._passages.get(max_words)
         if cached is not None:
             return cached
-        keys = self._column(self.key_column)
-        runs = passage_runs(
-            self._column("doc_id"),
-            self._column("position"),
-            self._column("is_table"),
-            self._words(),
-            max_words,
+        # Counted first: arrays are never derived while others are (one lock holds both).
+        words = self._arrays("words", self._word_counts)["words"]
+        found = PassageRuns(
+            self, self._arrays(f"passages.{max_words}", lambda: self._runs(max_words, words))
         )
-        found: dict[str, tuple[str, ...]] = {}
-        for run in runs:
-            members = tuple(keys[row] for row in run)
-            for row in run:
-                found[keys[row]] = members
         with self._lock:
             if len(self._passages) >= _CACHED_PASSAGE_BUDGETS:
                 self._passages.pop(next(iter(self._passages)))
             self._passages[max_words] = found
         return found
 
-    def _words(self) -> list[int]:
+    def _runs(self, max_words: int, words: np.ndarray) -> dict[str, np.ndarray]:
+        """The passage runs as arrays: `members` (positions, run after run), `starts` (where
+        each run begins in it, and its end) and `run_of` (each position's run)."""
+        assert self._rows is not None
+        runs = passage_runs(
+            self._rows["doc_id"].to_pylist(),
+            self._rows["position"].to_pylist(),
+            self._rows["is_table"].to_pylist(),
+            words.tolist(),
+            max_words,
+        )
+        members = np.fromiter((row for run in runs for row in run), np.int64, len(words))
+        starts = np.zeros(len(runs) + 1, dtype=np.int64)
+        np.cumsum([len(run) for run in runs], out=starts[1:])
+        run_of = np.empty(len(words), dtype=np.int32)
+        run_of[members] = np.repeat(np.arange(len(runs), dtype=np.int32), np.diff(starts))
+        return {"members": members, "starts": starts, "run_of": run_of}
+
+    def _word_counts(self) -> dict[str, np.ndarray]:
         """Each row's words of embedded text, counted once per version for every budget."""
-        words = self._row_words
-        if words is None:
-            words = [len(text.split()) for text in self._column("text_embed")]
-            with self._lock:
-                self._row_words = words
-        return words
+        assert self._rows is not None
+        texts = self._rows["text_embed"].to_pylist()
+        return {"words": np.fromiter((len(t.split()) for t in texts), np.int32, len(texts))}
 
-    def _take(self, rows: Sequence[int], columns: Sequence[str]) -> list[dict]:
-        """Rows of the in-memory table by position, as dicts of `columns`."""
+    def _take(self, rows: Sequence[int] | np.ndarray, columns: Sequence[str]) -> list[dict]:
+        """Rows by position, as dicts of `columns`, in the order asked."""
         names = list(dict.fromkeys([self.key_column, *columns]))
-        values = [self._column(name) for name in names]
-        return [
-            {name: column[row] for name, column in zip(names, values, strict=True)} for row in rows
-        ]
+        found: list[dict] = [{}] * len(rows)
+        for batch, places, local in self._by_batch(rows):
+            for place, row in zip(places, batch.select(names).take(local).to_pylist(), strict=True):
+                found[place] = row
+        return found
 
-    def _column(self, name: str) -> list:
-        """One column of the in-memory rows as Python values, converted on first use: a search
-        then picks its hits' values by position instead of converting Arrow rows each time."""
-        column = self._columns.get(name)
-        if column is None:
-            assert self._rows is not None
-            column = self._rows[name].to_pylist()
-            with self._lock:
-                self._columns[name] = column
-        return column
+    def _values(self, name: str, rows: Sequence[int] | np.ndarray) -> list:
+        """One column's values at positions `rows`, in the order asked: a search reads its
+        hits' values alone, whichever rows the snapshot holds."""
+        found: list = [None] * len(rows)
+        for batch, places, local in self._by_batch(rows):
+            for place, value in zip(
+                places, batch.column(name).take(local).to_pylist(), strict=True
+            ):
+                found[place] = value
+        return found
+
+    def _by_batch(
+        self, rows: Sequence[int] | np.ndarray
+    ) -> Iterator[tuple[pa.RecordBatch, list[int], pa.Array]]:
+        """(batch, places in `rows`, positions within the batch) for each batch `rows` fall
+        in: a take from one batch reads that batch alone, where a take from the whole table
+        would first join its batches into one copy."""
+        self._load()
+        positions = np.asarray(rows, dtype=np.int64)
+        if not len(positions):
+            return
+        batch_of = np.searchsorted(self._batch_starts, positions, side="right") - 1
+        for index in np.unique(batch_of).tolist():
+            places = np.flatnonzero(batch_of == index)
+            local = positions[places] - self._batch_starts[index]
+            yield self._batches[index], places.tolist(), pa.array(local, pa.int64())
+
+
+class _KeyColumn(Sequence[str]):
+    """A snapshot's key column as a sequence, read a value at a time: BM25 reads the keys of
+    the rows it returns, never the column."""
+
+    def __init__(self, snapshot: TableSnapshot) -> None:
+        self._snapshot = snapshot
+
+    def __len__(self) -> int:
+        return self._snapshot._row_count or 0
+
+    @overload
+    def __getitem__(self, row: int) -> str: ...
+
+    @overload
+    def __getitem__(self, row: slice) -> list[str]: ...
+
+    def __getitem__(self, row: int | slice) -> str | list[str]:
+        if isinstance(row, slice):
+            return self._snapshot._values(self._snapshot.key_column, range(len(self))[row])
+        return self._snapshot._values(self._snapshot.key_column, [row])[0]
+
+
+class PassageRuns:
+    """One word budget's passage of each row of a snapshot, looked up by key."""
+
+    def __init__(self, snapshot: TableSnapshot, arrays: Mapping[str, np.ndarray]) -> None:
+        self._snapshot = snapshot
+        self._members = arrays["members"]
+        self._starts = arrays["starts"]
+        self._run_of = arrays["run_of"]
+
+    def get(self, key: str, default: tuple[str, ...] | None = None) -> tuple[str, ...] | None:
+        """The keys of the passage holding the row `key`, in reading order."""
+        rows = self._snapshot._find(self._snapshot.key_column, [key]).get(key)
+        if not rows:
+            return default
+        run = int(self._run_of[rows[0]])
+        members = self._members[self._starts[run] : self._starts[run + 1]]
+        return tuple(self._snapshot._values(self._snapshot.key_column, members))
+
+    def __getitem__(self, key: str) -> tuple[str, ...]:
+        found = self.get(key)
+        if found is None:
+            raise KeyError(key)
+        return found
+
+
+def _digests(values: Iterable[str | None]) -> np.ndarray:
+    """An 8-byte BLAKE2b digest of each value (0 for None), the same in every process."""
+    return np.fromiter(
+        (
+            0
+            if value is None
+            else int.from_bytes(hashlib.blake2b(value.encode(), digest_size=8).digest(), "little")
+            for value in values
+        ),
+        dtype=np.uint64,
+    )
 
 
 def _vector_values(column: pa.ChunkedArray) -> list[np.ndarray]:
@@ -748,13 +894,13 @@ class TableReader:
         uri: str,
         storage_options: dict[str, str] | None = None,
         db: lancedb.DBConnection | None = None,
-        vector_cache: Path | None = None,
+        snapshot_folder: Path | None = None,
     ) -> None:
         self.uri = uri
         self._storage_options = storage_options
-        #: Where this host's processes share searched versions' unit vectors
-        #: (`SharedVectors`); None: each snapshot holds its own.
-        self.vector_cache = vector_cache
+        #: Where this host's processes share searched versions' snapshots
+        #: (`SnapshotFiles`); None: each process holds its own.
+        self.snapshot_folder = snapshot_folder
         # Every read of the latest version sees what another process (a materialization)
         # committed since: LanceDB checks for a newer version on each call, which costs less
         # than a checkout_latest() before each read
@@ -791,7 +937,7 @@ class TableReader:
         """Another table of the same database, sharing this connection and its published
         versions."""
         table = table_type(
-            self.uri, self._storage_options, db=self._db, vector_cache=self.vector_cache
+            self.uri, self._storage_options, db=self._db, snapshot_folder=self.snapshot_folder
         )
         table._published = self._published
         return table

@@ -281,9 +281,9 @@ class LanceTable(TableReader):
         db: lancedb.DBConnection | None = None,
         search_indexes: bool = True,
         keep_versions: timedelta = _KEEP_VERSIONS,
-        vector_cache: Path | None = None,
+        snapshot_folder: Path | None = None,
     ) -> None:
-        super().__init__(uri, storage_options=storage_options, db=db, vector_cache=vector_cache)
+        super().__init__(uri, storage_options=storage_options, db=db, snapshot_folder=snapshot_folder)
         #: How long a version outlives the next one: what `rows_at` can still read.
         self.keep_versions = keep_versions
         #: Whether the table gets its scalar and vector indexes: not for a partition's own
@@ -300,7 +300,7 @@ class LanceTable(TableReader):
             self._storage_options,
             db=self._db,
             search_indexes=self.search_indexes,
-            vector_cache=self.vector_cache,
+            snapshot_folder=self.snapshot_folder,
         )
         table._published = self._published
         return table

@@ -1,0 +1,192 @@
+"""A searched table version's snapshot in files the host's processes map: one copy for every
+API worker, the same results as a snapshot held in memory, and a new version never served
+an old one's rows or vectors."""
+
+from __future__ import annotations
+
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import lorehouse.search.snapshot_files as snapshot_files
+from lorehouse.search.retriever import access_clause
+from lorehouse.stores.lance_index import ChunkIndex
+from tests.unit.test_vector_search import CHUNKS_PER_DOCUMENT, DIMENSION, _table_rows
+
+ROWS = 400
+
+
+def _vectors(seed: int, rows: int = ROWS) -> np.ndarray:
+    vectors = np.random.default_rng(seed).standard_normal((rows, DIMENSION))
+    return (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
+
+
+def _index(path: Path, cache: Path | None) -> ChunkIndex:
+    return ChunkIndex(str(path), ann_min_rows=100_000, snapshot_folder=cache)
+
+
+def _files(cache: Path) -> list[tuple[str, str]]:
+    """(version folder, file name) of every snapshot file under `cache`."""
+    return sorted((p.parent.name, p.name) for p in cache.glob("*/*"))
+
+
+def _nearest(index: ChunkIndex, query: np.ndarray, where: str | None = None) -> list[str]:
+    rows = index.snapshot().vector_search(query, where, 10, ["chunk_id"])
+    return [row["chunk_id"] for row in rows]
+
+
+def test_a_second_process_maps_the_vectors_the_first_wrote_and_finds_the_same_rows(
+    tmp_path: Path,
+) -> None:
+    restricted = np.arange(ROWS) % 7 == 0
+    _index(tmp_path / "lancedb", None).upsert(_table_rows(_vectors(1), restricted), [])
+    cache = tmp_path / "cache"
+    query = _vectors(2, 1)[0]
+    outsider = access_clause([])
+    held = _index(tmp_path / "lancedb", None)
+    expected = (_nearest(held, query), _nearest(held, query, outsider))
+    assert not isinstance(held.snapshot()._unit_vectors, np.memmap)
+
+    first = _index(tmp_path / "lancedb", cache)
+    assert (_nearest(first, query), _nearest(first, query, outsider)) == expected
+    written = _files(cache)
+    names = ["rowids.json", "rowids.order.npy", "rowids.sorted.npy", "rows.arrow"]
+    assert [name for _, name in written] == [*names, "vectors.npy"]
+    assert isinstance(first.snapshot()._unit_vectors, np.memmap)
+    # Another process (an API worker) maps the same files: it reads no vector of its own...
+    script = (
+        "import sys, numpy as np\n"
+        "from lorehouse.stores.lance_index import ChunkIndex\n"
+        f"index = ChunkIndex({str(tmp_path / 'lancedb')!r}, ann_min_rows=100_000, "
+        f"snapshot_folder=__import__('pathlib').Path({str(cache)!r}))\n"
+        "snapshot = index.snapshot()\n"
+        "snapshot._load()\n"
+        "vectors = snapshot._unit_vectors\n"
+        "import pyarrow as pa\n"
+        "print(isinstance(vectors, np.memmap), vectors.filename, "
+        "pa.total_allocated_bytes(), snapshot._rows.nbytes)\n"
+    )
+    found = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert found[0] == "True" and Path(found[1]).parent.parent == cache
+    # ... and the rows the first wrote: none of them read into the process's own memory.
+    assert int(found[2]) < int(found[3]) / 10
+    assert _files(cache) == written
+
+
+def test_a_new_version_gets_its_own_file_and_the_old_one_goes_once_stale(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache = tmp_path / "cache"
+    index = _index(tmp_path / "lancedb", cache)
+    vectors = _vectors(3)
+    index.upsert(_table_rows(vectors, np.zeros(ROWS, dtype=bool)), [])
+    query = vectors[5]
+    assert _nearest(index, query)[0] == "c00005"
+    before = {folder for folder, _ in _files(cache)}
+    # The row moves far from the query: a search of the new version must not score the old.
+    moved = vectors.copy()
+    moved[5] = -moved[5]
+    index.upsert(_table_rows(moved, np.zeros(ROWS, dtype=bool)).slice(5, 1), [])
+    monkeypatch.setattr(snapshot_files, "STALE_AFTER", 0.0)
+    assert _nearest(index, query)[0] != "c00005"
+    after = {folder for folder, _ in _files(cache)}
+    assert len(after) == 1 and not after & before
+
+
+def test_a_torn_or_unwritable_file_leaves_searches_reading_from_memory(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    index = _index(tmp_path / "lancedb", cache)
+    vectors = _vectors(4)
+    index.upsert(_table_rows(vectors, np.zeros(ROWS, dtype=bool)), [])
+    assert _nearest(index, vectors[9])[0] == "c00009"
+    (vectors_file,) = cache.glob("*/vectors.npy")
+    vectors_file.write_bytes(vectors_file.read_bytes()[:1000])  # a file cut short
+    again = _index(tmp_path / "lancedb", cache)
+    assert _nearest(again, vectors[9])[0] == "c00009"  # read from the table, written again
+    assert vectors_file.stat().st_size > 1000
+    blocked = tmp_path / "blocked"
+    blocked.write_text("a file where the folder would be")
+    unwritable = _index(tmp_path / "lancedb", blocked / "vectors")
+    assert _nearest(unwritable, vectors[9])[0] == "c00009"
+    assert not isinstance(unwritable.snapshot()._unit_vectors, np.memmap)
+
+
+WORDS = ["leave", "parental", "hotel", "night", "budget", "pager", "security", "travel"]
+
+
+def _text_rows(vectors: np.ndarray, restricted: np.ndarray) -> pa.Table:
+    """`_table_rows` with text: each row a few of WORDS, so BM25 scopes and passages differ
+    between callers, and some rows holding the same text."""
+    rows = _table_rows(vectors, restricted)
+    rng = np.random.default_rng(8)
+    texts = [
+        " ".join(rng.choice(WORDS, size=int(rng.integers(3, 30))).tolist())
+        for _ in range(rows.num_rows)
+    ]
+    texts[3] = texts[10]  # one text held by two rows
+    replaced = {
+        "text_embed": pa.array(texts),
+        "text_chat": pa.array(texts),
+        "position": pa.array(np.arange(rows.num_rows) % CHUNKS_PER_DOCUMENT, pa.int32()),
+        "is_table": pa.array((np.arange(rows.num_rows) % 11 == 0).tolist()),
+    }
+    for name, values in replaced.items():
+        field = rows.schema.field(name)
+        rows = rows.set_column(rows.schema.get_field_index(name), field, values.cast(field.type))
+    return rows
+
+
+def _reads(index: ChunkIndex) -> dict:
+    """What searches read of a snapshot beside vectors: BM25 rankings and mentions for two
+    callers, rows by key, passages, holders of texts."""
+    snapshot = index.snapshot()
+    outsider, insider = access_clause([]), access_clause(["security"])
+    ranked = {
+        (query, clause): snapshot.text_ranking(query, clause, 20, scope=clause)
+        for query in ("parental leave", "hotel night budget", "security pager")
+        for clause in (outsider, insider)
+    }
+    keys = [key for pairs in ranked.values() for key, _ in pairs[:5]] + ["c99999"]
+    runs = snapshot.passages(40)
+    texts = [row["text_chat"] for row in snapshot.rows_by_key(keys, None, ["text_chat"]).values()]
+    return {
+        "ranked": ranked,
+        "rows": snapshot.rows_by_key(keys, outsider, ["doc_id", "text_chat", "acl"]),
+        "passages": {key: runs.get(key) for key in keys},
+        "holders": snapshot.holders("text_chat", [*texts, "no such text"], outsider),
+        "mentions": [snapshot.mentions(w, outsider) for w in ("pager", "refund", "absent")],
+    }
+
+
+def test_a_mapped_snapshot_reads_what_one_held_in_memory_reads(tmp_path: Path) -> None:
+    restricted = np.arange(ROWS) % 5 == 0
+    _index(tmp_path / "lancedb", None).upsert(_text_rows(_vectors(6), restricted), [])
+    cache = tmp_path / "cache"
+    held = _reads(_index(tmp_path / "lancedb", None))
+    assert held["ranked"][("security pager", access_clause(["security"]))]
+    assert held["holders"] and "no such text" not in held["holders"]
+    assert any(len(members or ()) > 1 for members in held["passages"].values())
+    assert held["passages"]["c99999"] is None and "c99999" not in held["rows"]
+    assert _reads(_index(tmp_path / "lancedb", cache)) == held
+    names = {name for _, name in _files(cache)}
+    assert {"bm25.json", "passages.40.json", "find.chunk_id.json", "find.text_chat.json"} <= names
+    # Another process maps the postings and lookups the first wrote, and reads the same.
+    script = (
+        "import pickle, sys\n"
+        "from pathlib import Path\n"
+        "from tests.unit.test_snapshot_files import _index, _reads\n"
+        f"index = _index(Path({str(tmp_path / 'lancedb')!r}), Path({str(cache)!r}))\n"
+        "sys.stdout.buffer.write(pickle.dumps(_reads(index)))\n"
+    )
+    found = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, check=True, cwd=Path.cwd()
+    ).stdout
+    assert pickle.loads(found) == held
+    assert {name for _, name in _files(cache)} == names
