@@ -283,7 +283,9 @@ class LanceTable(TableReader):
         keep_versions: timedelta = _KEEP_VERSIONS,
         snapshot_folder: Path | None = None,
     ) -> None:
-        super().__init__(uri, storage_options=storage_options, db=db, snapshot_folder=snapshot_folder)
+        super().__init__(
+            uri, storage_options=storage_options, db=db, snapshot_folder=snapshot_folder
+        )
         #: How long a version outlives the next one: what `rows_at` can still read.
         self.keep_versions = keep_versions
         #: Whether the table gets its scalar and vector indexes: not for a partition's own
