@@ -432,6 +432,24 @@ class Settings(BaseSettings):
             "over the vectors held in memory, and faster than the index."
         ),
     )
+    search_index_cache_mib: int = Field(
+        default=256,
+        ge=1,
+        description=(
+            "Memory each process lets LanceDB keep of the index pages it has read (ANN "
+            "partitions, scalar indexes). LanceDB's own default, 6 GiB, lets every API process "
+            "fill up with the whole ANN index, which grows with the table; beyond this bound "
+            "the least recently used pages are read again, from the page cache."
+        ),
+    )
+    search_metadata_cache_mib: int = Field(
+        default=64,
+        ge=1,
+        description=(
+            "Memory each process lets LanceDB keep of table metadata (manifests, file "
+            "footers); bounded for the same reason (LanceDB's default is 1 GiB)."
+        ),
+    )
     citation_retention_hours: float = Field(
         default=168,
         ge=1,
@@ -874,6 +892,8 @@ SETTING_GROUPS: dict[str, tuple[str, ...]] = {
     "Search": (
         "lancedb_uri",
         "ann_index_min_rows",
+        "search_index_cache_mib",
+        "search_metadata_cache_mib",
         "citation_retention_hours",
         "search_candidates",
         "search_query_cache_size",

@@ -895,7 +895,10 @@ class TableReader:
         storage_options: dict[str, str] | None = None,
         db: lancedb.DBConnection | None = None,
         snapshot_folder: Path | None = None,
+        cache_bytes: tuple[int, int] | None = None,
     ) -> None:
+        """`cache_bytes`: (index, metadata) cache bounds of the connection opened here
+        (LanceDB's defaults, 6 GiB and 1 GiB, when None); a `db` given keeps its own."""
         self.uri = uri
         self._storage_options = storage_options
         #: Where this host's processes share searched versions' snapshots
@@ -909,8 +912,12 @@ class TableReader:
         # reads no table (the webserver, the daemon, most step processes) never loads it.
         import lancedb
 
+        session = None if cache_bytes is None else lancedb.Session(*cache_bytes)
         self._db = db or lancedb.connect(
-            uri, storage_options=storage_options, read_consistency_interval=timedelta(0)
+            uri,
+            storage_options=storage_options,
+            read_consistency_interval=timedelta(0),
+            session=session,
         )
         self._table: lancedb.table.Table | None = None
         # The older version `rows_at` read last.

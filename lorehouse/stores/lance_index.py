@@ -282,9 +282,14 @@ class LanceTable(TableReader):
         search_indexes: bool = True,
         keep_versions: timedelta = _KEEP_VERSIONS,
         snapshot_folder: Path | None = None,
+        cache_bytes: tuple[int, int] | None = None,
     ) -> None:
         super().__init__(
-            uri, storage_options=storage_options, db=db, snapshot_folder=snapshot_folder
+            uri,
+            storage_options=storage_options,
+            db=db,
+            snapshot_folder=snapshot_folder,
+            cache_bytes=cache_bytes,
         )
         #: How long a version outlives the next one: what `rows_at` can still read.
         self.keep_versions = keep_versions
