@@ -306,7 +306,11 @@ def measure_size(
     ids = np.array(table["chunk_id"].to_pylist())
 
     print(", writing", end="", flush=True)
-    index = ChunkIndex(str(workdir / f"lance-{rows}"), ann_min_rows=args.ann_min_rows)
+    # Searched as an API process does: from the version's snapshot files (unless asked not).
+    folder = None if args.held_in_memory else workdir / f"snapshots-{rows}"
+    index = ChunkIndex(
+        str(workdir / f"lance-{rows}"), ann_min_rows=args.ann_min_rows, snapshot_folder=folder
+    )
     started = time.perf_counter()
     index.upsert(table, [])
     write_seconds = time.perf_counter() - started
@@ -528,6 +532,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "handbook-sourcegraph); made-up words when absent",
     )
     parser.add_argument("--workdir", type=Path, default=None, help="keep the tables here")
+    parser.add_argument(
+        "--held-in-memory",
+        action="store_true",
+        help="each snapshot held in this process, not in mapped files (the API's default)",
+    )
     parser.add_argument("--json", type=Path, default=None, help="also write raw numbers here")
     args = parser.parse_args(argv)
     args.sizes = [int(size.replace("_", "")) for size in args.sizes.split(",") if size.strip()]

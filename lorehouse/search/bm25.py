@@ -347,7 +347,9 @@ class BM25Index:
             # rows make the cut depends on their keys, not on where they sit in the table.
             cutoff = -np.partition(-scores[matched], limit - 1)[limit - 1]
             matched = matched[scores[matched] >= cutoff]
-        keys = self.keys
-        named = {row: keys[row] for row in matched.tolist()}
+        rows = matched.tolist()
+        # A snapshot's key column reads the keys of many rows at once (`take`).
+        take = getattr(self.keys, "take", None)
+        named = dict(zip(rows, take(rows) if take else [self.keys[r] for r in rows], strict=True))
         best = sorted(named, key=lambda row: (-scores[row], named[row]))[:limit]
         return [(named[row], float(scores[row])) for row in best]

@@ -48,6 +48,9 @@ STALE_AFTER = 600.0
 VECTORS_FILE = "vectors.npy"
 ROWS_FILE = "rows.arrow"
 _MANIFEST = ".json"
+#: Rows in a batch of a rows file: few batches for a take to visit, each well within the
+#: 2 GiB an Arrow string column's batch can hold (about 1.5 KB of text a chunk).
+BATCH_ROWS = 1 << 18
 
 
 class SnapshotFiles:
@@ -126,7 +129,8 @@ class SnapshotFiles:
                 return False
             sink = pa.OSFile(str(partial / ROWS_FILE), "wb")
             with sink, pa.ipc.new_file(sink, arrow.schema) as writer:
-                writer.write_table(arrow)
+                for batch in regrouped(arrow):
+                    writer.write_batch(batch)
             del arrow
             _release_freed_memory()
             # A torn folder of this version (a writer killed before its manifest) goes.
@@ -206,6 +210,22 @@ class SnapshotFiles:
                     shutil.rmtree(path)
             except FileNotFoundError:
                 continue  # another process removed it first
+
+
+def regrouped(table: pa.Table, rows: int = BATCH_ROWS) -> Iterator[pa.RecordBatch]:
+    """The table's rows as batches of `rows` (its last one shorter), one group at a time:
+    LanceDB reads a table in small batches, and a search's take of a few rows costs a take
+    from every batch they fall in."""
+    group: list[pa.RecordBatch] = []
+    held = 0
+    for batch in table.to_batches():
+        group.append(batch)
+        held += batch.num_rows
+        if held >= rows:
+            yield from pa.Table.from_batches(group, table.schema).combine_chunks().to_batches()
+            group, held = [], 0
+    if group:
+        yield from pa.Table.from_batches(group, table.schema).combine_chunks().to_batches()
 
 
 def _load(path: Path) -> np.ndarray:

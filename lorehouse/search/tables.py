@@ -26,7 +26,7 @@ from cachetools import LRUCache
 
 from lorehouse.search.bm25 import Analyzer, BM25Index, FieldPostings
 from lorehouse.search.passages import passage_runs
-from lorehouse.search.snapshot_files import SnapshotFiles
+from lorehouse.search.snapshot_files import SnapshotFiles, regrouped
 
 if TYPE_CHECKING:
     import lance
@@ -363,6 +363,8 @@ class TableSnapshot:
             arrow, self._unit_vectors = self._read_rows_and_vectors(
                 max(1, self._table.count_rows())
             )
+            if self._files is None:  # LanceDB's small batches, grouped as a file's are
+                arrow = pa.Table.from_batches(list(regrouped(arrow)), arrow.schema)
             self._rows = arrow
             self._batches = arrow.to_batches()
             lengths = [batch.num_rows for batch in self._batches]
@@ -799,6 +801,10 @@ class _KeyColumn(Sequence[str]):
 
     def __len__(self) -> int:
         return self._snapshot._row_count or 0
+
+    def take(self, rows: Sequence[int]) -> list[str]:
+        """The keys of `rows`, in the order asked."""
+        return self._snapshot._values(self._snapshot.key_column, rows)
 
     @overload
     def __getitem__(self, row: int) -> str: ...
