@@ -161,10 +161,15 @@ class SnapshotFiles:
                         return found
                     computed = dict(compute())
                     self._write_arrays(name, computed)
+                    del computed
+                    # What computing them read (the text columns, for postings) is handed
+                    # back: the process goes on mapping the files like every other one.
+                    _release_freed_memory()
             except OSError as error:
                 logger.warning("search arrays %s held per process: %s", name, error)
                 return dict(compute())
-            return self._open_arrays(name) or computed
+            found = self._open_arrays(name)
+            return found if found is not None else dict(compute())
 
     def _open_arrays(self, name: str) -> dict[str, np.ndarray] | None:
         try:

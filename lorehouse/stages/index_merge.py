@@ -17,8 +17,9 @@ merge stopped before its end, they read what the last finished merge published.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
@@ -35,6 +36,9 @@ from lorehouse.stores.partitions import (
     merged_digests,
     partition_is_indexed,
 )
+
+if TYPE_CHECKING:
+    import lancedb
 
 #: The tables of an index, by name: each partition's and the shared one's.
 TABLES: dict[str, Callable[[ChunkIndex], LanceTable]] = {
@@ -149,9 +153,7 @@ def run_index_merge(
                     "yet; searches keep the current index until every partition does"
                 )
             # A new model or layout: replaced in one commit, so search never mixes two.
-            shared.replace_all(
-                pa.concat_tables([source.table().to_arrow() for source in sources.values()])
-            )
+            shared.replace_all(_streamed([source.table() for source in sources.values()]))
             report.rebuilt.append(name)
             taken = {}
         else:
@@ -194,6 +196,23 @@ def run_index_merge(
         report.indexes = index.index_state()
     report.seconds = time.perf_counter() - started
     return report
+
+
+#: Rows a batch of a table replaced with every partition's rows carries.
+_REPLACE_BATCH_ROWS = 8192
+
+
+def _streamed(tables: Sequence[lancedb.table.Table]) -> pa.RecordBatchReader:
+    """Every table's rows, one batch at a time, under the first table's schema: a new model
+    or layout replaces a shared table in bounded memory, whatever the corpus size."""
+    schema = tables[0].schema
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        for table in tables:
+            for batch in table.to_lance().to_batches(batch_size=_REPLACE_BATCH_ROWS):
+                yield batch.select(schema.names).cast(schema)
+
+    return pa.RecordBatchReader.from_batches(schema, batches())
 
 
 def current_partitions(

@@ -456,12 +456,23 @@ class LanceTable(TableReader):
         for part in _slices(list(keys)):
             table.delete(sql_in(self.key_column, part))
 
-    def replace_all(self, rows: pa.Table) -> None:
-        """Overwrites the table in one commit: readers see the old model's rows or the new."""
-        rows = with_public_group(rows)
-        self._table = self._db.create_table(
-            self.name, data=rows, schema=rows.schema, mode="overwrite"
-        )
+    def replace_all(self, rows: pa.Table | pa.RecordBatchReader) -> None:
+        """Overwrites the table in one commit: readers see the old model's rows or the new.
+
+        A reader is written batch by batch, so replacing a table with many partitions' rows
+        (a new model or layout) holds one batch at a time, not every partition's rows."""
+        if isinstance(rows, pa.Table):
+            rows = with_public_group(rows)
+            schema = rows.schema
+        else:
+            schema = rows.schema
+            batches = (
+                batch
+                for read in rows
+                for batch in with_public_group(pa.Table.from_batches([read], schema)).to_batches()
+            )
+            rows = pa.RecordBatchReader.from_batches(schema, batches)
+        self._table = self._db.create_table(self.name, data=rows, schema=schema, mode="overwrite")
 
     def refresh_indexes(self) -> list[IndexState]:
         """Creates missing indexes, folds new rows into existing ones and compacts the table.
