@@ -438,8 +438,8 @@ class Settings(BaseSettings):
         description=(
             "Memory each process lets LanceDB keep of the index pages it has read (ANN "
             "partitions, scalar indexes), instead of LanceDB's 6 GiB. Keep it above the "
-            "vector index's size (about 0.65 KB a chunk, 630 MiB at a million): below it "
-            "every search reads partitions again and vector search slows about tenfold."
+            "vector index's size (about 0.65 KB a chunk): below it every search reads "
+            "partitions again, many times slower."
         ),
     )
     search_metadata_cache_mib: int = Field(
