@@ -117,9 +117,14 @@ def access_clause(caller_groups: Sequence[str]) -> str:
 
 
 def where_clause(filters: SearchFilters | None, caller_groups: Sequence[str]) -> str:
-    """The full predicate of a search: access control always, the caller's filters if any."""
-    clauses = [access_clause(caller_groups), *(filters.clauses() if filters else [])]
-    return " AND ".join(f"({c})" for c in clauses)
+    """The full predicate of a search: access control always, the caller's filters if any.
+
+    Without filters it is the access clause itself (one function call, which needs no
+    parentheses): a snapshot then holds one mask and one set of BM25 statistics a caller,
+    for the search's `where` and its BM25 scope alike, not two of the same rows."""
+    access = access_clause(caller_groups)
+    clauses = [access, *(filters.clauses() if filters else [])]
+    return access if len(clauses) == 1 else " AND ".join(f"({c})" for c in clauses)
 
 
 class ChunkView(BaseModel):

@@ -246,3 +246,11 @@ def test_late_interaction_scores_do_not_depend_on_what_the_token_cache_held(
     assert maxsim_scores(primed) == cold
     assert maxsim_scores(primed) == cold  # every row cached now
     assert len(products) == 3 and products[0] == products[1] == products[2]
+
+
+def test_a_search_without_filters_holds_one_mask_a_caller(materialized_sample: Path) -> None:
+    retriever = Retriever(ChunkIndex(str(materialized_sample / "lancedb")), default_embedder())
+    for groups in ([], ["hr"], []):
+        assert retriever.search("How many weeks of parental leave?", caller_groups=groups).hits
+    # The search's where clause and its BM25 scope are the same rows: one mask each caller.
+    assert len(retriever.index.snapshot()._masks) == 2
