@@ -91,6 +91,11 @@ DEFAULT_ANSWER_ASSERT_THRESHOLD = 0.5
 #: vectors held in memory: exact, and as fast as the index up to about this size; past it the
 #: index wins as the product grows with the rows (docs/benchmarks.md, "Search latency").
 DEFAULT_ANN_INDEX_MIN_ROWS = 50_000
+#: Rows from which a searched table's next version is loaded in the background while searches
+#: go on with the rows it kept unchanged: loading a large version (reading its rows and
+#: vectors, building its postings) takes minutes, and a smaller one loads quicker than a
+#: search would notice the difference.
+DEFAULT_SEARCH_WARM_MIN_ROWS = 20_000
 
 
 def available_cores() -> int:
@@ -482,6 +487,17 @@ class Settings(BaseSettings):
             "API process of the host maps, instead of a copy per process: `--workers N` then "
             "hold one copy, shared through the page cache, a process's own memory does not "
             "grow with the table, and a search reads in only the pages it touches."
+        ),
+    )
+    search_warm_min_rows: int = Field(
+        default=DEFAULT_SEARCH_WARM_MIN_ROWS,
+        ge=0,
+        description=(
+            "Rows from which a new version of a searched table is loaded in the background: "
+            "until it is ready, searches read the version before it less every row the new "
+            "one deleted, changed or narrowed (withheld at once), and rows it added appear "
+            "when it is ready. Below it (and for the first version a process reads) the "
+            "first search of a new version loads it, as a small one loads in moments."
         ),
     )
     search_passage_words: int = Field(
@@ -898,6 +914,7 @@ SETTING_GROUPS: dict[str, tuple[str, ...]] = {
         "search_candidates",
         "search_query_cache_size",
         "search_shared_snapshot",
+        "search_warm_min_rows",
         "search_passage_words",
         "search_split_asks",
         "rerank",

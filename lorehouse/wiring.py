@@ -121,6 +121,7 @@ class Lorehouse:
             lance_storage_options(uri, self.settings.s3_endpoint_url, self.settings.s3_region),
             keep_versions=timedelta(hours=self.settings.citation_retention_hours),
             snapshot_folder=self.settings.snapshot_folder,
+            warm_min_rows=self.settings.search_warm_min_rows,
             cache_bytes=(
                 self.settings.search_index_cache_mib << 20,
                 self.settings.search_metadata_cache_mib << 20,

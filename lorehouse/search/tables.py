@@ -8,6 +8,7 @@ ranking, so a restricted chunk is never read into a result set that is filtered 
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import logging
 import math
@@ -22,11 +23,13 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from cachetools import LRUCache
 
 from lorehouse.search.bm25 import Analyzer, BM25Index, FieldPostings
 from lorehouse.search.passages import passage_runs
 from lorehouse.search.snapshot_files import SnapshotFiles, regrouped
+from lorehouse.settings import DEFAULT_SEARCH_WARM_MIN_ROWS
 
 if TYPE_CHECKING:
     import lance
@@ -99,6 +102,19 @@ _CACHED_TOKEN_ROWS = 4096
 # Columns of a search result a snapshot does not keep with its rows (the vectors are kept
 # apart, normalised).
 _NOT_HELD = ("vector", "_distance")
+
+
+#: The most of a version's rows a newer version may delete or change for searches to go on
+#: reading the rest while the newer one loads: past it they would miss too much of the corpus
+#: (a re-enrichment, a change of access for everyone), and the first search waits instead.
+_MAX_WITHHELD_SHARE = 0.25
+
+#: What makes two versions' rows the same row: its key, the hash of every stored column
+#: (access included) and the embed key (model and embedded text, so the vector). The access
+#: list is compared as well, where the table has one: whatever wrote a row, one whose access
+#: changed is never served as it was.
+_SAME_ROW_COLUMNS = ("row_hash", "embed_key")
+_ACCESS_COLUMN = "acl"
 
 
 # Passage divisions kept per table version, one per word budget asked for.
@@ -350,6 +366,9 @@ class TableSnapshot:
         self._bm25: BM25Index | None = None
         self._masks: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         self._passages: dict[int, PassageRuns] = {}
+        #: The rows a search may read; None: all. A snapshot served while a newer version
+        #: loads withholds the rows that version deleted or changed (`withholding_changes`).
+        self._served: np.ndarray | None = None
 
     # -- what is held in memory ------------------------------------------------------------------
 
@@ -509,12 +528,79 @@ class TableSnapshot:
             matching = query.limit(limit).to_arrow()["_rowid"].to_numpy()
             mask[:] = False
             mask[self._positions_of(matching)] = True
+        if self._served is not None:
+            mask &= self._served
         found = (mask, np.flatnonzero(~mask))
         with self._lock:
             if len(self._masks) >= _CACHED_MASKS:
                 self._masks.pop(next(iter(self._masks)))
             self._masks[where or ""] = found
         return found
+
+    # -- a newer version --------------------------------------------------------------------
+
+    @property
+    def row_count(self) -> int | None:
+        """Rows of this version; None until a search loaded them."""
+        return self._row_count
+
+    def withholding_changes(
+        self, newer: lancedb.table.Table, max_withheld_share: float = _MAX_WITHHELD_SHARE
+    ) -> TableSnapshot | None:
+        """This loaded snapshot less every row `newer` (a later version) does not hold as it
+        is here: what searches read while `newer`'s own snapshot loads (`TableReader.snapshot`).
+
+        A row is kept when `newer` holds a row with the same key, row hash and embed key: the
+        same row, wherever compaction moved it. A row deleted, edited, moved to another
+        group or narrowed in access is withheld from every query at once (masks, BM25
+        statistics, lookups); a row `newer` adds appears with its snapshot. Reads three
+        short columns of `newer`, not its rows and vectors.
+
+        None when it would not serve: never loaded, another model or layout, or more than
+        `max_withheld_share` of the rows withheld.
+        """
+        rows = self._rows
+        if rows is None or (newer.schema.metadata or {}) != self.metadata:
+            return None
+        columns = [self.key_column, *_SAME_ROW_COLUMNS]
+        if any(name not in rows.column_names for name in columns):
+            return None
+        if _ACCESS_COLUMN in rows.column_names:
+            columns.append(_ACCESS_COLUMN)
+        held = newer.to_lance().to_table(columns=columns)
+        kept = pc.is_in(_same_row_keys(rows, columns), value_set=_same_row_keys(held, columns))
+        served = kept.to_numpy(zero_copy_only=False).astype(bool)
+        if self._served is not None:
+            served &= self._served
+        withheld = len(served) - int(served.sum())
+        if withheld > max_withheld_share * max(1, len(served)):
+            return None
+        view = copy.copy(self)  # the loaded rows and what was derived of them, shared
+        view._masks = {}
+        view._bm25 = self._bm25
+        view._served = served
+        return view
+
+    def warm_like(self, *replaced: TableSnapshot) -> None:
+        """Loads this version and builds what the snapshots it replaces had built (postings,
+        lookups, passage divisions, the masks of the callers searching): the first search
+        after the swap finds them ready instead of building them itself."""
+        self._load()
+        if any(old._bm25 is not None for old in replaced) and self.text_columns:
+            self._bm25_index()
+        derived = {name for old in replaced for name in list(old._derived)}
+        for name in sorted(derived):
+            if name.startswith("find."):
+                column = name.removeprefix("find.")
+                self._arrays(name, lambda column=column: self._digest_order(column))
+        for budget in {budget for old in replaced for budget in list(old._passages)}:
+            self.passages(budget)
+        wheres: dict[str, None] = {}
+        for old in replaced:
+            with old._lock:
+                wheres.update(dict.fromkeys(old._masks))
+        for where in list(wheres)[-_CACHED_MASKS:]:
+            self._predicate(where or None)
 
     def _positions_of(self, row_ids: np.ndarray) -> np.ndarray:
         """Positions in this snapshot's rows of LanceDB row ids of the same version."""
@@ -843,6 +929,21 @@ class PassageRuns:
         return found
 
 
+def _same_row_keys(rows: pa.Table, columns: Sequence[str]) -> pa.Array:
+    """Each row's `columns` joined into one string, for matching rows across versions (a
+    list column's values joined first, in their order)."""
+    values = [
+        pc.binary_join(rows[name], "\x1e")
+        if pa.types.is_list(rows.schema.field(name).type)
+        else rows[name]
+        for name in columns
+    ]
+    joined = pc.binary_join_element_wise(
+        *values, "\x1f", null_handling="replace", null_replacement=""
+    )
+    return joined.combine_chunks() if isinstance(joined, pa.ChunkedArray) else joined
+
+
 def _digests(values: Iterable[str | None]) -> np.ndarray:
     """An 8-byte BLAKE2b digest of each value (0 for None), the same in every process."""
     return np.fromiter(
@@ -902,10 +1003,14 @@ class TableReader:
         db: lancedb.DBConnection | None = None,
         snapshot_folder: Path | None = None,
         cache_bytes: tuple[int, int] | None = None,
+        warm_min_rows: int = DEFAULT_SEARCH_WARM_MIN_ROWS,
     ) -> None:
         """`cache_bytes`: (index, metadata) cache bounds of the connection opened here
-        (LanceDB's defaults, 6 GiB and 1 GiB, when None); a `db` given keeps its own."""
+        (LanceDB's defaults, 6 GiB and 1 GiB, when None); a `db` given keeps its own.
+        `warm_min_rows`: rows of the snapshot searched from which a new version loads in the
+        background (see `snapshot`)."""
         self.uri = uri
+        self.warm_min_rows = warm_min_rows
         self._storage_options = storage_options
         #: Where this host's processes share searched versions' snapshots
         #: (`SnapshotFiles`); None: each process holds its own.
@@ -939,6 +1044,14 @@ class TableReader:
         # What searches of the latest version seen share (see TableSnapshot).
         self._snapshot: TableSnapshot | None = None
         self._snapshot_lock = threading.Lock()
+        # While a newer version loads in the background: its snapshot, the thread loading it,
+        # and what searches read meanwhile (`_snapshot` less what the newer one changed).
+        self._warming: TableSnapshot | None = None
+        self._warm_thread: threading.Thread | None = None
+        self._serving: TableSnapshot | None = None
+        # A version whose background load failed: the next search loads it itself, so the
+        # error reaches a caller.
+        self._warm_failed: int | None = None
         folder = local_folder(uri)
         self._folder = None if folder is None else folder / f"{self.name}.lance"
         self._versions_watch = None if self._folder is None else VersionsFolderWatch(self._folder)
@@ -950,7 +1063,11 @@ class TableReader:
         """Another table of the same database, sharing this connection and its published
         versions."""
         table = table_type(
-            self.uri, self._storage_options, db=self._db, snapshot_folder=self.snapshot_folder
+            self.uri,
+            self._storage_options,
+            db=self._db,
+            snapshot_folder=self.snapshot_folder,
+            warm_min_rows=self.warm_min_rows,
         )
         table._published = self._published
         return table
@@ -1012,16 +1129,124 @@ class TableReader:
         A search takes one snapshot and asks it everything (ranking, predicate masks, rows),
         so what it shows is one version of the table even while a materialization commits.
         Only tables searched by vector have one (the token vectors are read by chunk id).
+
+        A new version of a table of `warm_min_rows` or more is loaded in the background: its
+        first search would otherwise wait for every row and vector to be read and the
+        postings built, minutes at a million rows, and every search behind it too. Until it
+        is ready searches read the snapshot before it less what the new version deleted,
+        changed or narrowed (`TableSnapshot.withholding_changes`), so nothing the new version
+        withdrew is shown; what it added is shown once it is ready. When the two differ too
+        much, or a background load failed, the search loads the version itself, as below
+        `warm_min_rows`.
         """
         if not self.nearest_neighbour_search:
             raise TypeError(f"the '{self.name}' table is read by key, not searched")
         version = self.latest_version()
         with self._snapshot_lock:
-            if self._snapshot is None or self._snapshot.version != version:
-                pinned = self._db.open_table(self.name)
-                pinned.checkout(version)
-                self._snapshot = TableSnapshot(self, pinned, version)
-            return self._snapshot
+            current = self._snapshot
+            if current is not None and current.version == version:
+                return current
+            warming, serving = self._warming, self._serving
+            if warming is not None and serving is not None and warming.version == version:
+                return serving
+            pinned = self._db.open_table(self.name)
+            pinned.checkout(version)
+            fresh = TableSnapshot(self, pinned, version)
+            view = self._served_while_loading(current, pinned, version)
+            if view is None:
+                self._snapshot, self._warming, self._serving = fresh, None, None
+                return fresh
+            replaced = [old for old in (current, serving, view) if old is not None]
+            self._warming, self._serving = fresh, view
+            thread = threading.Thread(
+                target=self._warm,
+                args=(fresh, replaced),
+                name=f"lorehouse-load-{self.name}-{version}",
+                daemon=True,
+            )
+            self._warm_thread = thread
+            thread.start()
+            return view
+
+    def _served_while_loading(
+        self, current: TableSnapshot | None, pinned: lancedb.table.Table, version: int
+    ) -> TableSnapshot | None:
+        """What searches read while `version` loads in the background; None: they wait."""
+        rows = None if current is None else current.row_count
+        if current is None or rows is None or rows < self.warm_min_rows:
+            return None
+        if version == self._warm_failed:
+            return None
+        started = time.perf_counter()
+        try:
+            view = current.withholding_changes(pinned)
+        except (OSError, RuntimeError, ValueError) as error:
+            # The load below reads the same files: a caller sees its error if it fails too.
+            log.warning(
+                "comparing %s version %d with %d failed (%s); searches wait for its load",
+                self.name,
+                current.version,
+                version,
+                error,
+            )
+            return None
+        if view is None:
+            log.info(
+                "%s version %d differs too much from %d to serve it while loading; "
+                "searches wait for its load",
+                self.name,
+                version,
+                current.version,
+            )
+            return None
+        withheld = rows - view.mask(None).sum()
+        log.info(
+            "%s version %d loads in the background; searches read version %d less %d "
+            "withdrawn rows meanwhile (compared in %.2f s)",
+            self.name,
+            version,
+            current.version,
+            withheld,
+            time.perf_counter() - started,
+        )
+        return view
+
+    def _warm(self, fresh: TableSnapshot, replaced: Sequence[TableSnapshot]) -> None:
+        """Loads `fresh` and makes it the snapshot searches read, unless a newer version
+        took its place meanwhile."""
+        started = time.perf_counter()
+        try:
+            fresh.warm_like(*replaced)
+        except Exception:  # a thread's error would otherwise reach no one
+            log.exception(
+                "loading %s version %d in the background failed; the next search loads it",
+                self.name,
+                fresh.version,
+            )
+            with self._snapshot_lock:
+                if self._warming is fresh:
+                    self._warming = self._serving = None
+                    self._warm_failed = fresh.version
+            return
+        with self._snapshot_lock:
+            if self._warming is not fresh:
+                return
+            self._snapshot, self._warming, self._serving = fresh, None, None
+        log.info(
+            "%s version %d loaded in %.1f s; searches read it",
+            self.name,
+            fresh.version,
+            time.perf_counter() - started,
+        )
+
+    def loaded(self, timeout: float | None = None) -> bool:
+        """Waits up to `timeout` seconds (None: for as long as it takes) for a version loading
+        in the background; whether none is loading now."""
+        thread = self._warm_thread
+        if thread is not None:
+            thread.join(timeout)
+        with self._snapshot_lock:
+            return self._warming is None
 
     def latest_version(self) -> int:
         """The version searches read: the published one (see PublishedVersions), or, in a

@@ -28,7 +28,7 @@ from lorehouse.search.tables import (
     _vector_values,
     sql_in,
 )
-from lorehouse.settings import DEFAULT_ANN_INDEX_MIN_ROWS
+from lorehouse.settings import DEFAULT_ANN_INDEX_MIN_ROWS, DEFAULT_SEARCH_WARM_MIN_ROWS
 
 if TYPE_CHECKING:
     import lance
@@ -283,6 +283,7 @@ class LanceTable(TableReader):
         keep_versions: timedelta = _KEEP_VERSIONS,
         snapshot_folder: Path | None = None,
         cache_bytes: tuple[int, int] | None = None,
+        warm_min_rows: int = DEFAULT_SEARCH_WARM_MIN_ROWS,
     ) -> None:
         super().__init__(
             uri,
@@ -290,6 +291,7 @@ class LanceTable(TableReader):
             db=db,
             snapshot_folder=snapshot_folder,
             cache_bytes=cache_bytes,
+            warm_min_rows=warm_min_rows,
         )
         #: How long a version outlives the next one: what `rows_at` can still read.
         self.keep_versions = keep_versions
@@ -308,6 +310,7 @@ class LanceTable(TableReader):
             db=self._db,
             search_indexes=self.search_indexes,
             snapshot_folder=self.snapshot_folder,
+            warm_min_rows=self.warm_min_rows,
         )
         table._published = self._published
         return table

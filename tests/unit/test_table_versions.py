@@ -220,3 +220,108 @@ def test_a_document_moved_into_a_restricted_group_stays_hidden_at_the_version_ci
     assert insider is not None and insider[2] == "removed" and len(insider[1]) == 2
     copied = retriever.pinned_preview("e", [], 0, cited)
     assert copied is not None and copied[2] == "unchanged"
+
+
+# -- a new version loads in the background ---------------------------------------------------
+
+_CORPUS = [f"c{n}" for n in range(8)]
+
+
+def _hashed(rows: pa.Table, hashes: list[str]) -> pa.Table:
+    """`rows` with these row hashes: a row hash covers every stored column, so a row whose
+    access or text changed carries a new one."""
+    at = rows.schema.get_field_index("row_hash")
+    return rows.set_column(at, "row_hash", pa.array(hashes, pa.string()))
+
+
+def _search(snapshot: tables.TableSnapshot, groups: list[str]) -> set[str]:
+    found = snapshot.vector_search(np.ones(DIMENSION), access_clause(groups), 100, ["chunk_id"])
+    return {row["chunk_id"] for row in found}
+
+
+def _text_search(snapshot: tables.TableSnapshot, text: str, groups: list[str]) -> set[str]:
+    return {key for key, _ in snapshot.text_ranking(text, access_clause(groups), 100)}
+
+
+def _loaded_reader(lancedb: Path) -> tuple[ChunkIndex, ChunkIndex, pa.Table]:
+    """A writer, and a reader (another process) that has searched the first version."""
+    writer = ChunkIndex(str(lancedb))
+    rows = _rows(_CORPUS, seed=1)
+    writer.upsert(rows, [])
+    reader = ChunkIndex(str(lancedb), warm_min_rows=1)
+    assert _search(reader.snapshot(), []) == set(_CORPUS)
+    return writer, reader, rows
+
+
+def test_a_new_version_withholds_what_it_withdrew_at_once_and_adds_rows_once_loaded(
+    tmp_path: Path,
+) -> None:
+    writer, reader, rows = _loaded_reader(tmp_path / "lancedb")
+    first = reader.snapshot().version
+    narrowed = _rows(["c1"], seed=1, acls=[["group:legal"]], texts=["text of c1"])
+    added = _rows(["c8"], seed=3, texts=["text of c8"])
+    # c1 moves to a restricted group, c0 is deleted, c2 is written again as it was (a
+    # rewrite moves a row, as compaction does: it stays served) and c8 is new.
+    writer.upsert(
+        pa.concat_tables([_hashed(narrowed, ["c1 legal"]), rows.slice(2, 1), added]), ["c0"]
+    )
+
+    serving = reader.snapshot()
+
+    assert serving.version == first  # citations name the version the rows were read from
+    assert _search(serving, []) == set(_CORPUS) - {"c0", "c1"}
+    assert _search(serving, ["group:legal"]) == set(_CORPUS) - {"c0", "c1"}
+    assert _text_search(serving, "text of c1", []) & {"c0", "c1"} == set()
+    assert serving.rows_by_key(["c0", "c1", "c2"], None, ["chunk_id"]).keys() == {"c2"}
+    assert not serving.mentions("c0", access_clause([]))
+
+    assert reader.loaded(timeout=60)
+    loaded = reader.snapshot()
+    assert loaded.version == writer.table().version
+    assert _search(loaded, []) == set(_CORPUS) - {"c0", "c1"} | {"c8"}
+    assert _search(loaded, ["group:legal"]) == set(_CORPUS) - {"c0"} | {"c8"}
+
+
+def test_a_version_that_changes_most_rows_is_loaded_by_the_search_that_reads_it(
+    tmp_path: Path,
+) -> None:
+    writer, reader, rows = _loaded_reader(tmp_path / "lancedb")
+    writer.upsert(_hashed(rows, [f"{key} edited" for key in _CORPUS]), [])
+
+    snapshot = reader.snapshot()
+
+    assert snapshot.version == writer.table().version
+    assert _search(snapshot, []) == set(_CORPUS)
+    assert reader.loaded(timeout=0)
+
+
+def test_a_failed_background_load_reaches_the_next_search(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    writer, reader, _ = _loaded_reader(tmp_path / "lancedb")
+    writer.upsert(_rows(["c8"], seed=3), ["c0"])
+
+    def unreadable(*_: object, **__: object) -> None:
+        raise OSError("data file unreadable")
+
+    monkeypatch.setattr(tables.TableSnapshot, "_read_rows_and_vectors", unreadable)
+    assert _search(reader.snapshot(), []) == set(_CORPUS) - {"c0"}
+    assert reader.loaded(timeout=60)
+
+    with pytest.raises(OSError, match="data file unreadable"):
+        _search(reader.snapshot(), [])
+
+    monkeypatch.undo()
+    assert _search(reader.snapshot(), []) == set(_CORPUS) - {"c0"} | {"c8"}
+
+
+def test_a_row_whose_access_narrowed_is_withheld_even_under_its_old_row_hash(
+    tmp_path: Path,
+) -> None:
+    writer, reader, _ = _loaded_reader(tmp_path / "lancedb")
+    writer.upsert(_rows(["c3"], seed=1, acls=[["group:legal"]], texts=["text of c3"]), [])
+
+    assert "c3" not in _search(reader.snapshot(), [])
+    assert reader.loaded(timeout=60)
+    assert "c3" not in _search(reader.snapshot(), [])
+    assert "c3" in _search(reader.snapshot(), ["group:legal"])
