@@ -570,14 +570,11 @@ class TableSnapshot:
         held = newer.to_lance().to_table(columns=columns)
         kept = pc.is_in(_same_row_keys(rows, columns), value_set=_same_row_keys(held, columns))
         served = kept.to_numpy(zero_copy_only=False).astype(bool)
-        if self._served is not None:
-            served &= self._served
         withheld = len(served) - int(served.sum())
         if withheld > max_withheld_share * max(1, len(served)):
             return None
         view = copy.copy(self)  # the loaded rows and what was derived of them, shared
         view._masks = {}
-        view._bm25 = self._bm25
         view._served = served
         return view
 
@@ -1173,10 +1170,9 @@ class TableReader:
     ) -> TableSnapshot | None:
         """What searches read while `version` loads in the background; None: they wait."""
         rows = None if current is None else current.row_count
-        if current is None or rows is None or rows < self.warm_min_rows:
+        if rows is None or rows < self.warm_min_rows or version == self._warm_failed:
             return None
-        if version == self._warm_failed:
-            return None
+        assert current is not None
         started = time.perf_counter()
         try:
             view = current.withholding_changes(pinned)
