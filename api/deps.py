@@ -11,6 +11,7 @@ import anyio
 from fastapi import Depends, HTTPException, Request, Security
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 from slack_bolt import App
+from starlette.datastructures import Headers
 from threadpoolctl import threadpool_limits
 
 from api.slack import build_slack_app
@@ -156,15 +157,15 @@ async def get_service(request: Request) -> Service:
 ServiceDep = Annotated[Service, Depends(get_service)]
 
 
-def presented_keys(request: Request) -> set[str]:
-    """Every non-empty key the request carries, in X-API-Key headers and Bearer tokens.
+def presented_keys(headers: Headers) -> set[str]:
+    """Every non-empty key a request's headers carry, in X-API-Key headers and Bearer tokens.
 
     One rule for both headers: whitespace around a key is not part of it. HTTP says so for
     header values (uvicorn strips it before the application sees the header), and a key
     that worked behind one server or header but not another would be a trap.
     """
-    presented = {value.strip() for value in request.headers.getlist("x-api-key")}
-    for authorization in request.headers.getlist("authorization"):
+    presented = {value.strip() for value in headers.getlist("x-api-key")}
+    for authorization in headers.getlist("authorization"):
         scheme, _, token = authorization.strip().partition(" ")
         if scheme.lower() == "bearer":
             presented.add(token.strip())
@@ -187,7 +188,7 @@ KEY_REQUIRED = "a valid API key is required (X-API-Key header or Authorization: 
 CHALLENGE = {"WWW-Authenticate": "Bearer"}
 
 
-def identify_caller(service: Service, request: Request) -> Caller | None:
+def identify_caller(service: Service, headers: Headers) -> Caller | None:
     """The caller behind the request's key: the anonymous caller when no keys are configured,
     None when they are and the request does not present exactly one key that matches.
 
@@ -197,7 +198,7 @@ def identify_caller(service: Service, request: Request) -> Caller | None:
     """
     if service.keys is None:
         return Caller(ANONYMOUS, ())
-    presented = presented_keys(request)
+    presented = presented_keys(headers)
     return service.keys.identify(presented.pop()) if len(presented) == 1 else None
 
 
@@ -213,7 +214,7 @@ async def get_caller(
     thread. FastAPI resolves it only after it has read the body; RequestGuard (api/guards.py)
     refuses the same requests before that.
     """
-    caller = identify_caller(service, request)
+    caller = identify_caller(service, request.headers)
     if caller is None:
         raise HTTPException(status_code=401, detail=KEY_REQUIRED, headers=dict(CHALLENGE))
     return caller

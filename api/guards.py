@@ -55,10 +55,19 @@ class RequestGuard:
     answers in plain text whenever the route has not read the body, a refused key included.
     """
 
-    def __init__(self, app: ASGIApp, max_body_bytes: int, keyed: Sequence[APIRoute]) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        max_body_bytes: int,
+        keyed: Sequence[APIRoute],
+        keyed_paths: Sequence[str] = (),
+    ) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
         self.keyed = keyed
+        #: Exact paths of endpoints that are not FastAPI routes but take a key all the same
+        #: (the MCP endpoint): refused here like any keyed route, whatever the method.
+        self.keyed_paths = frozenset(keyed_paths)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -77,9 +86,11 @@ class RequestGuard:
         service: Service | None = getattr(scope["app"].state, "service", None)
         if service is None or service.keys is None:
             return False
-        if not any(route.matches(scope)[0] is Match.FULL for route in self.keyed):
+        if scope["path"] not in self.keyed_paths and not any(
+            route.matches(scope)[0] is Match.FULL for route in self.keyed
+        ):
             return False
-        return identify_caller(service, Request(scope)) is None
+        return identify_caller(service, Request(scope).headers) is None
 
     def _counting(self, receive: Receive) -> Receive:
         """`receive`, refusing the body once more than `max_body_bytes` of it have come."""

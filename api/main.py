@@ -17,6 +17,7 @@ from fastapi_offline import FastAPIOffline
 from api.deps import open_service
 from api.errors import install_error_handlers
 from api.guards import RequestGuard, keyed_routes
+from api.mcp import MCP_PATH, build_mcp_server, streamable_http_app
 from api.openapi import document_rerankers
 from api.routers import (
     ask,
@@ -51,11 +52,15 @@ ROUTERS = [
 def create_app(settings: Settings | None = None, llm_client: LLMClient | None = None) -> FastAPI:
     """The application; `settings` defaults to the process settings (LOREHOUSE_* variables)."""
     settings = settings or get_settings()
+    # The MCP endpoint's tools call the routes' functions with the service opened below.
+    mcp = build_mcp_server(lambda: app.state.service)
+    mcp_app = streamable_http_app(mcp, settings)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         app.state.service = open_service(settings, llm_client)
-        yield
+        async with mcp.session_manager.run():
+            yield
 
     # /docs with Swagger UI served from the package: no CDN, so it works on machines without
     # internet access (/redoc is api/routers/reference.py, which keeps ReDoc's logo off too).
@@ -73,11 +78,15 @@ def create_app(settings: Settings | None = None, llm_client: LLMClient | None = 
     install_error_handlers(app)
     for router in ROUTERS:
         app.include_router(router)
+    # The endpoint itself, not a mount: `/mcp` is the address clients are given, and a mount
+    # would answer it with a redirect to `/mcp/`.
+    app.router.routes.extend(mcp_app.routes)
     # Sizes and keys are checked before any route reads a body (see api/guards.py).
     app.add_middleware(
         RequestGuard,
         max_body_bytes=settings.api_max_body_bytes,
         keyed=keyed_routes(ROUTERS),
+        keyed_paths=[MCP_PATH],
     )
     document_rerankers(app, available_rerankers(settings.rerank))
     return app

@@ -761,6 +761,32 @@ def serve(
     )
 
 
+@app.command()
+def mcp() -> None:
+    """Serve the MCP tools over stdio, for desktop clients.
+
+    Claude Desktop, an IDE or any MCP client runs `lorehouse mcp` and talks to it over stdin
+    and stdout: the same tools as the API's /mcp endpoint (search, ask, get_chunk,
+    list_documents), from this machine's index. With LOREHOUSE_API_KEYS_FILE set, it answers
+    as the key in LOREHOUSE_MCP_API_KEY, and only what that key may read.
+    """
+    from lorehouse.api_keys import KeyRing
+
+    settings = get_settings()
+    _served_files_or_exit(settings)
+    if settings.api_keys_file is not None:
+        key = settings.mcp_api_key
+        if not key or KeyRing.load(settings.api_keys_file).identify(key) is None:
+            _refuse(
+                "LOREHOUSE_MCP_API_KEY must hold a key of LOREHOUSE_API_KEYS_FILE "
+                "(`lorehouse keys create NAME`): the MCP tools answer as that key."
+            )
+    _require_index(settings)
+    from cli.serving import serve_mcp_stdio
+
+    serve_mcp_stdio(settings)
+
+
 def _served_files_or_exit(settings: Settings) -> None:
     """The files a server reads as it starts can be read, or one line naming the file, why
     and what to do: inside the server the same error is a traceback of its start-up."""

@@ -17,13 +17,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import importlib
 import logging
 import os
 import socket
+import sys
 from collections.abc import Callable
 from typing import Any
 
 import uvloop
+
+from lorehouse.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -201,3 +205,15 @@ def serve_api(app: str, host: str, port: int, workers: int, keep_alive_seconds: 
         log_config=serve_log_config(),
         loop="cli.serving:BalancedLoop" if workers > 1 else "auto",
     )
+
+
+def serve_mcp_stdio(settings: Settings) -> None:
+    """Serves the API's MCP tools over stdio (`lorehouse mcp`).
+
+    The tools are the API's (`api/mcp.py`), loaded here by name at run time as `serve_api`
+    hands uvicorn its application: every other command runs without the web layer.
+    """
+    logging.basicConfig(
+        level=logging.INFO, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr
+    )
+    importlib.import_module("api.mcp").run_stdio(settings)

@@ -621,6 +621,17 @@ class Settings(BaseSettings):
     slack_api_url: str | None = Field(
         default=None, description="Slack Web API base URL (a proxy); unset: Slack's own."
     )
+    mcp_allowed_hosts: str = Field(
+        default="127.0.0.1:*, localhost:*, [::1]:*",
+        description="Host headers the MCP endpoint (/mcp) answers, as host:port (* for any "
+        "port) separated by commas; a page elsewhere that points its own name at this server "
+        "(DNS rebinding) is refused. `*`: any host, for a server behind a name of its own.",
+    )
+    mcp_api_key: str | None = Field(
+        default=None,
+        description="The key `lorehouse mcp` (stdio) answers as, from the keys file; required "
+        "when API keys are, and checked again on every call, so a revoked key stops working.",
+    )
     public_url: str | None = Field(
         default=None,
         description="Address people reach the chat page at, for links in Slack answers; "
@@ -948,6 +959,8 @@ SETTING_GROUPS: dict[str, tuple[str, ...]] = {
         "slack_signing_secret",
         "slack_access_file",
         "slack_api_url",
+        "mcp_allowed_hosts",
+        "mcp_api_key",
     ),
     "Orchestration": (
         "data_dir",
