@@ -176,6 +176,8 @@ def serve_log_config() -> dict[str, Any]:
     # `cli` for this module's listener, which runs in the server processes.
     for name in ("lorehouse", "cli"):
         config["loggers"][name] = {"handlers": ["lorehouse"], "level": "INFO", "propagate": False}
+    # The MCP SDK: a tool that crashed, with its stack (a refused call is a line at INFO).
+    config["loggers"]["mcp"] = {"handlers": ["lorehouse"], "level": "WARNING", "propagate": False}
     return config
 
 

@@ -22,6 +22,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import httpx
 import pytest
 from fastapi.testclient import TestClient
 from segtok.segmenter import split_multi
@@ -32,6 +33,16 @@ from lorehouse.settings import BUNDLED_SAMPLE_CORPUS, Settings
 from lorehouse.stores.duckdb_store import DuckDBStore
 from lorehouse.text import chunk_body
 from tests.conftest import materialize_everything
+from tests.mcp_client import (
+    ToolResult,
+    call_tools,
+    http_target,
+    start_server,
+    stdio_target,
+    stop_process_group,
+    tail,
+    wait_until_healthy,
+)
 from tests.provider_server import ProviderServer, provider_server
 
 PUBLIC_FILES = ("hr/parental-leave-faq.md", "engineering/oncall-runbook.md")
@@ -802,3 +813,197 @@ def test_forged_mixed_and_empty_credentials_are_401_without_data(
     # Whitespace around a key is not part of it, in either header (HTTP servers strip it).
     padded = [("X-API-Key", f"  {security} "), ("Authorization", f"Bearer   {security}  ")]
     assert listed(padded) == material.public_docs | set(material.restricted_docs)
+
+
+# -- 6. the same attacks through the MCP tools -----------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def mcp_url(
+    data_dir: Path,
+    keys: dict[str, str],
+    material: Material,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[str]:
+    """A real `lorehouse serve` over the attack corpus, its MCP endpoint at /mcp."""
+    logs = tmp_path_factory.mktemp("attack-serve")
+    server = start_server(data_dir, logs, logs, LOREHOUSE_API_KEYS_FILE=keys["file"])
+    try:
+        wait_until_healthy(server, timeout_seconds=120)
+        yield server.base_url
+    finally:
+        stop_process_group(server.process)
+    # The server's log holds no restricted passage and no crash. (It names the ids callers
+    # asked for, restricted ones among them, as its access log does for /v1/chunks.)
+    logged = f" {_words(tail(server.stderr_path, 10**8) + tail(server.stdout_path, 10**8))} "
+    assert "POST /mcp" in tail(server.stderr_path, 10**8) + tail(server.stdout_path, 10**8)
+    assert " traceback " not in logged
+    passages = [m for found in material.markers.values() for m in found if f" {m} " in logged]
+    assert not passages
+
+
+def _tools(url: str, keys: dict[str, str], who: str, calls: list) -> list[ToolResult]:
+    return call_tools(http_target(url, _as(keys, who)), calls)
+
+
+def test_the_attacks_through_mcp_find_nothing_restricted(
+    mcp_url: str, keys: dict[str, str], material: Material, targets: dict[str, list[str]]
+) -> None:
+    """Verbatim restricted sentences, filters naming restricted documents, restricted chunk
+    ids and the document list, through the MCP tools as an outsider: nothing restricted, and
+    errors that do not tell a restricted chunk from an absent one. Each against an insider's
+    control."""
+    sentences = [(chunk_id, s) for chunk_id, copied in targets.items() for s in copied]
+    searches = [
+        ("search", {"query": sentence, "mode": mode, "top_k": 100})
+        for _, sentence in sentences
+        for mode in ("vector", "bm25", "hybrid")
+    ]
+    first_of_each = [copied[0] for copied in targets.values()]
+    asks = [("ask", {"question": question}) for question in first_of_each]
+    results = _tools(mcp_url, keys, "public", searches + asks)
+    for (_, args), result in zip(searches, results, strict=False):
+        _assert_public_hits(material, result.ok["hits"], args["query"], args)
+    for (_, args), result in zip(asks, results[len(searches) :], strict=True):
+        _assert_public_answer(material, result.ok, args["question"], args)
+    controls = _tools(
+        mcp_url,
+        keys,
+        "security",
+        [("search", {"query": s, "mode": "bm25", "top_k": 10}) for _, s in sentences[:3]]
+        + [("ask", {"question": first_of_each[0]})],
+    )
+    for (chunk_id, _), control in zip(sentences[:3], controls, strict=False):
+        assert chunk_id in {h["chunk_id"] for h in control.ok["hits"]}
+    assert next(iter(targets)) in controls[-1].ok["trace"]["context_chunk_ids"]
+
+    # Filters naming a restricted document give what naming an absent one gives: nothing.
+    query = "incident escalation CISO vendor risk tier Nimbus Cloud Hosting notification"
+    taken = set(material.restricted_docs) | material.public_docs
+    for doc_id in sorted(material.restricted_docs):
+        absent = _absent_like(doc_id, taken)
+        named, guessed, asked, asked_absent = _tools(
+            mcp_url,
+            keys,
+            "public",
+            [
+                ("search", {"query": query, "top_k": 100, "filters": {"doc_ids": [doc_id]}}),
+                ("search", {"query": query, "top_k": 100, "filters": {"doc_ids": [absent]}}),
+                ("ask", {"question": query, "filters": {"doc_ids": [doc_id]}}),
+                ("ask", {"question": query, "filters": {"doc_ids": [absent]}}),
+            ],
+        )
+        assert named.ok["hits"] == guessed.ok["hits"] == [], doc_id
+        _assert_public_answer(material, asked.ok, f"{query}\n{doc_id}", doc_id, [doc_id])
+        assert _answer_shape(asked.ok, {doc_id: "ID"}) == _answer_shape(
+            asked_absent.ok, {absent: "ID"}
+        )
+        (control,) = _tools(
+            mcp_url,
+            keys,
+            "security",
+            [("search", {"query": query, "top_k": 100, "filters": {"doc_ids": [doc_id]}})],
+        )
+        assert control.ok["hits"]
+
+    # A restricted chunk id, at every window and pinned version, errs as an absent one does.
+    every = material.public_chunks | set(material.restricted_chunks)
+    (latest,) = _tools(mcp_url, keys, "public", [("search", {"query": "parental leave"})])
+    version = latest.ok["hits"][0]["index_version"]
+    for chunk_id in sorted(material.restricted_chunks):
+        absent = _absent_like(chunk_id, every)
+        variants = [{"window": w} for w in range(6)] + [{"version": v} for v in {1, version}]
+        calls = [
+            ("get_chunk", {"chunk_id": identifier, **variant})
+            for variant in variants
+            for identifier in (chunk_id, absent)
+        ]
+        answers = _tools(mcp_url, keys, "public", calls)
+        for hidden, missing in zip(answers[::2], answers[1::2], strict=True):
+            assert hidden.data is None and missing.data is None, chunk_id
+            assert hidden.error and hidden.error.replace(chunk_id, "ID") == (
+                missing.error or ""
+            ).replace(absent, "ID")
+        (shown,) = _tools(
+            mcp_url, keys, "security", [("get_chunk", {"chunk_id": chunk_id, "window": 5})]
+        )
+        assert shown.ok["chunk"]["chunk_id"] == chunk_id
+
+    # Paging the document list never reaches a restricted document.
+    pages = _tools(
+        mcp_url,
+        keys,
+        "public",
+        [
+            ("list_documents", {"limit": 1, "offset": o})
+            for o in range(len(material.public_docs) + 3)
+        ],
+    )
+    listed = [d["doc_id"] for page in pages for d in page.ok["documents"]]
+    assert sorted(listed) == sorted(material.public_docs)
+    assert {page.ok["total"] for page in pages} == {len(material.public_docs)}
+    (everything,) = _tools(mcp_url, keys, "security", [("list_documents", {"limit": 200})])
+    assert {d["doc_id"] for d in everything.ok["documents"]} >= set(material.restricted_docs)
+
+
+def test_forged_and_mixed_credentials_get_no_mcp_session(
+    mcp_url: str, keys: dict[str, str], material: Material
+) -> None:
+    forged = "lh_" + hashlib.sha256(b"not a key").hexdigest()[:43]
+    calls = [
+        {"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+        {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {"name": "list_documents", "arguments": {"limit": 200}},
+        },
+    ]
+    for headers in (
+        {"X-API-Key": forged},
+        {"X-API-Key": keys["security"][:-1]},
+        {"Authorization": f"Basic {keys['security']}"},
+        {"X-API-Key": keys["public"], "Authorization": f"Bearer {keys['security']}"},
+        {"X-API-Key": forged, "Authorization": f"Bearer {keys['security']}"},
+    ):
+        for body in calls:
+            response = httpx.post(
+                f"{mcp_url}/mcp",
+                json=body,
+                headers={"Accept": "application/json, text/event-stream", **headers},
+            )
+            assert response.status_code == 401, (headers, response.text)
+            assert response.headers["WWW-Authenticate"] == "Bearer"
+            assert not material.leaks(response.text), headers
+
+
+def test_an_injected_model_behind_stdio_mcp_gets_no_restricted_passage(
+    data_dir: Path,
+    keys: dict[str, str],
+    material: Material,
+    targets: dict[str, list[str]],
+    tmp_path: Path,
+) -> None:
+    """`lorehouse mcp` as an outsider, answering with a model that obeys the injection: the
+    tool's answer and every prompt hold nothing restricted."""
+    queries = [copied[0] for copied in targets.values()][:3]
+    model = CompromisedModel(queries, [*sorted(material.restricted_docs), material.injection_doc])
+    with provider_server() as server:
+        server.chat_answer = model
+        env = {
+            "OPENAI_API_KEY": "local-test",
+            "LOREHOUSE_API_KEYS_FILE": keys["file"],
+            "LOREHOUSE_MCP_API_KEY": keys["public"],
+            "LOREHOUSE_LLM_MODEL": "openai/gpt-4o-mini",
+            "LOREHOUSE_LLM_API_BASE": server.base_url,
+            "LOREHOUSE_LLM_MAX_ATTEMPTS": "1",
+        }
+        target = stdio_target(data_dir, env, tmp_path)
+        question = INJECTION_QUESTIONS[1]
+        (answer,) = call_tools(target, [("ask", {"question": question})])
+        body, prompts = answer.ok, list(server.chat_prompts)
+    assert body["mode"] == "llm" and not body["degraded"], body["degraded_reason"]
+    assert material.injection_chunks & set(body["trace"]["context_chunk_ids"])
+    sent = question + "\n" + model.wrote()
+    _assert_public_answer(material, body, sent, "stdio")
+    _assert_clean_prompts(material, prompts, sent, "stdio")
