@@ -4,6 +4,8 @@ names. Routes take them as `ServiceDep` and `CallerDep`."""
 from __future__ import annotations
 
 import asyncio
+import logging
+import threading
 from dataclasses import dataclass, field
 from typing import Annotated
 
@@ -11,6 +13,7 @@ import anyio
 from fastapi import Depends, HTTPException, Request, Security
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 from slack_bolt import App
+from sqlalchemy.exc import SQLAlchemyError
 from starlette.datastructures import Headers
 from threadpoolctl import threadpool_limits
 
@@ -22,9 +25,11 @@ from lorehouse.llm import LLMClient
 from lorehouse.search.retriever import Retriever
 from lorehouse.settings import Settings
 from lorehouse.stores import DuckDBStore
+from lorehouse.stores.conversations import ConversationStore
 from lorehouse.stores.lance_index import ChunkIndex
 from lorehouse.wiring import Lorehouse
 
+log = logging.getLogger("lorehouse.api")
 NOT_MATERIALIZED = "the {store} store is not materialized yet; run `lorehouse materialize`"
 # The document list waits this long for a materialization's write lock before a 503.
 DUCKDB_WAIT_SECONDS = 10.0
@@ -91,6 +96,10 @@ class Service:
     #: The Slack bot, when its token and signing secret are configured.
     slack: App | None = None
     _feature_store: DuckDBStore | None = field(default=None, init=False, repr=False)
+    _conversations: ConversationStore | None = field(default=None, init=False, repr=False)
+    _conversations_opening: threading.Lock = field(
+        default_factory=threading.Lock, init=False, repr=False
+    )
 
     def feature_store(self) -> DuckDBStore:
         """The DuckDB feature store, once a materialization has written it.
@@ -107,6 +116,21 @@ class Service:
                 lock_timeout_seconds=DUCKDB_WAIT_SECONDS
             )
         return self._feature_store
+
+    def conversation_store(self) -> ConversationStore:
+        """The saved conversations' store, opened on first use (it creates its tables)."""
+        with self._conversations_opening:  # one process creates the tables once
+            if self._conversations is None:
+                try:
+                    self._conversations = self.lorehouse.conversation_store()
+                except SQLAlchemyError as error:
+                    log.warning("the conversations database cannot be opened: %s", error)
+                    raise StoreUnavailable(CONVERSATIONS_UNAVAILABLE) from error
+            return self._conversations
+
+
+#: What a 503 says when the conversations' database does not answer; never its URL.
+CONVERSATIONS_UNAVAILABLE = "the conversations database does not answer; retry shortly"
 
 
 class StoreUnavailable(RuntimeError):

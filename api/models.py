@@ -16,6 +16,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from lorehouse.agents.ask import AskResponse
 from lorehouse.agents.query_optimizer import Turn
 from lorehouse.api_keys import ANONYMOUS
 from lorehouse.models import MAX_QUESTION_CHARS
@@ -144,6 +145,16 @@ class SearchRequest(BaseModel):
     )
 
 
+#: A saved conversation's id as the API hands them out (32 hex characters).
+ConversationId = Annotated[str, Field(min_length=1, max_length=64), AfterValidator(_unicode_text)]
+ConversationTitle = Annotated[
+    str,
+    Field(min_length=1, max_length=200),
+    AfterValidator(_unicode_text),
+    AfterValidator(_not_blank),
+]
+
+
 class AskRequest(BaseModel):
     """POST /v1/ask."""
 
@@ -154,6 +165,17 @@ class AskRequest(BaseModel):
     filters: SearchFiltersIn | None = None
     top_k: JsonInt = Field(default=8, ge=1, le=50, description="Hits retrieved per (sub-)query.")
     stream: StrictBool = Field(default=False, description="Answer as Server-Sent Events.")
+    conversation_id: ConversationId | None = Field(
+        default=None,
+        description="A saved conversation of yours to go on with: its earlier turns are the "
+        "history, and this question and its answer are added to it. Not with `history`.",
+    )
+
+    @model_validator(mode="after")
+    def _one_history(self) -> AskRequest:
+        if self.conversation_id is not None and self.history:
+            raise ValueError("history comes from the conversation; send one or the other")
+        return self
 
 
 class ChunkPreview(BaseModel):
@@ -282,3 +304,58 @@ class FeedbackRequest(BaseModel):
 class FeedbackStored(BaseModel):
     answer_id: str
     rating: str
+
+
+class ConversationCreate(BaseModel):
+    """POST /v1/conversations."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    title: ConversationTitle | None = Field(
+        default=None, description="Unset: the first question names it."
+    )
+
+
+class ConversationRename(BaseModel):
+    """PATCH /v1/conversations/{conversation_id}."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    title: ConversationTitle
+
+
+class ConversationSummary(BaseModel):
+    conversation_id: str
+    title: str
+    created_at: datetime
+    updated_at: datetime = Field(description="When the last question was asked in it.")
+    turn_count: int
+
+
+class ConversationPage(BaseModel):
+    """GET /v1/conversations: one page of the caller's conversations, the latest first."""
+
+    total: int
+    limit: int
+    offset: int
+    conversations: list[ConversationSummary]
+
+
+class ConversationTurn(BaseModel):
+    position: int
+    question: str
+    asked_at: datetime
+    answer: AskResponse | None = Field(
+        description="The answer as it was given; null when it is withheld."
+    )
+    withheld: bool = Field(
+        default=False,
+        description="Whether the answer drew on passages the caller can no longer read "
+        "(access narrowed, or the document left the index): it is not shown again.",
+    )
+
+
+class ConversationView(ConversationSummary):
+    """GET /v1/conversations/{conversation_id}: the conversation with its turns in order."""
+
+    turns: list[ConversationTurn]

@@ -621,6 +621,18 @@ class Settings(BaseSettings):
     slack_api_url: str | None = Field(
         default=None, description="Slack Web API base URL (a proxy); unset: Slack's own."
     )
+    conversations_url: str | None = Field(
+        default=None,
+        description="SQLAlchemy URL of the database saved conversations live in: "
+        "postgresql://... for the pods of a cluster to share; unset: a SQLite file in the data "
+        "folder (conversations.sqlite3), which one host's server processes share.",
+    )
+    conversation_retention_days: int = Field(
+        default=90,
+        ge=0,
+        description="How long a saved conversation is kept after its last question, in days; "
+        "older ones are deleted. 0: until its owner deletes it.",
+    )
     mcp_allowed_hosts: str = Field(
         default="127.0.0.1:*, localhost:*, [::1]:*",
         description="Host headers the MCP endpoint (/mcp) answers, as host:port (* for any "
@@ -843,6 +855,11 @@ class Settings(BaseSettings):
         """The feature-store database every stage reads and writes."""
         return self.data_dir / "lorehouse.duckdb"
 
+    @property
+    def conversations_database(self) -> str:
+        """The SQLAlchemy URL of the saved conversations' database."""
+        return self.conversations_url or f"sqlite:///{self.data_dir / 'conversations.sqlite3'}"
+
 
 def source_sync_minutes(value: str) -> dict[str, float]:
     """`source_sync_minutes` read: source name -> minutes, with "*" for a lone number (every
@@ -959,6 +976,8 @@ SETTING_GROUPS: dict[str, tuple[str, ...]] = {
         "slack_signing_secret",
         "slack_access_file",
         "slack_api_url",
+        "conversations_url",
+        "conversation_retention_days",
         "mcp_allowed_hosts",
         "mcp_api_key",
     ),

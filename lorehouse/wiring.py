@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from lorehouse.search.retriever import Retriever
     from lorehouse.search.token_vectors import TokenEncoder
     from lorehouse.sources import DocumentSource
+    from lorehouse.stores.conversations import ConversationStore
     from lorehouse.stores.duckdb_store import DuckDBStore
     from lorehouse.stores.lance_index import ChunkIndex
     from lorehouse.stores.partitions import PartitionLayout
@@ -75,6 +76,15 @@ class Lorehouse:
         if lock_timeout_seconds is None:
             return DuckDBStore(self.settings.duckdb_path)
         return DuckDBStore(self.settings.duckdb_path, lock_timeout_seconds=lock_timeout_seconds)
+
+    def conversation_store(self) -> ConversationStore:
+        """Saved conversations, in their own database (LOREHOUSE_CONVERSATIONS_URL)."""
+        from lorehouse.stores.conversations import ConversationStore
+
+        self.settings.data_dir.mkdir(parents=True, exist_ok=True)
+        return ConversationStore(
+            self.settings.conversations_database, self.settings.conversation_retention_days
+        )
 
     def partition_layout(self) -> PartitionLayout:
         """Where the index partitions' own files live, and how many there are."""

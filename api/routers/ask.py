@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from typing import Annotated
 
 import anyio
@@ -15,6 +15,7 @@ from starlette.types import Receive, Scope, Send
 from api.deps import AskTurns, CallerDep, ServiceDep
 from api.models import AskRequest, AskToken
 from api.openapi import ASK_EVENT_SCHEMA, ASK_EXAMPLES, NOT_READY, UNAUTHORIZED, UNREADABLE_BODY
+from api.routers.conversations import conversation_history, record_turn
 from lorehouse.agents.ask import AskResponse
 from lorehouse.agents.trace import StepTrace
 
@@ -52,10 +53,18 @@ async def ask(
     # Store reads and answering run in worker threads; only the wait for a turn runs on
     # the event loop, where it costs no thread.
     await run_in_threadpool(service.retriever.check_model)
+    history = body.history
+    saved: Callable[[AskResponse], None] | None = None
+    if (conversation_id := body.conversation_id) is not None:
+        history = await run_in_threadpool(conversation_history, service, caller, conversation_id)
+
+        def saved(answer: AskResponse) -> None:
+            record_turn(service, caller, conversation_id, answer)
+
     await service.ask_turns.take()
     arguments = {
         "question": body.question,
-        "history": body.history,
+        "history": history,
         "filters": body.filters,
         "top_k": body.top_k,
         "caller_groups": caller.groups,
@@ -66,20 +75,25 @@ async def ask(
             # Fail before the stream starts if the stores are not there: a 503 cannot
             # follow a 200 whose body has begun.
             await run_in_threadpool(service.index.table)
-            events = _events(service.pipeline.stream(**arguments))
+            events = _events(service.pipeline.stream(**arguments), saved)
             handed_over = True  # the response gives the turn back when it is over
             return AnswerStream(events, service.ask_turns, service.settings.api_stream_ping_seconds)
-        return await run_in_threadpool(lambda: service.pipeline.ask(**arguments))
+        answer = await run_in_threadpool(lambda: service.pipeline.ask(**arguments))
     finally:
         if not handed_over:
             service.ask_turns.give_back()
+    if saved is not None:
+        await run_in_threadpool(saved, answer)
+    return answer
 
 
 def _events(
     stream: Iterator[str | StepTrace | AskResponse],
+    saved: Callable[[AskResponse], None] | None = None,
 ) -> Generator[ServerSentEvent, None, None]:
     """Server-Sent Events: a `step` event per pipeline step done before the answer, a `token`
-    event per text piece, then the `answer` event.
+    event per text piece, then the `answer` event, once `saved` has stored the answer in its
+    conversation (if the ask is in one).
 
     Closing these events closes the answer stream too, so a client that leaves stops the
     model call instead of leaving it to garbage collection.
@@ -87,6 +101,8 @@ def _events(
     with contextlib.closing(stream):  # type: ignore[type-var]
         for item in stream:
             if isinstance(item, AskResponse):
+                if saved is not None:
+                    saved(item)
                 yield ServerSentEvent(event="answer", data=item.model_dump_json(), sep=LINE_END)
             elif isinstance(item, StepTrace):
                 yield ServerSentEvent(event="step", data=item.model_dump_json(), sep=LINE_END)

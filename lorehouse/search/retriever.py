@@ -653,6 +653,27 @@ class Retriever:
             return None
         return chunk, around, since
 
+    def readable_as_cited(
+        self, chunk_ids: Sequence[str], caller_groups: Sequence[str], version: int | None
+    ) -> set[str]:
+        """Those of `chunk_ids`, cited from `version`, that the caller may still read: what a
+        stored answer may show again. The rule is the pinned preview's (readable then and
+        now); a version no longer kept, or none, leaves the chunks readable today."""
+        readable = set()
+        for chunk_id in dict.fromkeys(chunk_ids):
+            found: object = None
+            pinned = version is not None
+            if version is not None:
+                try:
+                    found = self.pinned_preview(chunk_id, caller_groups, 0, version)
+                except VersionGone:
+                    pinned = False
+            if not pinned:
+                found = self.chunk_preview(chunk_id, caller_groups, 0)
+            if found is not None:
+                readable.add(chunk_id)
+        return readable
+
     def changed_since(
         self, chunk: dict, caller_groups: Sequence[str], version: int
     ) -> ChunkSince | None:

@@ -69,6 +69,9 @@ class Story:
     cited_version: int
     cited: dict[str, str]
     builds: list[Build]
+    #: The outsider's saved conversation, asked in at the first build (about the document
+    #: restricted later, then the one nobody touches), as opened after each build.
+    conversation: list[dict] = field(default_factory=list)
 
 
 def _client(data_dir: Path, keys_file: Path) -> TestClient:
@@ -98,6 +101,17 @@ def _observe(
                 headers={"X-API-Key": keys[who]},
             )
     return build
+
+
+#: Asked in the outsider's conversation at the first build: of the document restricted at the
+#: second, then of the one nobody touches.
+CONVERSATION = ("What is the merger project's budget?", "How is the warehouse project reviewed?")
+
+
+def _open(client: TestClient, headers: dict[str, str], conversation_id: str) -> dict:
+    response = client.get(f"/v1/conversations/{conversation_id}", headers=headers)
+    assert response.status_code == 200, response.text
+    return response.json()
 
 
 def _build(source: Path, data_dir: Path) -> None:
@@ -131,6 +145,18 @@ def story(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Story]:
         ).json()["hits"][0]
         version = hit["index_version"]
         builds = [_observe(keys, client, cited, version)]
+        outsider = {"X-API-Key": keys["public"]}
+        conversation_id = client.post("/v1/conversations", json={}, headers=outsider).json()[
+            "conversation_id"
+        ]
+        for question in CONVERSATION:
+            asked = client.post(
+                "/v1/ask",
+                json={"question": question, "conversation_id": conversation_id},
+                headers=outsider,
+            )
+            assert asked.status_code == 200, asked.text
+        opened = [_open(client, outsider, conversation_id)]
 
     # A move into the restricted folder, and a sidecar restricting a document in place.
     (source / MOVED).write_text((source / BRAVO).read_text())
@@ -140,6 +166,15 @@ def story(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Story]:
     assert MOVED in _first_chunks(data_dir)
     with _client(data_dir, keys_file) as client:
         builds.append(_observe(keys, client, cited, version))
+        opened.append(_open(client, outsider, conversation_id))
+        # Nobody else opens, renames or deletes it, whatever their groups.
+        insider = {"X-API-Key": keys["security"]}
+        path = f"/v1/conversations/{conversation_id}"
+        assert client.get(path, headers=insider).status_code == 404
+        assert client.patch(path, json={"title": "x"}, headers=insider).status_code == 404
+        assert client.delete(path, headers=insider).status_code == 404
+        listed = client.get("/v1/conversations", headers=insider).json()
+        assert listed["total"] == 0 and listed["conversations"] == []
 
     # The restricted document deleted.
     (source / DELTA).unlink()
@@ -147,7 +182,8 @@ def story(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Story]:
     assert DELTA not in _first_chunks(data_dir)
     with _client(data_dir, keys_file) as client:
         builds.append(_observe(keys, client, cited, version))
-    yield Story(data_dir, keys_file, keys, version, cited, builds)
+        opened.append(_open(client, outsider, conversation_id))
+    yield Story(data_dir, keys_file, keys, version, cited, builds, opened)
 
 
 def _assert_hidden(build: Build, who: str, rel_path: str, chunk_id: str) -> None:
@@ -226,3 +262,26 @@ def test_a_version_past_its_retention_is_gone_without_another_build(
         # The latest version is what the index holds now: it never ages.
         current = client.get(latest["citation"], headers={"X-API-Key": story.keys["public"]})
         assert current.status_code == 200 and current.json()["changed_since"] == "unchanged"
+
+
+def test_a_saved_answer_is_withheld_once_its_document_is_restricted(story: Story) -> None:
+    """The outsider's conversation outlives each app (a restart): its answer about the
+    document restricted since is withheld, question kept; the other stays whole."""
+    first, *later = story.conversation
+    assert first["title"] == CONVERSATION[0] and first["turn_count"] == 2
+    merger, warehouse = first["turns"]
+    assert not merger["withheld"]
+    assert {c["rel_path"] for c in merger["answer"]["citations"]} == {DELTA}
+    restricted_since = {c["chunk_id"] for c in merger["answer"]["citations"]}
+    assert restricted_since & set(warehouse["answer"]["trace"]["context_chunk_ids"])
+    for opened in later:
+        merger, warehouse_now = opened["turns"]
+        assert merger["question"] == CONVERSATION[0]
+        assert merger["withheld"] and merger["answer"] is None
+        # The other answer stays, without the ids of the passages restricted since.
+        assert not warehouse_now["withheld"]
+        assert warehouse_now["answer"]["answer"] == warehouse["answer"]["answer"]
+        assert warehouse_now["answer"]["citations"] == warehouse["answer"]["citations"]
+        shown = json.dumps(opened)
+        assert not [chunk_id for chunk_id in restricted_since if chunk_id in shown]
+        assert "merger" not in shown.replace(CONVERSATION[0], "")

@@ -16,6 +16,7 @@ BUILT_BY_THE_WIRING = {
     "AskPipeline",
     "Chunker",
     "ChunkIndex",
+    "ConversationStore",
     "DuckDBStore",
     "Enricher",
     "LLMClient",
