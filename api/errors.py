@@ -9,8 +9,11 @@ from typing import Any
 
 import duckdb
 from fastapi import FastAPI, HTTPException, Request
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from api.deps import NOT_MATERIALIZED, StoreUnavailable
 from api.models import ErrorResponse
@@ -84,6 +87,24 @@ def _validation_details(error: RequestValidationError) -> list[dict[str, Any]]:
 
 
 def install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(request: Request, error: StarletteHTTPException) -> Response:
+        if error.status_code != 405:
+            return await http_exception_handler(request, error)
+        # Starlette's 405 names the methods of the first route at the path; a path served by
+        # several route functions (one per method) allows them all.
+        allowed = sorted(
+            {
+                method
+                for route in request.app.router.routes
+                if route.matches(request.scope)[0] is not Match.NONE
+                for method in getattr(route, "methods", None) or ()
+            }
+        )
+        return JSONResponse(
+            {"detail": "Method Not Allowed"}, status_code=405, headers={"Allow": ", ".join(allowed)}
+        )
+
     @app.exception_handler(RequestValidationError)
     async def _invalid_request(request: Request, error: RequestValidationError) -> JSONResponse:
         return JSONResponse({"detail": _validation_details(error)}, status_code=422)

@@ -13,11 +13,12 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 from fastapi_offline import FastAPIOffline
+from starlette.routing import Route
 
 from api.deps import open_service
 from api.errors import install_error_handlers
 from api.guards import RequestGuard, keyed_routes
-from api.mcp import MCP_PATH, build_mcp_server, streamable_http_app
+from api.mcp import MCP_PATH, McpEndpoint
 from api.openapi import document_rerankers
 from api.routers import (
     ask,
@@ -55,13 +56,12 @@ def create_app(settings: Settings | None = None, llm_client: LLMClient | None = 
     """The application; `settings` defaults to the process settings (LOREHOUSE_* variables)."""
     settings = settings or get_settings()
     # The MCP endpoint's tools call the routes' functions with the service opened below.
-    mcp = build_mcp_server(lambda: app.state.service)
-    mcp_app = streamable_http_app(mcp, settings)
+    mcp = McpEndpoint(settings, lambda: app.state.service)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         app.state.service = open_service(settings, llm_client)
-        async with mcp.session_manager.run():
+        async with mcp.running():
             yield
 
     # /docs with Swagger UI served from the package: no CDN, so it works on machines without
@@ -80,9 +80,9 @@ def create_app(settings: Settings | None = None, llm_client: LLMClient | None = 
     install_error_handlers(app)
     for router in ROUTERS:
         app.include_router(router)
-    # The endpoint itself, not a mount: `/mcp` is the address clients are given, and a mount
-    # would answer it with a redirect to `/mcp/`.
-    app.router.routes.extend(mcp_app.routes)
+    # A route, not a mount: `/mcp` is the address clients are given, and a mount would
+    # answer it with a redirect to `/mcp/`.
+    app.router.routes.append(Route(MCP_PATH, mcp, include_in_schema=False))
     # Sizes and keys are checked before any route reads a body (see api/guards.py).
     app.add_middleware(
         RequestGuard,

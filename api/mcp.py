@@ -28,6 +28,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from mcp.types import ToolAnnotations
 from pydantic import Field, ValidationError
 from starlette.applications import Starlette
+from starlette.types import Receive, Scope, Send
 
 from api.deps import KEY_REQUIRED, Service, StoreUnavailable, identify_caller, open_service
 from api.models import (
@@ -271,16 +272,43 @@ def transport_security(settings: Settings) -> TransportSecuritySettings:
     )
 
 
-def streamable_http_app(server: MCPServer, settings: Settings) -> Starlette:
-    """The MCP endpoint at MCP_PATH, stateless, with JSON responses: any server process
-    answers any request, and a tool's result is one response, never a held stream."""
-    return server.streamable_http_app(
-        streamable_http_path=MCP_PATH,
-        stateless_http=True,
-        json_response=True,
-        max_request_body_size=settings.api_max_body_bytes,
-        transport_security=transport_security(settings),
-    )
+class McpEndpoint:
+    """The ASGI endpoint at MCP_PATH, served by the MCP server of the running lifespan.
+
+    The SDK's session manager runs once per instance, and an application's lifespan may run
+    more than once (each test client of one app starts it again), so each run builds its own
+    server and HTTP app, and this endpoint hands requests to the current one.
+    """
+
+    def __init__(self, settings: Settings, service_of: Callable[[], Service]) -> None:
+        self.settings = settings
+        self.service_of = service_of
+        self._current: Starlette | None = None
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        """Serves MCP for as long as the block runs (the application's lifespan)."""
+        server = build_mcp_server(self.service_of)
+        # Stateless, with JSON responses: any server process answers any request, and a
+        # tool's result is one response, never a held stream.
+        app = server.streamable_http_app(
+            streamable_http_path=MCP_PATH,
+            stateless_http=True,
+            json_response=True,
+            max_request_body_size=self.settings.api_max_body_bytes,
+            transport_security=transport_security(self.settings),
+        )
+        async with server.session_manager.run():
+            self._current = app
+            try:
+                yield
+            finally:
+                self._current = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self._current is None:
+            raise StoreUnavailable("the server is starting; retry shortly")
+        await self._current(scope, receive, send)
 
 
 def run_stdio(settings: Settings) -> None:

@@ -13,7 +13,7 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.types import Receive, Scope, Send
 
 from api.deps import AskTurns, CallerDep, ServiceDep
-from api.models import AskRequest, AskToken
+from api.models import AskRequest, AskToken, ErrorResponse
 from api.openapi import ASK_EVENT_SCHEMA, ASK_EXAMPLES, NOT_READY, UNAUTHORIZED, UNREADABLE_BODY
 from api.routers.conversations import conversation_history, record_turn
 from lorehouse.agents.ask import AskResponse
@@ -34,6 +34,10 @@ LINE_END = "\n"
         200: {"content": {"text/event-stream": {"schema": ASK_EVENT_SCHEMA}}},
         **UNREADABLE_BODY,
         **UNAUTHORIZED,
+        404: {
+            "model": ErrorResponse,
+            "description": "No such conversation of yours (`conversation_id`).",
+        },
         **NOT_READY,
     },
 )
