@@ -6,7 +6,11 @@
 "use strict";
 
 const KEY_STORAGE = "lorehouse-api-key";
-const HISTORY_TURNS = 10;
+// The conversation this tab is in, so a reload goes on with it.
+const CONVERSATION_STORAGE = "lorehouse-conversation";
+const CONVERSATIONS_LISTED = 100;
+const WITHHELD_TEXT = "This answer drew on passages you can no longer read, so it is not "
+  + "shown again. Ask again for an answer from what you may read now.";
 const SUGGESTIONS = 6;
 const LIBRARY_SHOWN = 12;
 const DOC_OPTIONS_SHOWN = 50;
@@ -33,7 +37,7 @@ const state = {
   docs: [], // the documents the caller may read, from /v1/documents
   docById: new Map(),
   chosenDocs: new Set(), // doc ids
-  history: [],
+  conversationId: sessionStorage.getItem(CONVERSATION_STORAGE) || "",
   running: null, // AbortController of the answer being streamed
   signIns: 0, // sign-in attempts so far: only the latest may change the page
   sourceOpens: 0, // source panels opened so far: only the latest may fill the panel
@@ -211,7 +215,15 @@ async function signedIn(attempt, key, health) {
   state.signedIn = true;
   $("api-key").value = "";
   showAccount(key ? "signed-in" : "open", caller);
+  $("conversations-toggle").hidden = false;
+  // The conversation this tab was in before a reload, opened again unless the reader has
+  // asked something meanwhile (while the library loads).
+  const restore = state.conversationId;
   await loadLibrary(attempt);
+  if (attempt !== state.signIns) return;
+  if (restore && restore === state.conversationId && !$("conversation").childElementCount) {
+    await openConversation(restore);
+  }
   if (attempt === state.signIns) openLinkedSource();
 }
 
@@ -224,6 +236,8 @@ function signOut() {
   state.docById.clear();
   state.chosenDocs.clear();
   newConversation();
+  toggleConversations(false);
+  $("conversations-toggle").hidden = true;
   renderLibrary([]);
   renderSuggestions([]);
   renderFilterPanel();
@@ -475,11 +489,14 @@ async function ask(question, filters = currentFilters()) {
   const controller = new AbortController();
   setRunning(controller);
   const steps = [];
-  const body = { question, history: state.history.slice(-2 * HISTORY_TURNS), stream: true };
+  // The server keeps the conversation, and reads its earlier turns as the history.
+  const body = { question, stream: true };
   if (filters) body.filters = filters;
   let answered = false;
   let started = false;
   try {
+    if (!state.conversationId) await startConversation();
+    body.conversation_id = state.conversationId;
     const response = await api("/v1/ask", {
       method: "POST",
       body: JSON.stringify(body),
@@ -498,9 +515,8 @@ async function ask(question, filters = currentFilters()) {
         answered = true;
         status.remove();
         renderAnswer(turn, answer, event.data, filters);
-        state.history.push({ role: "user", content: question });
-        state.history.push({ role: "assistant", content: event.data.answer });
         turn.scrollIntoView({ block: "start" });
+        if (!$("conversations").hidden) loadConversations();
       }
     }
     if (!answered) throw new TypeError("the answer stopped before it was complete");
@@ -508,6 +524,8 @@ async function ask(question, filters = currentFilters()) {
     if (error.name === "AbortError") {
       status.textContent = "Stopped.";
     } else {
+      // The conversation was deleted meanwhile (elsewhere): a retry starts a new one.
+      if (error instanceof ApiError && error.status === 404) forgetConversation();
       const message = started && !(error instanceof ApiError)
         ? "The connection to the server was lost before the answer was complete."
         : describe(error);
@@ -1197,11 +1215,151 @@ function feedbackForm(response) {
 
 function newConversation() {
   if (state.running) state.running.abort();
-  state.history = [];
+  forgetConversation();
   $("conversation").replaceChildren();
   $("welcome").hidden = false;
   $("new-conversation").hidden = true;
   closeSource();
+}
+
+// -- saved conversations ------------------------------------------------------------------
+
+function rememberConversation(id) {
+  state.conversationId = id;
+  sessionStorage.setItem(CONVERSATION_STORAGE, id);
+}
+
+function forgetConversation() {
+  state.conversationId = "";
+  sessionStorage.removeItem(CONVERSATION_STORAGE);
+}
+
+/** A new conversation on the server, named by its first question when that is answered. */
+async function startConversation() {
+  const response = await api("/v1/conversations", {
+    method: "POST",
+    body: "{}",
+    headers: { "Content-Type": "application/json" },
+  });
+  rememberConversation((await response.json()).conversation_id);
+}
+
+/** Shows a saved conversation, each answer as it was given (or withheld, when it drew on
+ * passages the reader can no longer read); false when it cannot be opened. */
+async function openConversation(id) {
+  let saved;
+  try {
+    saved = await (await api(`/v1/conversations/${encodeURIComponent(id)}`)).json();
+  } catch (error) {
+    if (error instanceof ApiError && error.status === 404) forgetConversation();
+    $("conversations-status").textContent = describe(error);
+    return false;
+  }
+  if (state.running) state.running.abort();
+  closeSource();
+  rememberConversation(saved.conversation_id);
+  $("conversation").replaceChildren(...saved.turns.map((past) => {
+    const turn = element("article", { class: "turn", "data-testid": "turn" });
+    const answer = element("div", { class: "answer", "data-testid": "answer" });
+    turn.append(element("p", { class: "question", text: past.question }), answer);
+    if (past.withheld || !past.answer) {
+      answer.replaceWith(element("p", { class: "withheld", "data-testid": "withheld",
+        text: WITHHELD_TEXT }));
+    } else {
+      renderAnswer(turn, answer, past.answer, null);
+    }
+    return turn;
+  }));
+  $("welcome").hidden = saved.turns.length > 0;
+  $("new-conversation").hidden = saved.turns.length === 0;
+  const last = $("conversation").lastElementChild;
+  if (last) last.scrollIntoView({ block: "start" });
+  return true;
+}
+
+function toggleConversations(open = $("conversations").hidden) {
+  $("conversations").hidden = !open;
+  $("conversations-toggle").setAttribute("aria-expanded", String(open));
+  if (open) {
+    loadConversations();
+    $("close-conversations").focus();
+  }
+}
+
+async function loadConversations() {
+  const status = $("conversations-status");
+  let page;
+  try {
+    page = await (await api(`/v1/conversations?limit=${CONVERSATIONS_LISTED}`)).json();
+  } catch (error) {
+    status.textContent = describe(error);
+    return;
+  }
+  status.textContent = !page.total ? "No saved conversations yet."
+    : page.total > page.conversations.length
+      ? `The latest ${page.conversations.length} of ${page.total}.` : "";
+  $("conversation-list").replaceChildren(...page.conversations.map(conversationItem));
+}
+
+function conversationItem(saved) {
+  const id = saved.conversation_id;
+  const item = element("li", { "data-testid": "saved-conversation", "data-id": id,
+    class: id === state.conversationId ? "current" : null });
+  const questions = `${saved.turn_count} question${saved.turn_count === 1 ? "" : "s"}`;
+  item.append(
+    element("button", { type: "button", class: "open", text: saved.title, onclick: async () => {
+      if (await openConversation(id)) toggleConversations(false);
+    } }),
+    element("span", { class: "when",
+      text: `${questions} · ${new Date(saved.updated_at).toLocaleString()}` }),
+    element("div", { class: "actions" },
+      element("button", { type: "button", text: "Rename", onclick: () => renameForm(item, saved) }),
+      element("button", { type: "button", text: "Delete", onclick: () => confirmDelete(item, saved) })));
+  return item;
+}
+
+function renameForm(item, saved) {
+  const input = element("input", { type: "text", maxlength: "200", "aria-label": "New title" });
+  input.value = saved.title;
+  const form = element("form", {}, input, element("button", { type: "submit", text: "Save" }),
+    element("button", { type: "button", text: "Cancel", onclick: loadConversations }));
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const title = input.value.trim();
+    if (!title) return;
+    try {
+      await api(`/v1/conversations/${encodeURIComponent(saved.conversation_id)}`, {
+        method: "PATCH",
+        body: JSON.stringify({ title }),
+        headers: { "Content-Type": "application/json" },
+      });
+    } catch (error) {
+      $("conversations-status").textContent = describe(error);
+      return;
+    }
+    loadConversations();
+  });
+  item.replaceChildren(form);
+  input.focus();
+  input.select();
+}
+
+function confirmDelete(item, saved) {
+  item.querySelector(".actions").replaceChildren(
+    element("span", { text: "Delete it for good?" }),
+    element("button", { type: "button", "data-testid": "confirm-delete", text: "Delete",
+      onclick: async () => {
+        try {
+          await api(`/v1/conversations/${encodeURIComponent(saved.conversation_id)}`,
+            { method: "DELETE" });
+        } catch (error) {
+          $("conversations-status").textContent = describe(error);
+          return;
+        }
+        if (saved.conversation_id === state.conversationId) newConversation();
+        loadConversations();
+      } }),
+    element("button", { type: "button", text: "Keep", onclick: loadConversations }));
 }
 
 // -- wiring the page ----------------------------------------------------------------------
@@ -1259,10 +1417,18 @@ $("question").addEventListener("keydown", (event) => {
 $("question").addEventListener("input", fitComposer);
 $("stop").addEventListener("click", () => state.running && state.running.abort());
 $("new-conversation").addEventListener("click", newConversation);
+$("conversations-toggle").addEventListener("click", () => toggleConversations());
+$("close-conversations").addEventListener("click", () => toggleConversations(false));
+$("start-conversation").addEventListener("click", () => {
+  newConversation();
+  toggleConversations(false);
+  $("question").focus();
+});
 $("close-source").addEventListener("click", closeSource);
 document.addEventListener("keydown", (event) => {
   if (event.key !== "Escape") return;
-  if (!$("source").hidden) closeSource();
+  if (!$("conversations").hidden) toggleConversations(false);
+  else if (!$("source").hidden) closeSource();
   else if (!$("filters").hidden) toggleFilters(false);
 });
 window.addEventListener("hashchange", openLinkedSource);

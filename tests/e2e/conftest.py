@@ -46,6 +46,8 @@ def keys(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
         "file": path,
         "reader": add_key(path, "reader", []),
         "security": add_key(path, "security-team", ["security"]),
+        # Whose saved conversations the conversations test alone makes.
+        "note-taker": add_key(path, "note-taker", []),
     }
 
 

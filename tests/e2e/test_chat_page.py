@@ -456,3 +456,69 @@ def test_a_server_without_keys_shows_no_sign_in(browser: Browser, server: str, k
     expect(page.locator("#question")).to_be_enabled()
     for absent in ("#sign-in", "#sign-out", "#who"):
         expect(page.locator(absent)).to_be_hidden()
+
+
+def test_conversations_are_kept_on_the_server_reopened_renamed_and_deleted(
+    browser: Browser, server: str, keys: dict, screenshots: Path
+) -> None:
+    """A reader's conversations outlive a reload, are listed with their questions, open
+    again as they were, take a new name, and go when deleted."""
+    key = keys["note-taker"]
+    page = _signed_in(browser, server, key)
+    _ask(page, LEAVE_FAQ)
+    _ask(page, "And how long for secondary caregivers?")
+    answers = page.locator("[data-testid=turn] [data-testid=answer]")
+    first_answer = answers.first.inner_text()
+
+    page.reload()
+    expect(page.locator("#sign-out")).to_be_visible()
+    expect(page.locator("[data-testid=turn]")).to_have_count(2)
+    expect(answers.first).to_have_text(first_answer)
+    expect(page.locator("#welcome")).to_be_hidden()
+
+    page.click("#conversations-toggle")
+    saved = page.locator("[data-testid=saved-conversation]")
+    expect(saved).to_have_count(1)
+    expect(saved.first.locator(".open")).to_have_text(LEAVE_FAQ)
+    expect(saved.first).to_contain_text("2 questions")
+    _fits(page)
+    page.screenshot(path=screenshots / "chat-desktop-conversations.png")
+
+    # Another conversation, asked in after the first: listed first.
+    page.click("#start-conversation")
+    expect(page.locator("#welcome")).to_be_visible()
+    expect(page.locator("[data-testid=turn]")).to_have_count(0)
+    _ask(page, LONDON_HOTEL)
+    page.click("#conversations-toggle")
+    expect(saved).to_have_count(2)
+    expect(saved.first.locator(".open")).to_have_text(LONDON_HOTEL)
+
+    # The first opens as it was, and takes a new name.
+    saved.nth(1).locator(".open").click()
+    expect(page.locator("#conversations")).to_be_hidden()
+    expect(page.locator("[data-testid=turn]")).to_have_count(2)
+    expect(answers.first).to_have_text(first_answer)
+    page.click("#conversations-toggle")
+    saved.nth(1).get_by_role("button", name="Rename").click()
+    page.fill("#conversation-list input", "Parental leave")
+    page.click("#conversation-list form button[type=submit]")
+    expect(saved.nth(1).locator(".open")).to_have_text("Parental leave")
+
+    # Deleting the one on screen leaves an empty page; the list then names only the other.
+    saved.nth(1).get_by_role("button", name="Delete").click()
+    saved.nth(1).locator("[data-testid=confirm-delete]").click()
+    expect(saved).to_have_count(1)
+    expect(saved.first.locator(".open")).to_have_text(LONDON_HOTEL)
+    expect(page.locator("[data-testid=turn]")).to_have_count(0)
+    saved.first.get_by_role("button", name="Delete").click()
+    saved.first.locator("[data-testid=confirm-delete]").click()
+    expect(saved).to_have_count(0)
+    expect(page.locator("#conversations-status")).to_have_text("No saved conversations yet.")
+
+    # On a phone the list takes the whole screen, and nothing is wider than it.
+    phone = _signed_in(browser, server, key, PHONE)
+    _ask(phone, LEAVE_FAQ)
+    phone.click("#conversations-toggle")
+    expect(phone.locator("[data-testid=saved-conversation]")).to_have_count(1)
+    _fits(phone)
+    phone.screenshot(path=screenshots / "chat-phone-conversations.png")
