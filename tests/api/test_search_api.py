@@ -372,7 +372,9 @@ def test_the_schema_documents_every_status_and_body_a_route_answers_with(client)
     schema = client.get("/openapi.json").json()
     expected = {
         ("/v1/search", "post"): {"200", "400", "401", "422", "503"},
-        ("/v1/ask", "post"): {"200", "400", "401", "422", "503"},
+        # 404: a conversation_id that is not one of the caller's.
+        ("/v1/ask", "post"): {"200", "400", "401", "404", "422", "503"},
+        ("/v1/conversations/{conversation_id}", "get"): {"200", "401", "404", "422", "503"},
         ("/v1/chunks/{chunk_id}", "get"): {"200", "401", "404", "422", "503"},
         ("/v1/documents", "get"): {"200", "401", "422", "503"},
         ("/healthz", "get"): {"200", "503"},
