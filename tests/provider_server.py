@@ -187,6 +187,9 @@ def provider_server(dimension: int = 16) -> Iterator[ProviderServer]:
             self._chat_reply(body, "score: five" if broken else json.dumps(judge_verdict(prompt)))
 
         def _chat_reply(self, body: dict, content: str) -> None:
+            if body.get("stream"):
+                self._chat_stream(body, content)
+                return
             self._reply(
                 200,
                 {
@@ -204,6 +207,35 @@ def provider_server(dimension: int = 16) -> Iterator[ProviderServer]:
                     "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120},
                 },
             )
+
+        def _chat_stream(self, body: dict, content: str) -> None:
+            """`content` as OpenAI streams a completion: Server-Sent Events of chunks, a few
+            words each, then one that finishes it and `[DONE]`."""
+            words = re.findall(r"\S+\s*|\s+", content)
+            pieces = ["".join(words[i : i + 3]) for i in range(0, len(words), 3)]
+
+            def chunk(delta: dict, finish: str | None) -> bytes:
+                payload = {
+                    "id": "local-chat",
+                    "object": "chat.completion.chunk",
+                    "created": 0,
+                    "model": body.get("model", "judge"),
+                    "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+                }
+                return f"data: {json.dumps(payload)}\n\n".encode()
+
+            events = [chunk({"role": "assistant", "content": ""}, None)]
+            events += [chunk({"content": piece}, None) for piece in pieces]
+            events += [chunk({}, "stop"), b"data: [DONE]\n\n"]
+            try:
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Content-Length", str(sum(len(e) for e in events)))
+                self.end_headers()
+                for event in events:
+                    self.wfile.write(event)
+            except (BrokenPipeError, ConnectionResetError):  # the client left meanwhile
+                return
 
         def _fault(self, kind: str) -> bool:
             """Serves the configured failure for this call, if any; True when it did."""

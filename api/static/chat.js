@@ -9,6 +9,7 @@ const KEY_STORAGE = "lorehouse-api-key";
 // The conversation this tab is in, so a reload goes on with it.
 const CONVERSATION_STORAGE = "lorehouse-conversation";
 const CONVERSATIONS_LISTED = 100;
+const MENTIONS_SHOWN = 8;
 const WITHHELD_TEXT = "This answer drew on passages you can no longer read, so it is not "
   + "shown again. Ask again for an answer from what you may read now.";
 const SUGGESTIONS = 6;
@@ -38,6 +39,7 @@ const state = {
   docById: new Map(),
   chosenDocs: new Set(), // doc ids
   conversationId: sessionStorage.getItem(CONVERSATION_STORAGE) || "",
+  mention: null, // the "@words" being typed: {start, end, options, selected}
   running: null, // AbortController of the answer being streamed
   signIns: 0, // sign-in attempts so far: only the latest may change the page
   sourceOpens: 0, // source panels opened so far: only the latest may fill the panel
@@ -593,17 +595,19 @@ function renderAnswer(turn, answerNode, response, filters) {
     answerNode.replaceChildren(element("p", { class: "passages-notice",
       "data-testid": "passages-notice", text: PASSAGES_NOTICE }));
   } else {
-    const parts = response.answer.split(/(\[\d+\])/);
-    answerNode.replaceChildren(...parts.map((part) => {
-      const match = /^\[(\d+)\]$/.exec(part);
-      const citation = match && byNumber.get(Number(match[1]));
-      if (!citation) return document.createTextNode(part);
+    // The answer's Markdown (a model writes lists, tables and code), built as elements with
+    // no HTML of its own, and each [n] a button opening its source.
+    answerNode.classList.add("markdown");
+    answerNode.replaceChildren(...renderBlocks(parseBlocks(response.answer), { links: true }));
+    citeButtons(answerNode, (part, number) => {
+      const citation = byNumber.get(number);
+      if (!citation) return null;
       return element("button", {
         type: "button", class: "cite", "data-testid": "citation", text: part,
         title: citation.title || citation.rel_path, "aria-label": `Source ${part}`,
         onclick: (event) => openSource(citation, supportsOf(citation.number), event.currentTarget),
       });
-    }));
+    });
   }
   if (filters) {
     turn.append(element("p", { class: "applied", "data-testid": "applied-filters",
@@ -655,6 +659,21 @@ function renderAnswer(turn, answerNode, response, filters) {
   turn.append(sources, details(response), feedbackForm(response));
 }
 
+/** Replaces each "[n]" in the text under `root` by what `make(part, n)` builds (none: kept). */
+function citeButtons(root, make) {
+  const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+  const texts = [];
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) texts.push(node);
+  for (const node of texts) {
+    const parts = node.textContent.split(/(\[\d+\])/);
+    if (parts.length === 1) continue;
+    node.replaceWith(...parts.map((part) => {
+      const match = /^\[(\d+)\]$/.exec(part);
+      return (match && make(part, Number(match[1]))) || document.createTextNode(part);
+    }));
+  }
+}
+
 /** "asserted" (the lead states the answer), "passages" (only the closest passages, none
  * asserted) or "not-found" (the documents do not answer). */
 function answerKind(response) {
@@ -662,21 +681,32 @@ function answerKind(response) {
   return response.asserted === false ? "passages" : "asserted";
 }
 
-/** How the answer was made, out of the way until asked for. */
+/** How the answer was derived, out of the way until asked for: the queries searched, the
+ * documents searched in, the passages read and each step. */
 function details(response) {
-  const steps = response.trace.steps;
+  const trace = response.trace;
+  const steps = trace.steps;
   const total = steps.reduce((sum, s) => sum + s.ms, 0);
   const mode = response.mode === "llm" ? "written by the language model"
     : "extracted from the passages";
+  const queries = response.optimized_queries && response.optimized_queries.length
+    ? response.optimized_queries : [response.question];
+  const sources = trace.sources === "all" ? "every document you may read"
+    : trace.sources.map((id) => {
+      const doc = state.docById.get(id);
+      return doc ? doc.title || doc.rel_path : id;
+    }).join(" · ") || "none";
   return element("details", { class: "details", "data-testid": "details" },
-    element("summary", { text: "Details" }),
+    element("summary", { text: "How the answer was derived" }),
     element("p", { text: `Answer ${mode}${response.degraded ? ` (degraded: ${response.degraded_reason})` : ""}, `
       + `in ${Math.round(total)} ms.` }),
-    response.optimized_queries && response.optimized_queries.length > 1
-      ? element("p", { text: `Searched for: ${response.optimized_queries.join(" · ")}` }) : null,
+    element("p", { "data-testid": "derived-queries" }, "Searched for: ",
+      ...queries.flatMap((q, i) => [i ? " · " : "", element("q", { text: q })])),
+    element("p", { "data-testid": "derived-sources", text: `In: ${sources}.` }),
+    element("p", { text: `Passages read: ${trace.context_chunk_ids.length}.` }),
     element("ol", { "data-testid": "thinking" }, ...steps.map((s) =>
       element("li", { text: `${s.step.replace(/_/g, " ")}: ${Math.round(s.ms)} ms`
-        + `${s.status !== "ok" ? ` (${s.status})` : ""}` }))));
+        + `${s.status !== "ok" ? ` (${s.status})` : ""}${s.detail ? ` — ${s.detail}` : ""}` }))));
 }
 
 function section(citation) {
@@ -779,20 +809,25 @@ function parseBlocks(markdown) {
 
 const INLINE = /(`+)([\s\S]*?)\1|\*\*([\s\S]+?)\*\*|__([\s\S]+?)__|\*(\S(?:[^*]*?\S)?)\*|(!?)\[([^\]]*)\]\(([^)]*)\)|\\([\\`*_{}[\]()#+\-.!|>~])|<br\s*\/?>/gi;
 
-/** Inline Markdown as nodes: code, strong, emphasis; links and images as their words. */
-function inline(text) {
+/** Inline Markdown as nodes: code, strong, emphasis; images as their words, links as their
+ * words too, or (`options.links`, for answers) as links when they go to http(s) addresses. */
+function inline(text, options = {}) {
   const nodes = [];
   let last = 0;
   for (const match of text.matchAll(INLINE)) {
     if (match.index > last) nodes.push(document.createTextNode(text.slice(last, match.index)));
     last = match.index + match[0].length;
     if (match[1]) nodes.push(element("code", { text: match[2] }));
-    else if (match[3] !== undefined) nodes.push(element("strong", {}, ...inline(match[3])));
-    else if (match[4] !== undefined) nodes.push(element("strong", {}, ...inline(match[4])));
-    else if (match[5] !== undefined) nodes.push(element("em", {}, ...inline(match[5])));
+    else if (match[3] !== undefined) nodes.push(element("strong", {}, ...inline(match[3], options)));
+    else if (match[4] !== undefined) nodes.push(element("strong", {}, ...inline(match[4], options)));
+    else if (match[5] !== undefined) nodes.push(element("em", {}, ...inline(match[5], options)));
     else if (match[7] !== undefined) {
+      const words = inline(match[7], options);
       nodes.push(match[6] ? document.createTextNode(match[7] ? `[image: ${match[7]}]` : "[image]")
-        : element("span", { class: "link", title: match[8] }, ...inline(match[7])));
+        : options.links && /^https?:\/\/[^\s]+$/i.test(match[8].trim())
+          ? element("a", { href: match[8].trim(), target: "_blank",
+            rel: "noopener noreferrer nofollow", title: match[8].trim() }, ...words)
+          : element("span", { class: "link", title: match[8] }, ...words));
     } else if (match[9] !== undefined) nodes.push(document.createTextNode(match[9]));
     else nodes.push(document.createTextNode("\n")); // <br> in a table cell: a line break
   }
@@ -800,7 +835,7 @@ function inline(text) {
   return nodes;
 }
 
-function renderList(items) {
+function renderList(items, options = {}) {
   // Nested lists from indentation: each deeper item opens a list inside the previous item.
   const root = element(items[0].ordered ? "ol" : "ul");
   const stack = [{ depth: items[0].depth, list: root }];
@@ -813,15 +848,15 @@ function renderList(items) {
       top = { depth: item.depth, list: nested };
       stack.push(top);
     }
-    top.list.append(element("li", {}, ...inline(item.text)));
+    top.list.append(element("li", {}, ...inline(item.text, options)));
   }
   return root;
 }
 
-function renderTable(block) {
+function renderTable(block, options = {}) {
   const width = Math.max(block.header.length, ...block.rows.map((r) => r.length));
   const cells = (row, tag) => Array.from({ length: width }, (_, i) =>
-    element(tag, tag === "th" ? { scope: "col" } : {}, ...inline(row[i] || "")));
+    element(tag, tag === "th" ? { scope: "col" } : {}, ...inline(row[i] || "", options)));
   const table = element("table", {},
     element("thead", block.repeated ? { class: "repeated", "data-testid": "repeated-header",
       title: "Column names repeated from the start of the table" } : {},
@@ -832,14 +867,14 @@ function renderTable(block) {
     : null);
 }
 
-function renderBlocks(blocks) {
+function renderBlocks(blocks, options = {}) {
   return blocks.map((block) => {
-    if (block.type === "h") return element("h4", {}, ...inline(block.text));
+    if (block.type === "h") return element("h4", {}, ...inline(block.text, options));
     if (block.type === "code") return element("pre", {}, element("code", { text: block.text }));
-    if (block.type === "list") return renderList(block.items);
-    if (block.type === "quote") return element("blockquote", {}, ...inline(block.text));
-    if (block.type === "table") return renderTable(block);
-    return element("p", {}, ...inline(block.text));
+    if (block.type === "list") return renderList(block.items, options);
+    if (block.type === "quote") return element("blockquote", {}, ...inline(block.text, options));
+    if (block.type === "table") return renderTable(block, options);
+    return element("p", {}, ...inline(block.text, options));
   });
 }
 
@@ -1222,6 +1257,93 @@ function newConversation() {
   closeSource();
 }
 
+// -- @ mentions: "@" in the question offers the reader's documents to ask about -------------
+
+/** The "@words" just before the caret: where it starts and ends, and its words. */
+function mentionAtCaret() {
+  const box = $("question");
+  const before = box.value.slice(0, box.selectionStart);
+  const match = /(^|\s)@([^\s@]*)$/.exec(before);
+  if (!match) return null;
+  return { start: before.length - match[2].length - 1, end: box.selectionStart, words: match[2] };
+}
+
+function updateMentions() {
+  const found = state.signedIn ? mentionAtCaret() : null;
+  if (!found) {
+    closeMentions();
+    return;
+  }
+  const wanted = found.words.toLowerCase();
+  const options = state.docs.filter((doc) => !state.chosenDocs.has(doc.doc_id)
+    && `${doc.title} ${doc.rel_path}`.toLowerCase().includes(wanted)).slice(0, MENTIONS_SHOWN);
+  state.mention = { ...found, options, selected: 0 };
+  renderMentions();
+}
+
+function renderMentions() {
+  const { options, selected } = state.mention;
+  $("mentions").replaceChildren(...(options.length ? options.map((doc, i) => {
+    const option = element("li", { role: "option", id: `mention-${i}`, "data-testid": "mention",
+      "data-doc-id": doc.doc_id, "aria-selected": String(i === selected) },
+    doc.title || doc.rel_path, element("small", { text: doc.rel_path }));
+    // Chosen on mousedown, before the question box loses the focus and the list closes.
+    option.addEventListener("mousedown", (event) => {
+      event.preventDefault();
+      chooseMention(i);
+    });
+    return option;
+  }) : [element("li", { class: "empty", text: "No document of yours has that in its title or path." })]));
+  $("mentions").hidden = false;
+  $("question").setAttribute("aria-expanded", "true");
+  if (options.length) $("question").setAttribute("aria-activedescendant", `mention-${selected}`);
+}
+
+function closeMentions() {
+  state.mention = null;
+  $("mentions").hidden = true;
+  $("question").setAttribute("aria-expanded", "false");
+  $("question").removeAttribute("aria-activedescendant");
+}
+
+/** Scopes the question to the chosen document (the `doc_ids` filter) and takes the "@words"
+ * out of the question. */
+function chooseMention(index) {
+  const { start, end, options } = state.mention;
+  const doc = options[index];
+  if (!doc) return;
+  const box = $("question");
+  box.value = box.value.slice(0, start) + box.value.slice(end).replace(/^ +/, "");
+  box.setSelectionRange(start, start);
+  state.chosenDocs.add(doc.doc_id);
+  renderDocOptions();
+  renderFilterSummary();
+  closeMentions();
+  fitComposer();
+  box.focus();
+}
+
+/** Arrow keys, Enter, Tab and Escape while the list is open; whether the key was used. */
+function mentionKey(event) {
+  if (!state.mention) return false;
+  const count = state.mention.options.length;
+  if (event.key === "Escape") {
+    closeMentions();
+  } else if (event.key === "ArrowDown" || event.key === "ArrowUp") {
+    if (!count) return false;
+    const step = event.key === "ArrowDown" ? 1 : count - 1;
+    state.mention.selected = (state.mention.selected + step) % count;
+    renderMentions();
+  } else if ((event.key === "Enter" || event.key === "Tab") && count && !event.isComposing) {
+    chooseMention(state.mention.selected);
+  } else {
+    return false;
+  }
+  event.preventDefault();
+  event.stopPropagation();
+  return true;
+}
+
 // -- saved conversations ------------------------------------------------------------------
 
 function rememberConversation(id) {
@@ -1373,6 +1495,7 @@ function fitComposer() {
 function submitQuestion() {
   const question = $("question").value.trim();
   if (!question || state.running) return;
+  closeMentions();
   $("question").value = "";
   fitComposer();
   toggleFilters(false);
@@ -1409,12 +1532,17 @@ $("ask").addEventListener("submit", (event) => {
   submitQuestion();
 });
 $("question").addEventListener("keydown", (event) => {
+  if (mentionKey(event)) return;
   if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
     event.preventDefault();
     submitQuestion();
   }
 });
-$("question").addEventListener("input", fitComposer);
+$("question").addEventListener("input", () => {
+  fitComposer();
+  updateMentions();
+});
+$("question").addEventListener("blur", closeMentions);
 $("stop").addEventListener("click", () => state.running && state.running.abort());
 $("new-conversation").addEventListener("click", newConversation);
 $("conversations-toggle").addEventListener("click", () => toggleConversations());

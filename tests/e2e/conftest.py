@@ -4,6 +4,7 @@ chromium driven by Playwright."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -19,6 +20,7 @@ from playwright.sync_api import Browser, sync_playwright
 from api.main import create_app
 from lorehouse.api_keys import add_key
 from lorehouse.settings import Settings
+from tests.provider_server import provider_server
 
 
 def _chromium() -> str:
@@ -69,6 +71,53 @@ def passages_server(
     yield from _serve(
         Settings(data_dir=stores, api_keys_file=keys["file"], answer_assert_threshold=1.0)
     )
+
+
+#: What the model of `model_server` answers: a table, a list, code, a link, and markup that a
+#: page must show as text, never run or build.
+MODEL_ANSWER = """Parental leave by caregiver [1]:
+
+| Caregiver | Weeks | Pay |
+| --- | --- | --- |
+| Primary | 20 | full |
+| Secondary | 6 | full |
+
+- Book it with the `People Team` at least **8 weeks** ahead.
+- See [the FAQ](https://intranet.example/leave) and <img src=x onerror=alert(1)> too.
+
+```
+leave --request 20w
+```
+"""
+
+
+def _model_reply(prompt: str) -> str:
+    """A model that keeps the question, searches everything and answers MODEL_ANSWER."""
+    if prompt.startswith("You rewrite"):
+        question = prompt.split('New question:\n"""\n', 1)[1].split('\n"""', 1)[0]
+        return json.dumps({"standalone": question, "sub_queries": [question]})
+    if prompt.startswith("You choose"):
+        return json.dumps({"documents": [], "all": True})
+    return MODEL_ANSWER
+
+
+@pytest.fixture(scope="module")
+def model_server(stores: Path, keys: dict[str, object]) -> Iterator[str]:
+    """A server whose answers a language model writes (the local OpenAI-compatible one of
+    tests/provider_server.py), in Markdown."""
+    with pytest.MonkeyPatch.context() as patch, provider_server() as model:
+        patch.setenv("OPENAI_API_KEY", "local-test")
+        model.chat_answer = _model_reply
+        yield from _serve(
+            Settings(
+                data_dir=stores,
+                api_keys_file=keys["file"],
+                llm_model="openai/gpt-4o-mini",
+                llm_api_base=model.base_url,
+                llm_max_attempts=1,
+                conversations_url=f"sqlite:///{stores / 'model-conversations.sqlite3'}",
+            )
+        )
 
 
 def _serve(settings: Settings) -> Iterator[str]:

@@ -14,9 +14,10 @@ there) or to the test's temporary folder.
 from __future__ import annotations
 
 import re
+from functools import partial
 from pathlib import Path
 
-from playwright.sync_api import Browser, Locator, Page, Request, Route, expect
+from playwright.sync_api import Browser, Dialog, Locator, Page, Request, Route, expect
 
 from lorehouse.stores.duckdb_store import DuckDBStore
 
@@ -522,3 +523,111 @@ def test_conversations_are_kept_on_the_server_reopened_renamed_and_deleted(
     expect(phone.locator("[data-testid=saved-conversation]")).to_have_count(1)
     _fits(phone)
     phone.screenshot(path=screenshots / "chat-phone-conversations.png")
+
+
+def test_an_at_mention_scopes_the_question_to_the_chosen_document(
+    browser: Browser, server: str, keys: dict, screenshots: Path
+) -> None:
+    page = _signed_in(browser, server, keys["reader"])
+    page.click("#question")
+    page.keyboard.type("What does @hand")
+    offered = page.locator("[data-testid=mention]")
+    expect(offered.first).to_be_visible()
+    titles = offered.all_inner_texts()
+    assert titles and all("hand" in t.lower() for t in titles), titles
+    assert not [t for t in titles if "security/" in t]
+    page.keyboard.press("ArrowDown")
+    chosen = offered.nth(1).get_attribute("data-doc-id")
+    expect(offered.nth(1)).to_have_attribute("aria-selected", "true")
+    _fits(page)
+    page.screenshot(path=screenshots / "chat-desktop-mention.png")
+    page.keyboard.press("Enter")
+    expect(page.locator("#mentions")).to_be_hidden()
+    # The words after "@" leave the question; the document becomes its filter.
+    expect(page.locator("#question")).to_have_value("What does ")
+    expect(page.locator("#filter-summary")).to_contain_text("Filtered:")
+    page.keyboard.type("it say about parental leave?")
+    with page.expect_request("**/v1/ask") as sent:
+        page.keyboard.press("Enter")
+    body = sent.value.post_data_json
+    assert body["question"] == "What does it say about parental leave?"
+    assert body["filters"] == {"doc_ids": [chosen]}
+    _answered(page)
+    cited = page.locator("[data-testid=turn]").last.locator(".sources code").all_inner_texts()
+    assert cited and len(set(cited)) == 1, cited
+    assert cited[0].startswith("handbook/")
+
+
+def test_a_written_answer_shows_its_markdown_and_runs_none_of_it(
+    browser: Browser, model_server: str, keys: dict, screenshots: Path
+) -> None:
+    """A model's answer in Markdown: its table as a table, its list, code and link, each
+    citation a button; the markup it wrote stays text, and nothing of it runs."""
+    for viewport, name in ((DESKTOP, "desktop"), (PHONE, "phone")):
+        page = _signed_in(browser, model_server, keys["reader"], viewport)
+        alerts: list[str] = []
+        page.on("dialog", partial(_dismissed, alerts))
+        _ask(page, LEAVE)
+        answer = page.locator("[data-testid=turn]").last.locator("[data-testid=answer]")
+        table = answer.locator("table")
+        expect(table.locator("tbody tr")).to_have_count(2)
+        expect(table.locator("th").first).to_have_text("Caregiver")
+        expect(answer.locator("li")).to_have_count(2)
+        expect(answer.locator("code").first).to_have_text("People Team")
+        expect(answer.locator("strong")).to_have_text("8 weeks")
+        expect(answer.locator("pre")).to_have_text("leave --request 20w")
+        link = answer.locator("a")
+        expect(link).to_have_attribute("href", "https://intranet.example/leave")
+        expect(link).to_have_attribute("rel", "noopener noreferrer nofollow")
+        expect(answer.locator("[data-testid=citation]")).to_have_count(1)
+        expect(answer.locator("img")).to_have_count(0)
+        expect(answer).to_contain_text("<img src=x onerror=alert(1)>")
+        assert alerts == []
+        # How the answer was derived: the queries, the documents searched, each step.
+        derived = page.locator("[data-testid=turn]").last.locator("[data-testid=details]")
+        derived.locator("summary").click()
+        expect(derived.locator("[data-testid=derived-queries]")).to_contain_text(LEAVE)
+        expect(derived.locator("[data-testid=derived-sources]")).to_contain_text(
+            "every document you may read"
+        )
+        _fits(page)
+        page.screenshot(path=screenshots / f"chat-{name}-markdown.png")
+
+
+def test_the_dark_theme_follows_the_system(
+    browser: Browser, server: str, keys: dict, screenshots: Path
+) -> None:
+    for viewport, name in ((DESKTOP, "desktop"), (PHONE, "phone")):
+        context = browser.new_context(viewport=viewport, color_scheme="dark")
+        page = context.new_page()
+        page.goto(f"{server}/chat")
+        _sign_in(page, keys["reader"])
+        expect(page.locator("#sign-out")).to_be_visible()
+        _ask(page, LEAVE_FAQ)
+        background = page.evaluate("getComputedStyle(document.documentElement).backgroundColor")
+        card = page.locator("[data-testid=turn]").last.evaluate(
+            "node => getComputedStyle(node).backgroundColor"
+        )
+        ink = page.locator("[data-testid=turn] .question").last.evaluate(
+            "node => getComputedStyle(node).color"
+        )
+        assert _luminance(background) < 0.1 and _luminance(card) < 0.15, (background, card)
+        assert _luminance(ink) > 0.6, ink
+        _fits(page)
+        page.screenshot(path=screenshots / f"chat-{name}-dark.png")
+        context.close()
+    # Control: the light theme is light.
+    light = browser.new_context(viewport=DESKTOP, color_scheme="light").new_page()
+    light.goto(f"{server}/chat")
+    assert _luminance(light.evaluate("getComputedStyle(document.documentElement).backgroundColor")) > 0.8
+
+
+def _dismissed(alerts: list[str], dialog: Dialog) -> None:
+    alerts.append(dialog.message)
+    dialog.dismiss()
+
+
+def _luminance(css: str) -> float:
+    """0 (black) to 1 (white), from a computed `rgb(...)` colour."""
+    red, green, blue = (int(part) / 255 for part in re.findall(r"\d+", css)[:3])
+    return 0.2126 * red + 0.7152 * green + 0.0722 * blue
