@@ -28,6 +28,7 @@ from api.routers import (
     documents,
     feedback,
     health,
+    openai_chat,
     reference,
     search,
     slack,
@@ -40,6 +41,7 @@ from lorehouse.settings import Settings, get_settings
 ROUTERS = [
     search.router,
     ask.router,
+    openai_chat.router,
     chunks.router,
     documents.router,
     conversations.router,

@@ -16,7 +16,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from lorehouse.agents.ask import AskResponse
+from lorehouse.agents.ask import AskResponse, Citation
 from lorehouse.agents.query_optimizer import Turn
 from lorehouse.api_keys import ANONYMOUS
 from lorehouse.models import MAX_QUESTION_CHARS
@@ -359,3 +359,75 @@ class ConversationView(ConversationSummary):
     """GET /v1/conversations/{conversation_id}: the conversation with its turns in order."""
 
     turns: list[ConversationTurn]
+
+
+# -- the OpenAI-compatible chat endpoint ----------------------------------------------------------
+
+
+class ChatContentPart(BaseModel):
+    """One part of a message's content as OpenAI clients send it; only text parts are read."""
+
+    model_config = ConfigDict(extra="allow")
+
+    type: Annotated[str, Field(max_length=40)]
+    text: Annotated[str, Field(max_length=MAX_QUESTION_CHARS * 10)] | None = None
+
+
+class ChatMessage(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    role: Literal["system", "developer", "user", "assistant", "tool"]
+    content: (
+        Annotated[str, Field(max_length=MAX_QUESTION_CHARS * 10), AfterValidator(_unicode_text)]
+        | Annotated[list[ChatContentPart], Field(max_length=50)]
+        | None
+    ) = None
+
+    def text(self) -> str:
+        if isinstance(self.content, list):
+            return "\n".join(part.text for part in self.content if part.text)
+        return self.content or ""
+
+
+class ChatCompletionRequest(BaseModel):
+    """POST /v1/chat/completions, as OpenAI's Chat Completions API takes it.
+
+    Sampling options (temperature, max_tokens, ...) are accepted and not used: the answer
+    comes from Lorehouse's own pipeline.
+    """
+
+    model_config = ConfigDict(extra="allow")
+
+    model: Annotated[str, Field(max_length=200)] = "lorehouse"
+    messages: list[ChatMessage] = Field(min_length=1, max_length=100)
+    stream: StrictBool = False
+    filters: SearchFiltersIn | None = Field(
+        default=None,
+        description="Lorehouse's filters (an extra body field), as for /v1/ask.",
+    )
+
+
+class ChatCompletionMessage(BaseModel):
+    role: Literal["assistant"] = "assistant"
+    content: str
+
+
+class ChatCompletionChoice(BaseModel):
+    index: int = 0
+    message: ChatCompletionMessage
+    finish_reason: Literal["stop"] = "stop"
+
+
+class ChatCompletion(BaseModel):
+    """A completion as OpenAI returns one, the answer's sources listed at the end of its
+    content and, in full, in `citations`."""
+
+    id: str
+    object: Literal["chat.completion"] = "chat.completion"
+    created: int
+    model: str
+    choices: list[ChatCompletionChoice]
+    usage: dict[str, int]
+    citations: list[Citation] = Field(
+        description="The cited chunks, numbered as the content's [n] markers."
+    )

@@ -12,12 +12,13 @@ from fastapi.concurrency import run_in_threadpool
 from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.types import Receive, Scope, Send
 
-from api.deps import AskTurns, CallerDep, ServiceDep
+from api.deps import AskTurns, CallerDep, Service, ServiceDep
 from api.models import AskRequest, AskToken, ErrorResponse
 from api.openapi import ASK_EVENT_SCHEMA, ASK_EXAMPLES, NOT_READY, UNAUTHORIZED, UNREADABLE_BODY
 from api.routers.conversations import conversation_history, record_turn
 from lorehouse.agents.ask import AskResponse
 from lorehouse.agents.trace import StepTrace
+from lorehouse.api_keys import Caller
 
 router = APIRouter(prefix="/v1")
 
@@ -54,8 +55,26 @@ async def ask(
     response. A comment line (`: ping`) keeps a quiet stream open every
     `LOREHOUSE_API_STREAM_PING_SECONDS` (15) while the model thinks.
     """
-    # Store reads and answering run in worker threads; only the wait for a turn runs on
-    # the event loop, where it costs no thread.
+    return await answer(body, service, caller, _events)
+
+
+#: Server-Sent Events of an answer's steps, pieces and response (each route has its own
+#: format), given `saved` to call with the response before its event.
+EventEncoder = Callable[
+    [Iterator["str | StepTrace | AskResponse"], "Callable[[AskResponse], None] | None"],
+    Generator[ServerSentEvent, None, None],
+]
+
+
+async def answer(
+    body: AskRequest, service: Service, caller: Caller, encode: EventEncoder
+) -> AskResponse | EventSourceResponse:
+    """The answer to `body` as `caller`, taking one of the process's turns while it is
+    computed; streamed (`body.stream`) as `encode` writes its events.
+
+    Store reads and answering run in worker threads; only the wait for a turn runs on the
+    event loop, where it costs no thread.
+    """
     await run_in_threadpool(service.retriever.check_model)
     history = body.history
     saved: Callable[[AskResponse], None] | None = None
@@ -79,16 +98,16 @@ async def ask(
             # Fail before the stream starts if the stores are not there: a 503 cannot
             # follow a 200 whose body has begun.
             await run_in_threadpool(service.index.table)
-            events = _events(service.pipeline.stream(**arguments), saved)
+            events = encode(service.pipeline.stream(**arguments), saved)
             handed_over = True  # the response gives the turn back when it is over
             return AnswerStream(events, service.ask_turns, service.settings.api_stream_ping_seconds)
-        answer = await run_in_threadpool(lambda: service.pipeline.ask(**arguments))
+        answered = await run_in_threadpool(lambda: service.pipeline.ask(**arguments))
     finally:
         if not handed_over:
             service.ask_turns.give_back()
     if saved is not None:
-        await run_in_threadpool(saved, answer)
-    return answer
+        await run_in_threadpool(saved, answered)
+    return answered
 
 
 def _events(

@@ -619,7 +619,10 @@ def test_the_dark_theme_follows_the_system(
     # Control: the light theme is light.
     light = browser.new_context(viewport=DESKTOP, color_scheme="light").new_page()
     light.goto(f"{server}/chat")
-    assert _luminance(light.evaluate("getComputedStyle(document.documentElement).backgroundColor")) > 0.8
+    assert (
+        _luminance(light.evaluate("getComputedStyle(document.documentElement).backgroundColor"))
+        > 0.8
+    )
 
 
 def _dismissed(alerts: list[str], dialog: Dialog) -> None:
