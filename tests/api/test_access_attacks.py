@@ -1007,3 +1007,33 @@ def test_an_injected_model_behind_stdio_mcp_gets_no_restricted_passage(
     sent = question + "\n" + model.wrote()
     _assert_public_answer(material, body, sent, "stdio")
     _assert_clean_prompts(material, prompts, sent, "stdio")
+
+
+def test_the_openai_compatible_endpoint_gives_an_outsider_nothing_restricted(
+    client: TestClient, keys: dict[str, str], material: Material, targets: dict[str, list[str]]
+) -> None:
+    """Restricted sentences asked as chat completions, streamed and not, with restricted
+    text in the history too: the content, the sources and the citations hold nothing
+    restricted; a member of the group gets the chunk cited."""
+    public, insider = _as(keys, "public"), _as(keys, "security")
+    for chunk_id, copied in targets.items():
+        question = copied[0]
+        history = [
+            {"role": "user", "content": copied[-1]},
+            {"role": "assistant", "content": f"See /v1/chunks/{chunk_id}."},
+        ]
+        sent = "\n".join([question, copied[-1], chunk_id])
+        for stream in (False, True):
+            body = {"messages": [*history, {"role": "user", "content": question}]}
+            response = client.post(
+                "/v1/chat/completions", json={**body, "stream": stream}, headers=public
+            )
+            assert response.status_code == 200, response.text
+            leaked = material.leaks(response.text, sent)
+            assert not leaked, (question, stream, leaked)
+        control = client.post(
+            "/v1/chat/completions",
+            json={"messages": [{"role": "user", "content": question}]},
+            headers=insider,
+        ).json()
+        assert {c["chunk_id"] for c in control["citations"]} & set(material.restricted_chunks)
