@@ -624,8 +624,8 @@ class Settings(BaseSettings):
     conversations_url: str | None = Field(
         default=None,
         description="SQLAlchemy URL of the database saved conversations live in: "
-        "postgresql://... for the pods of a cluster to share; unset: a SQLite file in the data "
-        "folder (conversations.sqlite3), which one host's server processes share.",
+        "postgresql+psycopg2://... for the pods of a cluster to share; unset: a SQLite file in "
+        "the data folder (conversations.sqlite3), which one host's server processes share.",
     )
     conversation_retention_days: int = Field(
         default=90,

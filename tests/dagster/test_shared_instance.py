@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import closing
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import dagster as dg
@@ -29,6 +30,7 @@ import yaml
 
 from lorehouse.inventory import document_id
 from lorehouse.settings import REPO_ROOT
+from lorehouse.stores.conversations import CONVERSATIONS, ConversationStore
 from lorehouse.stores.lance_index import ChunkIndex
 from lorehouse.stores.partitions import bucket_of, partition_keys
 from lorehouse.wiring import lance_storage_options
@@ -328,3 +330,39 @@ def _runs_when(
 
 def _partition_of(rel_path: str) -> str:
     return partition_keys(PARTITIONS)[bucket_of(document_id(rel_path), PARTITIONS)]
+
+
+def test_saved_conversations_live_in_the_shared_postgres(postgres: Postgres) -> None:
+    """Two pods' stores over one PostgreSQL database see the same conversations, each only
+    its owner's, and a delete or purge on one is gone for the other."""
+    with closing(postgres.connect()) as connection:
+        connection.autocommit = True
+        connection.cursor().execute("CREATE DATABASE conversations")
+    url = f"postgresql+psycopg2://{postgres.user}@127.0.0.1:{postgres.port}/conversations"
+    one, other = (ConversationStore(url, retention_days=30) for _ in range(2))
+    try:
+        started = one.create("reader", "")
+        assert (
+            one.add_turn("reader", started.conversation_id, "How long?", {"answer": "20 weeks"})
+            == 0
+        )
+        assert other.add_turn("reader", started.conversation_id, "And after?", {"answer": "6"}) == 1
+        total, listed = other.conversations("reader", 10, 0)
+        assert total == 1 and listed[0].title == "How long?" and listed[0].turns == 2
+        found = one.conversation("reader", started.conversation_id)
+        assert found is not None and [t.question for t in found[1]] == ["How long?", "And after?"]
+        assert other.conversation("someone-else", started.conversation_id) is None
+        assert not other.delete("someone-else", started.conversation_id)
+        assert other.delete("reader", started.conversation_id)
+        assert one.conversation("reader", started.conversation_id) is None
+        aged = one.create("reader", "Old")
+        with one._begin() as connection:
+            connection.execute(
+                CONVERSATIONS.update()
+                .where(CONVERSATIONS.c.conversation_id == aged.conversation_id)
+                .values(updated_at=datetime.now(UTC) - timedelta(days=31))
+            )
+        assert other.purge() == 1 and one.conversations("reader", 10, 0) == (0, [])
+    finally:
+        one.dispose()
+        other.dispose()
