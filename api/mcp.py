@@ -32,6 +32,7 @@ from starlette.types import Receive, Scope, Send
 
 from api.deps import KEY_REQUIRED, Service, StoreUnavailable, identify_caller, open_service
 from api.models import (
+    MAX_VERSION,
     AskRequest,
     ChunkPreview,
     DocumentPage,
@@ -180,7 +181,7 @@ def build_mcp_server(
             int | None,
             Field(
                 ge=1,
-                le=2**63 - 1,
+                le=MAX_VERSION,
                 description="A citation's index version: the chunk as it was cited, and "
                 "whether it changed since (changed_since).",
             ),

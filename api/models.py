@@ -87,6 +87,10 @@ QueryText = Annotated[
     AfterValidator(_not_blank),
 ]
 
+#: The largest index version a request may name: Lance numbers versions with unsigned 64-bit
+#: integers, JSON Schema readers and most clients hold signed ones, so the bound is the
+#: largest both can carry.
+MAX_VERSION = 2**63 - 1
 # Pages are stored as 32-bit integers; the store refuses to compare them with anything larger.
 MAX_PAGE = 2**31 - 1
 # The bounds come before the validator so an optional page keeps them in the JSON schema.

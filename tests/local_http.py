@@ -1,13 +1,20 @@
-"""A real HTTP server on a free port of 127.0.0.1, for the local stand-ins of web services."""
+"""A real HTTP server on a free port of 127.0.0.1: for the local stand-ins of web services,
+and for Lorehouse's own app (`serve_app`) where a test's client must reach it over HTTP."""
 
 from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+import uvicorn
+
+from api.main import create_app
+from lorehouse.settings import Settings
 
 
 @contextmanager
@@ -21,6 +28,25 @@ def local_server(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def serve_app(settings: Settings) -> Iterator[str]:
+    """Lorehouse's app for `settings` with uvicorn on a free port, in a thread of this
+    process, until the generator is closed; yields the base URL. For a fixture to
+    `yield from`."""
+    server = uvicorn.Server(uvicorn.Config(create_app(settings), port=0, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 60
+    while not server.started:
+        assert time.monotonic() < deadline and thread.is_alive(), "the server did not start"
+        time.sleep(0.05)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
 
 
 def send_json(

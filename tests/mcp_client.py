@@ -4,7 +4,8 @@ starting `lorehouse mcp` over stdio, from synchronous tests."""
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,12 +20,12 @@ from lorehouse.settings import REPO_ROOT
 
 sys.path.insert(0, str(REPO_ROOT / "bench"))
 # bench/load.py starts and stops Lorehouse processes
-from load import (  # noqa: F401 - re-exported for the tests
+from load import (
     BIN,
+    Server,
     start_server,
     stop_process_group,
     subprocess_env,
-    tail,
     wait_until_healthy,
 )
 
@@ -52,6 +53,17 @@ class ToolResult:
         assert self.error is None, self.error
         assert self.data is not None
         return self.data
+
+
+@contextmanager
+def running_server(data_dir: Path, log_dir: Path, **settings: str) -> Iterator[Server]:
+    """A real `lorehouse serve` over `data_dir`, healthy, until the block ends."""
+    server = start_server(data_dir, log_dir, log_dir, **settings)
+    try:
+        wait_until_healthy(server, timeout_seconds=120)
+        yield server
+    finally:
+        stop_process_group(server.process)
 
 
 def http_target(url: str, headers: dict[str, str] | None = None) -> Any:

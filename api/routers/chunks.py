@@ -15,7 +15,7 @@ from fastapi.concurrency import run_in_threadpool
 
 from api.deps import CallerDep, ServiceDep
 from api.errors import invalid_field
-from api.models import MAX_PAGE, ChunkPreview, ErrorResponse
+from api.models import MAX_PAGE, MAX_VERSION, ChunkPreview, ErrorResponse
 from api.openapi import NOT_READY, UNAUTHORIZED
 from lorehouse.errors import SourceError
 from lorehouse.page_images import RenderFailed, render_page
@@ -128,9 +128,7 @@ def chunk(
         int | None,
         Query(
             ge=1,
-            # Lance numbers versions with unsigned 64-bit integers; JSON Schema readers and
-            # most clients hold signed ones, so the bound is the largest both can carry.
-            le=2**63 - 1,
+            le=MAX_VERSION,
             description="The index version a citation was made from: the chunk as it was "
             "then, and whether it changed since. Kept LOREHOUSE_CITATION_RETENTION_HOURS.",
         ),

@@ -37,11 +37,8 @@ from tests.mcp_client import (
     ToolResult,
     call_tools,
     http_target,
-    start_server,
+    running_server,
     stdio_target,
-    stop_process_group,
-    tail,
-    wait_until_healthy,
 )
 from tests.provider_server import ProviderServer, provider_server
 
@@ -827,16 +824,13 @@ def mcp_url(
 ) -> Iterator[str]:
     """A real `lorehouse serve` over the attack corpus, its MCP endpoint at /mcp."""
     logs = tmp_path_factory.mktemp("attack-serve")
-    server = start_server(data_dir, logs, logs, LOREHOUSE_API_KEYS_FILE=keys["file"])
-    try:
-        wait_until_healthy(server, timeout_seconds=120)
+    with running_server(data_dir, logs, LOREHOUSE_API_KEYS_FILE=keys["file"]) as server:
         yield server.base_url
-    finally:
-        stop_process_group(server.process)
     # The server's log holds no restricted passage and no crash. (It names the ids callers
     # asked for, restricted ones among them, as its access log does for /v1/chunks.)
-    logged = f" {_words(tail(server.stderr_path, 10**8) + tail(server.stdout_path, 10**8))} "
-    assert "POST /mcp" in tail(server.stderr_path, 10**8) + tail(server.stdout_path, 10**8)
+    written = server.stderr_path.read_text() + server.stdout_path.read_text()
+    logged = f" {_words(written)} "
+    assert "POST /mcp" in written
     assert " traceback " not in logged
     passages = [m for found in material.markers.values() for m in found if f" {m} " in logged]
     assert not passages

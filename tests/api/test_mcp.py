@@ -29,11 +29,8 @@ from tests.mcp_client import (
     call_tools,
     http_target,
     list_tools,
-    start_server,
+    running_server,
     stdio_target,
-    stop_process_group,
-    tail,
-    wait_until_healthy,
 )
 
 TOOLS = {"search", "ask", "get_chunk", "list_documents"}
@@ -67,13 +64,8 @@ def served(
 ) -> Iterator[str]:
     """A real `lorehouse serve` over the sample corpus, keys required; its base URL."""
     logs = tmp_path_factory.mktemp("mcp-serve")
-    server = start_server(materialized_sample, logs, logs, LOREHOUSE_API_KEYS_FILE=keys["file"])
-    try:
-        wait_until_healthy(server, timeout_seconds=120)
+    with running_server(materialized_sample, logs, LOREHOUSE_API_KEYS_FILE=keys["file"]) as server:
         yield server.base_url
-    finally:
-        stop_process_group(server.process)
-        print(tail(server.stderr_path))
 
 
 @pytest.fixture(scope="module")

@@ -4,19 +4,16 @@ history from the earlier messages, and the errors an OpenAI client expects."""
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import openai
 import pytest
-import uvicorn
 from openai import OpenAI
 
-from api.main import create_app
 from lorehouse.api_keys import add_key
 from lorehouse.settings import Settings
+from tests.local_http import serve_app
 from tests.provider_server import ProviderServer, provider_server
 
 LEAVE = "How many weeks of parental leave do I get?"
@@ -33,23 +30,10 @@ def keys(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     }
 
 
-def _serve(settings: Settings) -> Iterator[str]:
-    server = uvicorn.Server(uvicorn.Config(create_app(settings), port=0, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 60
-    while not server.started:
-        assert time.monotonic() < deadline and thread.is_alive(), "the server did not start"
-        time.sleep(0.05)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    yield f"http://127.0.0.1:{port}/v1"
-    server.should_exit = True
-    thread.join(timeout=10)
-
-
 @pytest.fixture(scope="module")
 def base_url(materialized_sample: Path, keys: dict[str, str]) -> Iterator[str]:
-    yield from _serve(Settings(data_dir=materialized_sample, api_keys_file=Path(keys["file"])))
+    for url in serve_app(Settings(data_dir=materialized_sample, api_keys_file=Path(keys["file"]))):
+        yield f"{url}/v1"
 
 
 @pytest.fixture(scope="module")
@@ -64,8 +48,8 @@ def model(materialized_sample: Path, keys: dict[str, str]) -> Iterator[tuple[str
             llm_api_base=server.base_url,
             llm_max_attempts=1,
         )
-        for url in _serve(settings):
-            yield url, server
+        for url in serve_app(settings):
+            yield f"{url}/v1", server
 
 
 def _client(base_url: str, key: str) -> OpenAI:

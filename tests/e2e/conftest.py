@@ -7,19 +7,15 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import uvicorn
 from playwright.sync_api import Browser, sync_playwright
 
-from api.main import create_app
 from lorehouse.api_keys import add_key
 from lorehouse.settings import Settings
+from tests.local_http import serve_app
 from tests.provider_server import provider_server
 
 
@@ -28,12 +24,6 @@ def _chromium() -> str:
     if found is None:
         pytest.fail("chromium is not installed; `make install` installs Debian's package")
     return found
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +46,7 @@ def keys(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
 @pytest.fixture(scope="module")
 def server(stores: Path, keys: dict[str, object]) -> Iterator[str]:
     """`lorehouse serve`'s app on a free port, in a thread of this process."""
-    yield from _serve(Settings(data_dir=stores, api_keys_file=keys["file"]))
+    yield from serve_app(Settings(data_dir=stores, api_keys_file=keys["file"]))
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +58,7 @@ def passages_server(
     stores = Path(
         shutil.copytree(materialized_sample, tmp_path_factory.mktemp("passages") / "data")
     )
-    yield from _serve(
+    yield from serve_app(
         Settings(data_dir=stores, api_keys_file=keys["file"], answer_assert_threshold=1.0)
     )
 
@@ -108,7 +98,7 @@ def model_server(stores: Path, keys: dict[str, object]) -> Iterator[str]:
     with pytest.MonkeyPatch.context() as patch, provider_server() as model:
         patch.setenv("OPENAI_API_KEY", "local-test")
         model.chat_answer = _model_reply
-        yield from _serve(
+        yield from serve_app(
             Settings(
                 data_dir=stores,
                 api_keys_file=keys["file"],
@@ -118,22 +108,6 @@ def model_server(stores: Path, keys: dict[str, object]) -> Iterator[str]:
                 conversations_url=f"sqlite:///{stores / 'model-conversations.sqlite3'}",
             )
         )
-
-
-def _serve(settings: Settings) -> Iterator[str]:
-    """The app for `settings` on a free port of 127.0.0.1, in a thread of this process."""
-    app = create_app(settings)
-    port = _free_port()
-    running = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=running.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 60
-    while not running.started:
-        assert time.monotonic() < deadline and thread.is_alive(), "the server did not start"
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    running.should_exit = True
-    thread.join(timeout=10)
 
 
 @pytest.fixture(scope="module")
