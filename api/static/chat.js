@@ -267,6 +267,7 @@ async function loadLibrary(attempt) {
   renderLibrary(docs);
   renderFilterPanel();
   renderFilterSummary();
+  if (state.mention) updateMentions(); // an "@" typed while the list was still loading
   let questions = [];
   try {
     questions = (await (await api(`/v1/suggestions?limit=${SUGGESTIONS}`)).json()).questions;

@@ -528,9 +528,23 @@ def test_conversations_are_kept_on_the_server_reopened_renamed_and_deleted(
 def test_an_at_mention_scopes_the_question_to_the_chosen_document(
     browser: Browser, server: str, keys: dict, screenshots: Path
 ) -> None:
-    page = _signed_in(browser, server, keys["reader"])
+    # Typed before the reader's documents have arrived, the offer fills in once they have.
+    page = browser.new_page(viewport=DESKTOP)
+    held: list[Route] = []
+
+    def hold(route: Route) -> None:
+        held.append(route)
+
+    page.route("**/v1/documents?*", hold)
+    page.goto(f"{server}/chat")
+    _sign_in(page, keys["reader"])
+    expect(page.locator("#sign-out")).to_be_visible()
     page.click("#question")
     page.keyboard.type("What does @hand")
+    expect(page.locator("#mentions")).to_contain_text("No document of yours")
+    assert len(held) == 1, "the document list was not held"
+    held[0].continue_()
+    page.unroute("**/v1/documents?*")
     offered = page.locator("[data-testid=mention]")
     expect(offered.first).to_be_visible()
     titles = offered.all_inner_texts()
