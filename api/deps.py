@@ -24,6 +24,7 @@ from lorehouse.embedding.base import Embedder
 from lorehouse.llm import LLMClient
 from lorehouse.search.retriever import Retriever
 from lorehouse.settings import Settings
+from lorehouse.sources.uploads import UploadFolder
 from lorehouse.stores import DuckDBStore
 from lorehouse.stores.conversations import ConversationStore
 from lorehouse.stores.lance_index import ChunkIndex
@@ -95,6 +96,8 @@ class Service:
     page_turns: Turns
     #: The Slack bot, when its token and signing secret are configured.
     slack: App | None = None
+    #: Where chat page uploads go; None when LOREHOUSE_UPLOAD_FOLDER is unset.
+    uploads: UploadFolder | None = None
     _feature_store: DuckDBStore | None = field(default=None, init=False, repr=False)
     _conversations: ConversationStore | None = field(default=None, init=False, repr=False)
     _conversations_opening: threading.Lock = field(
@@ -165,6 +168,7 @@ def open_service(settings: Settings, llm_client: LLMClient | None = None) -> Ser
         anyio.CapacityLimiter(settings.api_search_threads),
         Turns(PAGE_RENDERS, PAGE_RENDER_WAIT_SECONDS, busy=f"{PAGE_RENDERS} pages are being drawn"),
         build_slack_app(settings, pipeline),
+        lorehouse.upload_folder(),
     )
 
 

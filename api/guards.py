@@ -10,7 +10,7 @@ a key is checked from the headers alone.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from fastapi import APIRouter, HTTPException
 from fastapi.dependencies.models import Dependant
@@ -61,9 +61,12 @@ class RequestGuard:
         max_body_bytes: int,
         keyed: Sequence[APIRoute],
         keyed_paths: Sequence[str] = (),
+        larger_bodies: Mapping[str, int] | None = None,
     ) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
+        #: Exact paths whose bodies may be larger (an upload carries a whole file).
+        self.larger_bodies = dict(larger_bodies or {})
         self.keyed = keyed
         #: Exact paths of endpoints that are not FastAPI routes but take a key all the same
         #: (the MCP endpoint): refused here like any keyed route, whatever the method.
@@ -73,13 +76,14 @@ class RequestGuard:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        if _declared_length(scope) > self.max_body_bytes:
-            await _refusal(413, too_large(self.max_body_bytes))(scope, receive, send)
+        limit = self.larger_bodies.get(scope["path"], self.max_body_bytes)
+        if _declared_length(scope) > limit:
+            await _refusal(413, too_large(limit))(scope, receive, send)
             return
         if self._key_refused(scope):
             await _refusal(401, KEY_REQUIRED, CHALLENGE)(scope, receive, send)
             return
-        await self.app(scope, self._counting(receive), send)
+        await self.app(scope, self._counting(receive, limit), send)
 
     def _key_refused(self, scope: Scope) -> bool:
         """Whether the request is for a keyed route and presents no valid key."""
@@ -92,8 +96,8 @@ class RequestGuard:
             return False
         return identify_caller(service, Request(scope).headers) is None
 
-    def _counting(self, receive: Receive) -> Receive:
-        """`receive`, refusing the body once more than `max_body_bytes` of it have come."""
+    def _counting(self, receive: Receive, limit: int) -> Receive:
+        """`receive`, refusing the body once more than `limit` bytes of it have come."""
         received = 0
 
         async def counted() -> Message:
@@ -101,11 +105,11 @@ class RequestGuard:
             message = await receive()
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
-                if received > self.max_body_bytes:
+                if received > limit:
                     # Raised where the application reads the body: FastAPI lets an
                     # HTTPException through its body parsing, and the error handlers answer
                     # it like any other.
-                    raise HTTPException(status_code=413, detail=too_large(self.max_body_bytes))
+                    raise HTTPException(status_code=413, detail=too_large(limit))
             return message
 
         return counted

@@ -33,6 +33,7 @@ from api.routers import (
     search,
     slack,
     suggestions,
+    uploads,
 )
 from lorehouse.llm import LLMClient
 from lorehouse.search.rerankers import available_rerankers
@@ -45,6 +46,7 @@ ROUTERS = [
     chunks.router,
     documents.router,
     conversations.router,
+    uploads.router,
     suggestions.router,
     feedback.router,
     health.router,
@@ -91,6 +93,7 @@ def create_app(settings: Settings | None = None, llm_client: LLMClient | None = 
         max_body_bytes=settings.api_max_body_bytes,
         keyed=keyed_routes(ROUTERS),
         keyed_paths=[MCP_PATH],
+        larger_bodies={uploads.UPLOADS_PATH: settings.upload_max_bytes},
     )
     document_rerankers(app, available_rerankers(settings.rerank))
     return app

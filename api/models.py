@@ -365,6 +365,41 @@ class ConversationView(ConversationSummary):
     turns: list[ConversationTurn]
 
 
+# -- uploads ---------------------------------------------------------------------------------------
+
+UploadState = Literal["queued", "parsing", "indexing", "indexed", "failed"]
+
+
+class UploadView(BaseModel):
+    """One of the caller's uploads and where its indexing stands."""
+
+    upload_id: str
+    filename: str
+    path: str = Field(description="The document's path in the index.")
+    doc_id: str = Field(description="The document's id, for `doc_ids` filters once indexed.")
+    groups: list[str] = Field(description="The groups that may read it, as the uploader chose.")
+    size_bytes: int
+    uploaded_at: datetime
+    state: UploadState = Field(
+        description="queued: stored, waiting for the next inventory run; parsing: listed, "
+        "being parsed; indexing: parsed, waiting for the search index to publish it; "
+        "indexed: searchable by its groups; failed: not indexed, `reason` says why."
+    )
+    reason: str | None = Field(
+        default=None, description="Why it failed: one of the parse stage's failure reasons."
+    )
+    detail: str | None = Field(default=None, description="The state in words, for people.")
+
+
+class UploadsOverview(BaseModel):
+    """GET /v1/uploads: what the caller may upload, and their uploads, the latest first."""
+
+    max_bytes: int = Field(description="The largest file an upload takes.")
+    readable_extensions: list[str] = Field(description="The file name endings Lorehouse reads.")
+    groups: list[str] = Field(description="The caller's groups: an upload is for some of these.")
+    uploads: list[UploadView]
+
+
 # -- the OpenAI-compatible chat endpoint ----------------------------------------------------------
 
 

@@ -633,6 +633,19 @@ class Settings(BaseSettings):
         description="How long a saved conversation is kept after its last question, in days; "
         "older ones are deleted. 0: until its owner deletes it.",
     )
+    upload_folder: str | None = Field(
+        default=None,
+        description="Where files dropped into the chat page go, as a document path: a "
+        "subfolder of a lone local folder source ('uploads'), or a local folder source named "
+        "in LOREHOUSE_SOURCE_URI ('uploads' with 'docs=/srv/docs uploads=/srv/uploads'). "
+        "The API and the Dagster runs must share it (one volume); unset: no uploads.",
+    )
+    upload_max_bytes: int = Field(
+        default=25 * 1024 * 1024,
+        ge=1,
+        description="The largest file the chat page takes, in bytes; a larger one is a 413 "
+        "before it is stored. Above max_file_bytes, the parse stage would refuse it anyway.",
+    )
     mcp_allowed_hosts: str = Field(
         default="127.0.0.1:*, localhost:*, [::1]:*",
         description="Host headers the MCP endpoint (/mcp) answers, as host:port (* for any "
@@ -796,6 +809,21 @@ class Settings(BaseSettings):
                 "confluence+https:// or sharepoint:// source, or a web site"
             )
         return value.strip()
+
+    @field_validator("upload_folder")
+    @classmethod
+    def _upload_folder_is_a_plain_path(cls, value: str | None) -> str | None:
+        """A relative path of plain folder names: a '..' or a dot-folder (which the
+        inventory never lists) would put uploads where nothing indexes them."""
+        if value is None or not value.strip():
+            return None
+        parts = value.strip().strip("/").split("/")
+        if any(not part or part in {".", ".."} or part.startswith(".") for part in parts):
+            raise ValueError(
+                f"LOREHOUSE_UPLOAD_FOLDER must be a relative path of plain folder names, "
+                f"not {value!r}"
+            )
+        return "/".join(parts)
 
     @field_validator("web_allowed_networks")
     @classmethod
@@ -978,6 +1006,8 @@ SETTING_GROUPS: dict[str, tuple[str, ...]] = {
         "slack_api_url",
         "conversations_url",
         "conversation_retention_days",
+        "upload_folder",
+        "upload_max_bytes",
         "mcp_allowed_hosts",
         "mcp_api_key",
     ),

@@ -42,6 +42,8 @@ _EXTENSION_TYPES = {
     ".odt": FileType.ODT,
     ".epub": FileType.EPUB,
 }
+#: The extensions a file may have for a parser to read it.
+READABLE_EXTENSIONS = tuple(sorted(_EXTENSION_TYPES))
 #: Zip containers that name their type in a first entry called `mimetype` (OpenDocument, EPUB).
 _ZIP_MIMETYPES = {
     b"application/vnd.oasis.opendocument.text": FileType.ODT,

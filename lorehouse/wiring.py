@@ -30,10 +30,16 @@ if TYPE_CHECKING:
     from lorehouse.search.retriever import Retriever
     from lorehouse.search.token_vectors import TokenEncoder
     from lorehouse.sources import DocumentSource
+    from lorehouse.sources.uploads import UploadFolder
     from lorehouse.stores.conversations import ConversationStore
     from lorehouse.stores.duckdb_store import DuckDBStore
     from lorehouse.stores.lance_index import ChunkIndex
     from lorehouse.stores.partitions import PartitionLayout
+
+
+#: The URI starts of the connected services' sources (a web site, Drive, Confluence,
+#: SharePoint); any other URI is an S3 prefix or a local folder.
+_CONNECTED = ("http://", "https://", "gdrive://", "confluence+", "sharepoint://")
 
 
 def lance_storage_options(
@@ -159,11 +165,42 @@ class Lorehouse:
     def _source(self, uri: str, s3_client: Any = None, name: str | None = None) -> DocumentSource:
         from lorehouse.sources import LocalFolderSource, S3PrefixSource
 
-        if uri.startswith(("http://", "https://", "gdrive://", "confluence+", "sharepoint://")):
+        if uri.startswith(_CONNECTED):
             return self._connector_source(uri, name)
         if not uri.startswith("s3://"):
             return LocalFolderSource(uri)
         return S3PrefixSource(s3_client or self.s3_client(), uri)
+
+    def upload_folder(self) -> UploadFolder | None:
+        """Where chat page uploads go (LOREHOUSE_UPLOAD_FOLDER), or None when uploads are
+        off: a subfolder of the lone local folder source, or a named local folder source
+        (and a subfolder of it). Raises SourceError for one the source does not
+        hold, or that is not a local folder, which the API and the runs must share."""
+        from lorehouse.errors import SourceError
+        from lorehouse.sources.composite import named_sources
+        from lorehouse.sources.uploads import UploadFolder
+
+        settings = self.settings
+        if settings.upload_folder is None:
+            return None
+        named = named_sources(settings.source_uri)
+        if named is None:
+            uri, inside = settings.source_uri, settings.upload_folder
+        else:
+            name, _, inside = settings.upload_folder.partition("/")
+            if name not in named:
+                raise SourceError(
+                    f"LOREHOUSE_UPLOAD_FOLDER {settings.upload_folder!r} must start with the "
+                    f"name of one of the sources: {', '.join(named)}"
+                )
+            uri = named[name]
+        if uri.startswith((*_CONNECTED, "s3://")):
+            raise SourceError(
+                f"LOREHOUSE_UPLOAD_FOLDER {settings.upload_folder!r} is in {uri}, which is not "
+                "a local folder: uploads go into a folder the API and the runs share"
+            )
+        root = Path(uri).expanduser().resolve() / inside
+        return UploadFolder(root, settings.upload_folder, settings.upload_max_bytes)
 
     @cached_property
     def _s3_client(self) -> Any:

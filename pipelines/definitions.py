@@ -22,7 +22,7 @@ from pipelines.jobs import (
     nightly_reindex_schedule,
     partitions_job,
 )
-from pipelines.sensors import changed_partitions_sensor, source_change_sensor
+from pipelines.sensors import changed_partitions_sensor, source_change_sensor, upload_sensor
 
 ASSET_MODULES = [documents, chunks, features, embeddings, evals]
 #: The evals are not held to the nightly freshness window; every indexing stage is.
@@ -55,12 +55,14 @@ def _ingest_definitions(settings: Settings) -> dg.Definitions:
 
 def _automation_definitions(settings: Settings) -> dg.Definitions:
     partitions, merge = partitions_job(), merge_job(settings)
+    uploads = Lorehouse(settings).upload_folder()
     return dg.Definitions(
         jobs=[index_job(settings), inventory_job(settings), partitions, merge],
         schedules=[nightly_reindex_schedule(settings)],
         sensors=[
             source_change_sensor(settings),
             changed_partitions_sensor(settings, partitions, merge),
+            *([upload_sensor(settings, uploads)] if uploads is not None else []),
         ],
     )
 

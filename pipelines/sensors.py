@@ -1,6 +1,7 @@
 """The sensors: the source change sensor starts an inventory run whenever files are added,
-changed or removed; the changed-partitions sensor carries each inventory run on to its
-partitions' runs, and each partition done on to a merge."""
+changed or removed, and the upload sensor whenever the upload folder changes; the
+changed-partitions sensor carries each inventory run on to its partitions' runs, and each
+partition done on to a merge."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ import dagster as dg
 
 from assets.resources import DocumentSourceResource
 from lorehouse.settings import Settings, get_settings
+from lorehouse.sources.base import DocumentSource
 from lorehouse.sources.manifest import Manifest, take_manifest
+from lorehouse.sources.uploads import UploadFolder
 from pipelines.jobs import (
     INVENTORY_ASSET,
     INVENTORY_JOB,
@@ -45,8 +48,34 @@ def evaluate_source_change(
     The run key is the new manifest's fingerprint, so one state of the source is indexed
     once even if the sensor sees it twice before the cursor is saved.
     """
+    return _run_for_changes(context, document_source.open(), "source_change")
+
+
+def upload_sensor(settings: Settings, uploads: UploadFolder) -> dg.SensorDefinition:
+    """The sensor that takes chat page uploads in: it lists only the upload folder, so it
+    runs by default and as often as the change sensor may, at a cost that follows the
+    uploads rather than the corpus, and requests the same inventory run when a file is
+    added or removed there."""
+
+    def evaluate_uploads(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:
+        return _run_for_changes(context, uploads.source(), "upload")
+
+    return dg.sensor(
+        name="upload_sensor",
+        job_name=INVENTORY_JOB,
+        minimum_interval_seconds=settings.source_poll_seconds,
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        description="Lists the upload folder; requests inventory_job when a file is uploaded "
+        "or an upload deleted.",
+    )(evaluate_uploads)
+
+
+def _run_for_changes(
+    context: dg.SensorEvaluationContext, source: DocumentSource, trigger: str
+) -> dg.SensorResult | dg.SkipReason:
+    """An inventory run request when `source` changed since the manifest in the cursor."""
     previous = Manifest.decode(context.cursor)
-    current, changes = take_manifest(document_source.open(), previous)
+    current, changes = take_manifest(source, previous)
     cursor = current.encode()
     if not changes:
         if cursor != context.cursor:
@@ -61,7 +90,7 @@ def evaluate_source_change(
             dg.RunRequest(
                 run_key=current.fingerprint(),
                 tags={
-                    TRIGGER_TAG: "source_change",
+                    TRIGGER_TAG: trigger,
                     "lorehouse/added": str(len(changes.added)),
                     "lorehouse/changed": str(len(changes.changed)),
                     "lorehouse/removed": str(len(changes.removed)),

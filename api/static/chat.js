@@ -44,6 +44,8 @@ const state = {
   signIns: 0, // sign-in attempts so far: only the latest may change the page
   sourceOpens: 0, // source panels opened so far: only the latest may fill the panel
   opener: null, // the button that opened the source, focused again when it closes
+  uploads: null, // GET /v1/uploads: limits, the caller's groups and uploads; null: none
+  uploadPoll: null, // the timer that asks again while an upload is being indexed
 };
 
 // -- talking to the API -------------------------------------------------------------------
@@ -218,6 +220,7 @@ async function signedIn(attempt, key, health) {
   $("api-key").value = "";
   showAccount(key ? "signed-in" : "open", caller);
   $("conversations-toggle").hidden = false;
+  loadUploads(attempt);
   // The conversation this tab was in before a reload, opened again unless the reader has
   // asked something meanwhile (while the library loads).
   const restore = state.conversationId;
@@ -240,6 +243,7 @@ function signOut() {
   newConversation();
   toggleConversations(false);
   $("conversations-toggle").hidden = true;
+  forgetUploads();
   renderLibrary([]);
   renderSuggestions([]);
   renderFilterPanel();
@@ -1485,6 +1489,162 @@ function confirmDelete(item, saved) {
     element("button", { type: "button", text: "Keep", onclick: loadConversations }));
 }
 
+// -- uploads: files the reader adds, for groups of their own ------------------------------
+
+const UPLOAD_POLL_MS = 2000;
+const UPLOAD_STATES = {
+  queued: "Queued",
+  parsing: "Parsing",
+  indexing: "Indexing",
+  indexed: "Indexed",
+  failed: "Failed",
+};
+
+/** Whether this server takes uploads from this reader: the Files button shows only then. */
+async function loadUploads(attempt = state.signIns) {
+  let overview;
+  try {
+    overview = await (await api("/v1/uploads")).json();
+  } catch (error) {
+    if (attempt !== state.signIns) return;
+    // 404: uploads are off on this deployment; anything else is said in the panel.
+    if (error instanceof ApiError && error.status === 404) forgetUploads();
+    else if (state.uploads) $("uploads-status").textContent = describe(error);
+    return;
+  }
+  if (attempt !== state.signIns) return;
+  const first = !state.uploads;
+  state.uploads = overview;
+  $("uploads-toggle").hidden = false;
+  if (first) renderUploadGroups();
+  $("upload-limits").textContent = `Up to ${formatBytes(overview.max_bytes)}: `
+    + overview.readable_extensions.join(" ");
+  renderUploads();
+}
+
+function forgetUploads() {
+  clearTimeout(state.uploadPoll);
+  state.uploads = null;
+  $("uploads-toggle").hidden = true;
+  toggleUploads(false);
+  $("upload-list").replaceChildren();
+  $("uploads-status").textContent = "";
+}
+
+function formatBytes(bytes) {
+  return bytes >= 1 << 20 ? `${Math.round(bytes / (1 << 20))} MB`
+    : bytes >= 1024 ? `${Math.round(bytes / 1024)} KB` : `${bytes} bytes`;
+}
+
+function renderUploadGroups() {
+  const groups = state.uploads.groups;
+  const legend = $("upload-groups").querySelector("legend");
+  const boxes = groups.map((group) => element("label", {},
+    element("input", { type: "checkbox", name: "upload-group", value: group, checked: true }),
+    ` ${group}`));
+  $("upload-groups").replaceChildren(legend, ...(boxes.length ? boxes
+    : [element("p", { class: "hint", text: "Your key has no group, and what you add is never "
+      + "public, so you cannot add files. Ask for a key with a group." })]));
+}
+
+function chosenGroups() {
+  return [...document.querySelectorAll("input[name=upload-group]:checked")].map((b) => b.value);
+}
+
+function renderUploads() {
+  const uploads = state.uploads ? state.uploads.uploads : [];
+  $("upload-list").replaceChildren(...uploads.map(uploadItem));
+  clearTimeout(state.uploadPoll);
+  if (uploads.some((u) => u.state !== "indexed" && u.state !== "failed")) {
+    state.uploadPoll = setTimeout(followUploads, UPLOAD_POLL_MS);
+  }
+}
+
+/** Asks again while something is being indexed; once one is, the library offers it too. */
+async function followUploads() {
+  const before = new Set((state.uploads?.uploads || [])
+    .filter((u) => u.state === "indexed").map((u) => u.upload_id));
+  const attempt = state.signIns;
+  await loadUploads(attempt);
+  if (attempt !== state.signIns || !state.uploads) return;
+  if (state.uploads.uploads.some((u) => u.state === "indexed" && !before.has(u.upload_id))) {
+    loadLibrary(attempt);
+  }
+}
+
+function uploadItem(upload) {
+  const item = element("li", { "data-testid": "upload", "data-state": upload.state,
+    "data-id": upload.upload_id });
+  item.append(
+    element("span", { class: "name", text: upload.filename }),
+    element("span", { class: `state ${upload.state}`, "data-testid": "upload-state",
+      text: UPLOAD_STATES[upload.state] || upload.state }),
+    element("span", { class: "detail", "data-testid": "upload-detail", text: upload.detail }),
+    element("span", { class: "for", text: `For ${upload.groups.join(", ")} · `
+      + `${formatBytes(upload.size_bytes)} · ${new Date(upload.uploaded_at).toLocaleString()}` }),
+    element("button", { type: "button", text: "Remove", onclick: () => removeUpload(upload) }));
+  return item;
+}
+
+async function removeUpload(upload) {
+  try {
+    await api(`/v1/uploads/${encodeURIComponent(upload.upload_id)}`, { method: "DELETE" });
+  } catch (error) {
+    $("uploads-status").textContent = describe(error);
+    return;
+  }
+  $("uploads-status").textContent = `${upload.filename} removed; it leaves the index at the `
+    + "next run.";
+  loadUploads();
+}
+
+/** Sends each file; one refused (too large, a type Lorehouse does not read) stops no other. */
+async function addFiles(files) {
+  if (!state.uploads || !files.length) return;
+  toggleUploads(true);
+  const groups = chosenGroups();
+  const status = $("uploads-status");
+  if (!groups.length) {
+    status.textContent = "Choose at least one group to share the files with.";
+    return;
+  }
+  const said = [];
+  for (const file of files) {
+    const dot = file.name.lastIndexOf(".");
+    const type = dot >= 0 ? file.name.slice(dot).toLowerCase() : "";
+    if (!state.uploads.readable_extensions.includes(type)) {
+      said.push(`${file.name}: not a type Lorehouse reads`);
+      continue;
+    }
+    if (file.size > state.uploads.max_bytes) {
+      said.push(`${file.name}: larger than the ${formatBytes(state.uploads.max_bytes)} `
+        + "uploads take");
+      continue;
+    }
+    const query = new URLSearchParams({ filename: file.name });
+    for (const group of groups) query.append("groups", group);
+    status.textContent = `Sending ${file.name}…`;
+    try {
+      await api(`/v1/uploads?${query}`, { method: "POST", body: file,
+        headers: { "Content-Type": "application/octet-stream" } });
+      said.push(`${file.name}: added`);
+    } catch (error) {
+      said.push(`${file.name}: ${error instanceof ApiError ? error.detail : describe(error)}`);
+    }
+  }
+  status.textContent = said.join(" · ");
+  await loadUploads();
+}
+
+function toggleUploads(open = $("uploads").hidden) {
+  $("uploads").hidden = !open;
+  $("uploads-toggle").setAttribute("aria-expanded", String(open));
+  if (open) {
+    loadUploads();
+    $("close-uploads").focus();
+  }
+}
+
 // -- wiring the page ----------------------------------------------------------------------
 
 function fitComposer() {
@@ -1554,9 +1714,32 @@ $("start-conversation").addEventListener("click", () => {
   $("question").focus();
 });
 $("close-source").addEventListener("click", closeSource);
+$("uploads-toggle").addEventListener("click", () => toggleUploads());
+$("close-uploads").addEventListener("click", () => toggleUploads(false));
+$("upload-input").addEventListener("change", (event) => {
+  addFiles([...event.target.files]);
+  event.target.value = "";
+});
+// A file dropped anywhere on the page is added; one dropped where uploads are off is only
+// kept from replacing the page.
+document.addEventListener("dragover", (event) => {
+  if (!event.dataTransfer || ![...event.dataTransfer.types].includes("Files")) return;
+  event.preventDefault();
+  document.body.classList.toggle("dragging", Boolean(state.uploads));
+});
+document.addEventListener("dragleave", (event) => {
+  if (!event.relatedTarget) document.body.classList.remove("dragging");
+});
+document.addEventListener("drop", (event) => {
+  if (!event.dataTransfer || !event.dataTransfer.files.length) return;
+  event.preventDefault();
+  document.body.classList.remove("dragging");
+  addFiles([...event.dataTransfer.files]);
+});
 document.addEventListener("keydown", (event) => {
   if (event.key !== "Escape") return;
   if (!$("conversations").hidden) toggleConversations(false);
+  else if (!$("uploads").hidden) toggleUploads(false);
   else if (!$("source").hidden) closeSource();
   else if (!$("filters").hidden) toggleFilters(false);
 });

@@ -674,6 +674,14 @@ class Retriever:
                 readable.add(chunk_id)
         return readable
 
+    def readable_documents(self, doc_ids: Sequence[str], caller_groups: Sequence[str]) -> set[str]:
+        """Those of `doc_ids` the served index holds a chunk of that the caller may read: an
+        upload is indexed for its uploader once this names it. Empty before any index."""
+        if not doc_ids or not self.index.exists():
+            return set()
+        holders = self.index.snapshot().holders("doc_id", doc_ids, access_clause(caller_groups))
+        return {doc_id for doc_id, readable in holders.items() if readable}
+
     def changed_since(
         self, chunk: dict, caller_groups: Sequence[str], version: int
     ) -> ChunkSince | None:

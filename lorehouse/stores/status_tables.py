@@ -31,6 +31,29 @@ class DocumentStatus:
     title: str | None
 
 
+def _status(
+    doc_id: str,
+    rel_path: str,
+    file_type: str,
+    status: str,
+    reason: str | None,
+    detail: str | None,
+    acl_groups: Sequence[str],
+    title: str | None,
+) -> DocumentStatus:
+    """A row of `_STATUSES`, NULLs as None whether DuckDB or pandas read it."""
+    return DocumentStatus(
+        doc_id=doc_id,
+        rel_path=rel_path,
+        file_type=file_type,
+        status=status,
+        reason=None if pd.isna(reason) else reason,
+        detail=None if pd.isna(detail) else detail,
+        acl_groups=list(acl_groups),
+        title=None if pd.isna(title) else title,
+    )
+
+
 #: Every inventoried document with its parse status (parsed, failed, pending) and why.
 _STATUSES = """
     SELECT r.doc_id, r.rel_path, r.file_type,
@@ -126,19 +149,13 @@ class StatusTables(Database):
                 [status] if status is not None else [],
             )
             rows = result.fetchall() if limit is None else _first_rows(connection, result, limit)
-        return [
-            DocumentStatus(
-                doc_id=row[0],
-                rel_path=row[1],
-                file_type=row[2],
-                status=row[3],
-                reason=row[4],
-                detail=row[5],
-                acl_groups=list(row[6]),
-                title=row[7],
-            )
-            for row in rows
-        ]
+        return [_status(*row) for row in rows]
+
+    def statuses_of(self, doc_ids: Sequence[str]) -> dict[str, DocumentStatus]:
+        """doc_id -> where each of these documents stands, for those the inventory has
+        listed (an upload's progress page asks for a few)."""
+        rows = self._for_documents(f"SELECT * FROM ({_STATUSES}) {{where}}", "doc_id", doc_ids)
+        return {row[0]: _status(*row) for row in rows.itertuples(index=False)}
 
     def status_totals(self) -> Counter[str]:
         """status -> how many inventoried documents, over every file type."""
