@@ -9,9 +9,16 @@ set and only cost time on any other corpus.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import dagster as dg
+
+from lorehouse.api_keys import add_key
+from lorehouse.settings import Settings
+from pipelines.definitions import build_definitions
 
 
 @dataclass
@@ -33,11 +40,11 @@ class SensorTicks:
         ) as context:
             data = definition.evaluate_tick(context)
         self.cursors[sensor] = data.cursor or self.cursors.get(sensor)
-        job = definition.job_name
-        return [
-            request if request.job_name else request.with_replaced_attrs(job_name=job)
-            for request in data.run_requests or []
-        ]
+        requests = data.run_requests or []
+        if any(request.job_name is None for request in requests):
+            job = definition.job_name  # a sensor of one job may leave it out of its requests
+            requests = [request.with_replaced_attrs(job_name=job) for request in requests]
+        return requests
 
     def run(self, job_name: str, **kwargs: object) -> dg.ExecuteInProcessResult:
         """A run of `job_name` without the eval assets; fails the test when the run fails."""
@@ -71,3 +78,47 @@ class SensorTicks:
         else:
             raise AssertionError(f"the sensors still request runs after {rounds} rounds")
         return [(job, partition) for job, partition, _ in self.launched[start:]]
+
+
+@dataclass
+class UploadDeployment:
+    """A deployment that takes uploads, indexed once: a folder of documents and an upload
+    folder as two named sources, keys of a member of two groups, of an outsider and of a key
+    without groups, and its sensors to tick."""
+
+    settings: Settings
+    keys: dict[str, str]
+    ticks: SensorTicks
+
+    def headers(self, who: str) -> dict[str, str]:
+        return {"X-API-Key": self.keys[who]}
+
+
+#: The document every upload deployment starts with.
+STARTING_DOCUMENT = "# Leave\n\nEveryone gets twenty days of paid leave a year.\n"
+
+
+@contextmanager
+def upload_deployment(root: Path) -> Iterator[UploadDeployment]:
+    """The deployment under `root`, built by one index_job run on an instance of its own."""
+    (root / "docs").mkdir(parents=True)
+    (root / "uploads").mkdir()
+    (root / "docs" / "leave.md").write_text(STARTING_DOCUMENT)
+    keys_file = root / "keys.yaml"
+    keys = {
+        "member": add_key(keys_file, "mia", ["research", "lab"]),
+        "outsider": add_key(keys_file, "otto", ["sales"]),
+        "groupless": add_key(keys_file, "gil", []),
+    }
+    settings = Settings(
+        source_uri=f"docs={root / 'docs'} uploads={root / 'uploads'}",
+        upload_folder="uploads",
+        data_dir=root / "data",
+        api_keys_file=keys_file,
+        workers=1,
+        index_partitions=2,
+    )
+    with dg.instance_for_test() as instance:
+        ticks = SensorTicks(build_definitions(settings), instance)
+        ticks.run("index_job")
+        yield UploadDeployment(settings, keys, ticks)

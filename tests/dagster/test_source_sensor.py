@@ -134,3 +134,38 @@ def test_the_code_location_has_the_sensor_and_the_nightly_schedule() -> None:
     assert sensor.job_name == "inventory_job"
     schedule = defs.resolve_schedule_def("nightly_reindex_schedule")
     assert schedule.cron_schedule == Settings().reindex_cron
+
+
+def test_the_upload_sensor_is_there_running_when_uploads_are_on(tmp_path: Path) -> None:
+    from pipelines.definitions import build_definitions
+
+    names = {sensor.name for sensor in defs.sensors or []}
+    assert "upload_sensor" not in names
+    with_uploads = build_definitions(
+        Settings(source_uri=str(tmp_path), upload_folder="uploads", data_dir=tmp_path / "data")
+    )
+    sensor = with_uploads.resolve_sensor_def("upload_sensor")
+    assert sensor.job_name == "inventory_job"
+    assert sensor.default_status is dg.DefaultSensorStatus.RUNNING
+
+    # Its tick lists the upload folder alone: a file elsewhere in the source is not its own.
+    def tick(cursor: str | None) -> tuple[object, str | None]:
+        with dg.build_sensor_context(
+            cursor=cursor, instance=dg.DagsterInstance.ephemeral()
+        ) as context:
+            result = sensor(context)
+            return result, result.cursor if isinstance(result, dg.SensorResult) else cursor
+
+    _, cursor = tick(None)  # the folder's own access rule is new
+    (tmp_path / "elsewhere.md").write_text("# Elsewhere\n")
+    unchanged, cursor = tick(cursor)
+    assert isinstance(unchanged, dg.SkipReason)
+    uploads = tmp_path / "uploads" / "owner" / "0123456789abcdef"
+    uploads.mkdir(parents=True)
+    (uploads / "notes.md.meta.json").write_text('{"groups": ["lab"]}')
+    (uploads / "notes.md").write_text("# Notes\n")
+    uploaded, cursor = tick(cursor)
+    assert isinstance(uploaded, dg.SensorResult)
+    (request,) = uploaded.run_requests or []
+    assert request.tags["lorehouse/trigger"] == "upload"
+    assert request.tags["lorehouse/added"] == "2"  # the file and its sidecar
