@@ -180,7 +180,7 @@ def _view(upload: Upload, status: DocumentStatus | None, indexed: bool) -> Uploa
         state, detail = "queued", "stored; waiting for the next inventory run"
     elif status.status == "failed":
         state, reason = "failed", status.reason
-        detail = f"{status.reason}: {status.detail}" if status.detail else status.reason
+        detail = status.detail or status.reason
     elif status.status == "parsed":
         state, detail = "indexing", "parsed; waiting for the search index to publish it"
     else:

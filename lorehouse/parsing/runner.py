@@ -18,6 +18,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, wait
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import PurePosixPath
 
 import psutil
 from pebble import ProcessExpired, ProcessPool
@@ -72,6 +73,13 @@ def parser_version_of(file_type: FileType, options: ParseOptions) -> str:
     return parser.qualified_version(options) if parser is not None else "none"
 
 
+def _not_readable(rel_path: str) -> str:
+    """Why a file's bytes were not parsed: its name may claim a type its content is not."""
+    suffix = PurePosixPath(rel_path).suffix
+    named = f", though it is named {suffix}" if suffix else ""
+    return f"the content is not in a format Lorehouse reads{named}"
+
+
 def parse_document(
     data: bytes, document: RawDocument, options: ParseOptions | None = None
 ) -> ParseOutcome:
@@ -84,7 +92,7 @@ def parse_document(
         if parser is None:
             raise ParseError(
                 FailureReason.UNSUPPORTED_TYPE,
-                f"content is not a supported format (extension {document.rel_path!r})",
+                _not_readable(document.rel_path),
             )
         options = options or ParseOptions()
         output = parser.function(data, document.rel_path, options)

@@ -84,7 +84,9 @@ def test_an_upload_is_indexed_by_the_sensors_runs_for_its_group_alone(
     states = _states(client, deployment)
     assert states["Lab safety.docx"] == ("indexed", "searchable by research")
     assert states["broken.docx"][0] == "failed"
-    assert states["broken.docx"][1].startswith("unsupported_type: ")
+    assert states["broken.docx"][1] == (
+        "the content is not in a format Lorehouse reads, though it is named .docx"
+    )
     one = client.get(f"/v1/uploads/{broken['upload_id']}", headers=deployment.headers("member"))
     assert one.json()["reason"] == "unsupported_type"
 
