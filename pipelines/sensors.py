@@ -6,6 +6,7 @@ partition done on to a merge."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 import dagster as dg
@@ -30,14 +31,26 @@ from pipelines.partition_state import partition_states
 def source_change_sensor(settings: Settings) -> dg.SensorDefinition:
     """The sensor, polling as often as LOREHOUSE_SOURCE_POLL_SECONDS says; stopped until
     turned on in the UI (listing a large bucket has a cost)."""
+    return _inventory_sensor(
+        "source_change_sensor",
+        settings,
+        dg.DefaultSensorStatus.STOPPED,
+        "Lists the source; requests inventory_job when a file is added, changed or removed.",
+    )(evaluate_source_change)
+
+
+def _inventory_sensor(
+    name: str, settings: Settings, status: dg.DefaultSensorStatus, description: str
+) -> Callable[[Callable[..., object]], dg.SensorDefinition]:
+    """The decorator of a sensor that requests inventory_job, polling as often as
+    LOREHOUSE_SOURCE_POLL_SECONDS says."""
     return dg.sensor(
-        name="source_change_sensor",
+        name=name,
         job_name=INVENTORY_JOB,
         minimum_interval_seconds=settings.source_poll_seconds,
-        default_status=dg.DefaultSensorStatus.STOPPED,
-        description="Lists the source; requests inventory_job when a file is added, changed "
-        "or removed.",
-    )(evaluate_source_change)
+        default_status=status,
+        description=description,
+    )
 
 
 def evaluate_source_change(
@@ -60,13 +73,12 @@ def upload_sensor(settings: Settings, uploads: UploadFolder) -> dg.SensorDefinit
     def evaluate_uploads(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:
         return _run_for_changes(context, uploads.source(), "upload")
 
-    return dg.sensor(
-        name="upload_sensor",
-        job_name=INVENTORY_JOB,
-        minimum_interval_seconds=settings.source_poll_seconds,
-        default_status=dg.DefaultSensorStatus.RUNNING,
-        description="Lists the upload folder; requests inventory_job when a file is uploaded "
-        "or an upload deleted.",
+    return _inventory_sensor(
+        "upload_sensor",
+        settings,
+        dg.DefaultSensorStatus.RUNNING,
+        "Lists the upload folder; requests inventory_job when a file is uploaded or an "
+        "upload deleted.",
     )(evaluate_uploads)
 
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 import fcntl
 import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -17,6 +19,9 @@ from lorehouse.parsing.runner import parse_document
 from lorehouse.settings import BUNDLED_SAMPLE_CORPUS, REPO_ROOT
 from lorehouse.stores.duckdb_store import DuckDBStore
 from lorehouse.wiring import Lorehouse
+
+if TYPE_CHECKING:
+    from tests.dagster_daemon import UploadDeployment
 
 SHARED_CORPUS = REPO_ROOT.parent / "shared" / "corpus"
 DOCS_CORPUS = SHARED_CORPUS / "docs"
@@ -157,6 +162,15 @@ def materialized_sample(tmp_path_factory: pytest.TempPathFactory) -> Path:
             (shared / "built").touch()
     shutil.copytree(shared / "data", own_copy)
     return own_copy
+
+
+@pytest.fixture(scope="module")
+def upload_deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UploadDeployment]:
+    """A deployment that takes uploads, indexed once for the module's tests."""
+    from tests.dagster_daemon import upload_deployment as build_upload_deployment
+
+    with build_upload_deployment(tmp_path_factory.mktemp("uploads")) as built:
+        yield built
 
 
 GENERATED_DOCUMENTS = 12

@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 
 from api.main import create_app
 from lorehouse.settings import Settings
-from tests.dagster_daemon import UploadDeployment, upload_deployment
+from tests.dagster_daemon import UploadDeployment
 
 
 def lab_safety_docx() -> bytes:
@@ -28,108 +28,119 @@ def lab_safety_docx() -> bytes:
 
 
 @pytest.fixture(scope="module")
-def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UploadDeployment]:
-    with upload_deployment(tmp_path_factory.mktemp("uploads")) as built:
-        yield built
-
-
-@pytest.fixture(scope="module")
-def client(deployment: UploadDeployment) -> Iterator[TestClient]:
-    with TestClient(create_app(deployment.settings)) as served:
+def client(upload_deployment: UploadDeployment) -> Iterator[TestClient]:
+    with TestClient(create_app(upload_deployment.settings)) as served:
         yield served
 
 
 def _upload(
-    client: TestClient, deployment: UploadDeployment, name: str, data: bytes, *groups: str
+    client: TestClient, upload_deployment: UploadDeployment, name: str, data: bytes, *groups: str
 ) -> dict:
     response = client.post(
         "/v1/uploads",
         params={"filename": name, "groups": list(groups)},
         content=data,
-        headers=deployment.headers("member"),
+        headers=upload_deployment.headers("member"),
     )
     assert response.status_code == 201, response.text
     return response.json()
 
 
-def _found(client: TestClient, deployment: UploadDeployment, who: str, query: str) -> list[str]:
-    response = client.post("/v1/search", json={"query": query}, headers=deployment.headers(who))
+def _found(
+    client: TestClient, upload_deployment: UploadDeployment, who: str, query: str
+) -> list[str]:
+    response = client.post(
+        "/v1/search", json={"query": query}, headers=upload_deployment.headers(who)
+    )
     assert response.status_code == 200, response.text
     return [hit["rel_path"] for hit in response.json()["hits"]]
 
 
-def _states(client: TestClient, deployment: UploadDeployment) -> dict[str, tuple[str, str]]:
-    response = client.get("/v1/uploads", headers=deployment.headers("member"))
+def _states(client: TestClient, upload_deployment: UploadDeployment) -> dict[str, tuple[str, str]]:
+    response = client.get("/v1/uploads", headers=upload_deployment.headers("member"))
     assert response.status_code == 200, response.text
     return {u["filename"]: (u["state"], u["detail"]) for u in response.json()["uploads"]}
 
 
 def test_an_upload_is_indexed_by_the_sensors_runs_for_its_group_alone(
-    client: TestClient, deployment: UploadDeployment
+    client: TestClient, upload_deployment: UploadDeployment
 ) -> None:
-    overview = client.get("/v1/uploads", headers=deployment.headers("member")).json()
+    overview = client.get("/v1/uploads", headers=upload_deployment.headers("member")).json()
     assert overview["groups"] == ["lab", "research"]
     assert ".docx" in overview["readable_extensions"]
 
-    upload = _upload(client, deployment, "Lab safety.docx", lab_safety_docx(), "research")
-    broken = _upload(client, deployment, "broken.docx", b"this is not a Word file", "lab")
+    upload = _upload(client, upload_deployment, "Lab safety.docx", lab_safety_docx(), "research")
+    broken = _upload(client, upload_deployment, "broken.docx", b"this is not a Word file", "lab")
     assert (upload["state"], upload["groups"]) == ("queued", ["research"])
     assert upload["path"].startswith("uploads/") and upload["path"].endswith("/Lab safety.docx")
 
-    runs = deployment.ticks.settle("upload_sensor")
+    runs = upload_deployment.ticks.settle("upload_sensor")
     assert runs[0] == ("inventory_job", None)
     assert runs[-1] == ("merge_job", None)
-    assert deployment.ticks.launched[-len(runs)][2]["lorehouse/trigger"] == "upload"
+    assert upload_deployment.ticks.launched[-len(runs)][2]["lorehouse/trigger"] == "upload"
 
-    states = _states(client, deployment)
+    states = _states(client, upload_deployment)
     assert states["Lab safety.docx"] == ("indexed", "searchable by research")
     assert states["broken.docx"][0] == "failed"
     assert states["broken.docx"][1] == (
         "the content is not in a format Lorehouse reads, though it is named .docx"
     )
-    one = client.get(f"/v1/uploads/{broken['upload_id']}", headers=deployment.headers("member"))
+    one = client.get(
+        f"/v1/uploads/{broken['upload_id']}", headers=upload_deployment.headers("member")
+    )
     assert one.json()["reason"] == "unsupported_type"
 
-    assert upload["path"] in _found(client, deployment, "member", "goggles in the wet lab")
-    assert upload["path"] not in _found(client, deployment, "outsider", "goggles in the wet lab")
-    listed = client.get("/v1/documents", headers=deployment.headers("outsider")).json()
+    assert upload["path"] in _found(client, upload_deployment, "member", "goggles in the wet lab")
+    assert upload["path"] not in _found(
+        client, upload_deployment, "outsider", "goggles in the wet lab"
+    )
+    listed = client.get("/v1/documents", headers=upload_deployment.headers("outsider")).json()
     assert all(doc["rel_path"] != upload["path"] for doc in listed["documents"])
     filtered = client.post(
         "/v1/search",
         json={"query": "goggles", "filters": {"doc_ids": [upload["doc_id"]]}},
-        headers=deployment.headers("outsider"),
+        headers=upload_deployment.headers("outsider"),
     )
     assert filtered.status_code == 200 and filtered.json()["hits"] == []
 
     # Another caller cannot follow, list or delete it, by id either.
     for method in ("GET", "DELETE"):
         other = client.request(
-            method, f"/v1/uploads/{upload['upload_id']}", headers=deployment.headers("outsider")
+            method,
+            f"/v1/uploads/{upload['upload_id']}",
+            headers=upload_deployment.headers("outsider"),
         )
         assert other.status_code == 404, method
-    assert client.get("/v1/uploads", headers=deployment.headers("outsider")).json()["uploads"] == []
+    assert (
+        client.get("/v1/uploads", headers=upload_deployment.headers("outsider")).json()["uploads"]
+        == []
+    )
 
     # Deleted by its uploader, it leaves the index at the next runs.
-    gone = client.delete(f"/v1/uploads/{upload['upload_id']}", headers=deployment.headers("member"))
+    gone = client.delete(
+        f"/v1/uploads/{upload['upload_id']}", headers=upload_deployment.headers("member")
+    )
     assert gone.status_code == 204
-    deployment.ticks.settle("upload_sensor")
-    assert upload["path"] not in _found(client, deployment, "member", "goggles in the wet lab")
-    assert "Lab safety.docx" not in _states(client, deployment)
+    upload_deployment.ticks.settle("upload_sensor")
+    assert upload["path"] not in _found(
+        client, upload_deployment, "member", "goggles in the wet lab"
+    )
+    assert "Lab safety.docx" not in _states(client, upload_deployment)
 
 
 def test_what_cannot_be_an_upload_is_refused_with_a_message(
-    client: TestClient, deployment: UploadDeployment
+    client: TestClient, upload_deployment: UploadDeployment
 ) -> None:
     def post(who: str, name: str, groups: list[str], data: bytes = b"# Notes\n") -> tuple:
         response = client.post(
             "/v1/uploads",
             params={"filename": name, "groups": groups},
             content=data,
-            headers=deployment.headers(who),
+            headers=upload_deployment.headers(who),
         )
         return response.status_code, response.json()["detail"]
 
-    before = _states(client, deployment)
+    before = _states(client, upload_deployment)
     status, detail = post("member", "tool.exe", ["lab"])
     assert status == 415 and "not a type Lorehouse reads" in detail and ".docx" in detail
     assert post("member", "notes.md", ["sales"]) == (
@@ -140,7 +151,7 @@ def test_what_cannot_be_an_upload_is_refused_with_a_message(
     status, detail = post("groupless", "notes.md", ["lab"])
     assert status == 403 and "never public" in detail
     assert post("member", "_access.json", ["lab"])[0] == 422
-    cap = deployment.settings.upload_max_bytes
+    cap = upload_deployment.settings.upload_max_bytes
     status, detail = post("member", "big.md", ["lab"], b"x" * (cap + 1))
     assert status == 413 and str(cap) in detail
 
@@ -153,14 +164,14 @@ def test_what_cannot_be_an_upload_is_refused_with_a_message(
         "/v1/uploads",
         params={"filename": "streamed.md", "groups": ["lab"]},
         content=chunks(),
-        headers=deployment.headers("member"),
+        headers=upload_deployment.headers("member"),
     )
     assert streamed.status_code == 413
     assert (
         client.post("/v1/uploads", params={"filename": "x.md", "groups": ["lab"]}).status_code
         == 401
     )
-    assert _states(client, deployment) == before
+    assert _states(client, upload_deployment) == before
 
 
 def test_a_deployment_without_an_upload_folder_says_so(tmp_path: Path) -> None:

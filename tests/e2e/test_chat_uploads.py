@@ -17,7 +17,7 @@ import pytest
 from playwright.sync_api import Browser, Page, expect
 
 from tests.api.test_uploads import lab_safety_docx
-from tests.dagster_daemon import UploadDeployment, upload_deployment
+from tests.dagster_daemon import UploadDeployment
 from tests.e2e.test_chat_page import DESKTOP, PHONE, _answered, _fits, _signed_in
 from tests.local_http import serve_app
 
@@ -27,14 +27,8 @@ GOGGLES = "Are goggles required in the wet lab?"
 
 
 @pytest.fixture(scope="module")
-def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UploadDeployment]:
-    with upload_deployment(tmp_path_factory.mktemp("chat-uploads")) as built:
-        yield built
-
-
-@pytest.fixture(scope="module")
-def server(deployment: UploadDeployment) -> Iterator[str]:
-    yield from serve_app(deployment.settings)
+def server(upload_deployment: UploadDeployment) -> Iterator[str]:
+    yield from serve_app(upload_deployment.settings)
 
 
 def _drop(page: Page, files: dict[str, bytes]) -> None:
@@ -54,9 +48,9 @@ def _drop(page: Page, files: dict[str, bytes]) -> None:
 
 
 def test_a_dropped_word_file_is_indexed_for_the_chosen_group_and_no_one_else(
-    browser: Browser, server: str, deployment: UploadDeployment, screenshots: Path
+    browser: Browser, server: str, upload_deployment: UploadDeployment, screenshots: Path
 ) -> None:
-    page = _signed_in(browser, server, deployment.keys["member"])
+    page = _signed_in(browser, server, upload_deployment.keys["member"])
     page.click("#uploads-toggle")
     groups = page.locator("input[name=upload-group]")
     expect(groups).to_have_count(2)
@@ -80,7 +74,7 @@ def test_a_dropped_word_file_is_indexed_for_the_chosen_group_and_no_one_else(
     expect(lab.locator("[data-testid=upload-state]")).to_have_text("Queued")
     expect(lab).to_contain_text("For research")
 
-    runs = deployment.ticks.settle("upload_sensor")
+    runs = upload_deployment.ticks.settle("upload_sensor")
     assert runs[0] == ("inventory_job", None) and runs[-1] == ("merge_job", None)
     expect(lab.locator("[data-testid=upload-state]")).to_have_text("Indexed", timeout=FOLLOW_MS)
     expect(broken.locator("[data-testid=upload-state]")).to_have_text("Failed")
@@ -106,7 +100,7 @@ def test_a_dropped_word_file_is_indexed_for_the_chosen_group_and_no_one_else(
     assert cited and all(path.endswith("/Lab safety.docx") for path in cited), cited
 
     # An outsider asks the same: the file is neither cited, listed nor offered.
-    outsider = _signed_in(browser, server, deployment.keys["outsider"])
+    outsider = _signed_in(browser, server, upload_deployment.keys["outsider"])
     outsider.fill("#question", GOGGLES)
     outsider.click("#send")
     _answered(outsider)
@@ -117,7 +111,7 @@ def test_a_dropped_word_file_is_indexed_for_the_chosen_group_and_no_one_else(
     expect(outsider.locator("[data-testid=upload]")).to_have_count(0)
 
     # On a phone the panel takes the screen, and nothing is wider than it.
-    phone = _signed_in(browser, server, deployment.keys["member"], PHONE)
+    phone = _signed_in(browser, server, upload_deployment.keys["member"], PHONE)
     phone.click("#uploads-toggle")
     expect(phone.locator("[data-testid=upload]")).to_have_count(2)
     _fits(phone)
@@ -125,9 +119,9 @@ def test_a_dropped_word_file_is_indexed_for_the_chosen_group_and_no_one_else(
 
 
 def test_a_key_without_groups_is_told_it_cannot_add_files(
-    browser: Browser, server: str, deployment: UploadDeployment
+    browser: Browser, server: str, upload_deployment: UploadDeployment
 ) -> None:
-    page = _signed_in(browser, server, deployment.keys["groupless"], DESKTOP)
+    page = _signed_in(browser, server, upload_deployment.keys["groupless"], DESKTOP)
     page.click("#uploads-toggle")
     expect(page.locator("#upload-groups")).to_contain_text("never public")
     _drop(page, {"notes.md": b"# Notes\n"})
