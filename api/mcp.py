@@ -47,7 +47,7 @@ from api.routers import search as search_route
 from lorehouse.agents.ask import AskResponse
 from lorehouse.agents.query_optimizer import Turn
 from lorehouse.api_keys import ANONYMOUS, Caller
-from lorehouse.errors import validation_summary
+from lorehouse.errors import field_errors, validation_summary
 from lorehouse.search.retriever import SearchMode, SearchResult
 from lorehouse.settings import Settings
 
@@ -93,6 +93,11 @@ def build_mcp_server(
                 KEY_REQUIRED if headers is not None else f"{KEY_REQUIRED}: LOREHOUSE_MCP_API_KEY"
             )
         return caller
+
+    async def in_thread(route: Callable[..., _T], ctx: Context, *arguments: object) -> _T:
+        """A synchronous route's function for the caller, in a worker thread as FastAPI
+        runs it."""
+        return await _tool_call(run_in_threadpool(route, service_of(), caller_of(ctx), *arguments))
 
     # The SDK sets up the root logger (a handler printing every library's INFO lines) unless
     # one is there already; the process's own logging configuration decides instead.
@@ -191,17 +196,7 @@ def build_mcp_server(
 
         A chunk that does not exist and one you may not read get the same error.
         """
-        caller = caller_of(ctx)
-        return await _tool_call(
-            run_in_threadpool(
-                chunks_route.chunk,
-                service_of(),  # type: ignore[arg-type]
-                caller,  # type: ignore[arg-type]
-                chunk_id,
-                window,
-                version,
-            )
-        )
+        return await in_thread(chunks_route.chunk, ctx, chunk_id, window, version)
 
     @server.tool(title="List the indexed documents", annotations=_READ_ONLY)
     async def list_documents(
@@ -213,16 +208,7 @@ def build_mcp_server(
     ) -> DocumentPage:
         """The documents you may read, by path: doc_id, title, path, file type, summary,
         chunks, pages and when each was indexed, with the total to page through."""
-        caller = caller_of(ctx)
-        return await _tool_call(
-            run_in_threadpool(
-                documents_route.documents,
-                service_of(),  # type: ignore[arg-type]
-                caller,  # type: ignore[arg-type]
-                limit,
-                offset,
-            )
-        )
+        return await in_thread(documents_route.documents, ctx, limit, offset)
 
     return server
 
@@ -253,11 +239,7 @@ def _detail(detail: Any) -> str:
     """An HTTPException's detail as one line: a string as it is, a 422's list of field
     errors as `field: message; ...`."""
     if isinstance(detail, list):
-        return "; ".join(
-            f"{'.'.join(str(part) for part in item.get('loc', []))}: {item.get('msg')}"
-            for item in detail
-            if isinstance(item, dict)
-        )
+        return field_errors(item for item in detail if isinstance(item, dict))
     return str(detail)
 
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from lorehouse.models import FailureReason
 
@@ -31,7 +32,12 @@ def validation_summary(error: ValidationError, whole: str = "value", shown: int 
     """A pydantic error as one line: where and what for the first few problems, without the
     input echoed back or the documentation links, for a log line or a command's error.
     `whole` names a problem with the value as a whole (no field)."""
+    return field_errors(error.errors()[:shown], whole)
+
+
+def field_errors(items: Iterable[Mapping[str, Any]], whole: str = "value") -> str:
+    """Field errors (pydantic's, or a 422's `detail` list) as `field: message; ...`."""
     return "; ".join(
-        f"{'.'.join(str(part) for part in item['loc']) or whole}: {item['msg']}"
-        for item in error.errors()[:shown]
+        f"{'.'.join(str(part) for part in item.get('loc', ())) or whole}: {item.get('msg')}"
+        for item in items
     )

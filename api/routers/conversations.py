@@ -10,8 +10,7 @@ the model as history either.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from typing import Annotated, Any, TypeVar
 
 from fastapi import APIRouter, HTTPException, Path, Query, Response
@@ -58,19 +57,14 @@ def no_conversation(conversation_id: str) -> HTTPException:
     return HTTPException(status_code=404, detail=f"no conversation {conversation_id!r}")
 
 
-@contextmanager
-def _database() -> Iterator[None]:
-    """A database that does not answer is a 503 to retry, logged without the caller's data."""
+def _stored(work: Callable[[], _T]) -> _T:
+    """`work` on the conversations database; one that does not answer is a 503 to retry,
+    logged without the caller's data."""
     try:
-        yield
+        return work()
     except SQLAlchemyError as error:
         api_log.warning("the conversations database failed: %s", type(error).__name__)
         raise StoreUnavailable(CONVERSATIONS_UNAVAILABLE) from error
-
-
-def _stored(work: Callable[[], _T]) -> _T:
-    with _database():
-        return work()
 
 
 def _summary(record: ConversationRecord) -> ConversationSummary:
