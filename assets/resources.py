@@ -119,6 +119,8 @@ class DocumentSourceResource(SettingsResource):
     data_dir: str | None = _setting("data_dir", default=None)
     source_permission_map: str | None = _setting("source_permission_map", default=None)
     source_sync_minutes: str | None = _setting("source_sync_minutes", default=None)
+    #: Listed even before the first upload, with the rule that hides a file without groups.
+    upload_folder: str | None = _setting("upload_folder", default=None)
     s3_endpoint_url: str | None = _setting("s3_endpoint_url", default=None)
     s3_region: str | None = _setting("s3_region", default=None)
     aws_access_key_id: str | None = Field(

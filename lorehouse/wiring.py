@@ -155,6 +155,9 @@ class Lorehouse:
         gdrive://...`), each under its name in the paths."""
         from lorehouse.sources.composite import CompositeSource, named_sources
 
+        uploads = self.upload_folder()
+        if uploads is not None:
+            uploads.prepare()  # listed, with its hiding rule, before the first upload
         named = named_sources(self.settings.source_uri)
         if named is None:
             return self._source(self.settings.source_uri, s3_client)
@@ -201,6 +204,18 @@ class Lorehouse:
             )
         root = Path(uri).expanduser().resolve() / inside
         return UploadFolder(root, settings.upload_folder, settings.upload_max_bytes)
+
+    def upload_source(self) -> DocumentSource:
+        """The upload folder alone, as a source: what the upload sensor lists, at a cost that
+        follows the uploads rather than the corpus."""
+        from lorehouse.errors import SourceError
+        from lorehouse.sources import LocalFolderSource
+
+        uploads = self.upload_folder()
+        if uploads is None:
+            raise SourceError("uploads are off: LOREHOUSE_UPLOAD_FOLDER is not set")
+        uploads.prepare()
+        return LocalFolderSource(uploads.root)
 
     @cached_property
     def _s3_client(self) -> Any:

@@ -55,14 +55,18 @@ def _ingest_definitions(settings: Settings) -> dg.Definitions:
 
 def _automation_definitions(settings: Settings) -> dg.Definitions:
     partitions, merge = partitions_job(), merge_job(settings)
-    uploads = Lorehouse(settings).upload_folder()
+    lorehouse = Lorehouse(settings)
     return dg.Definitions(
         jobs=[index_job(settings), inventory_job(settings), partitions, merge],
         schedules=[nightly_reindex_schedule(settings)],
         sensors=[
             source_change_sensor(settings),
             changed_partitions_sensor(settings, partitions, merge),
-            *([upload_sensor(settings, uploads)] if uploads is not None else []),
+            *(
+                [upload_sensor(settings, lorehouse.upload_source)]
+                if lorehouse.upload_folder() is not None
+                else []
+            ),
         ],
     )
 

@@ -15,7 +15,6 @@ from assets.resources import DocumentSourceResource
 from lorehouse.settings import Settings, get_settings
 from lorehouse.sources.base import DocumentSource
 from lorehouse.sources.manifest import Manifest, take_manifest
-from lorehouse.sources.uploads import UploadFolder
 from pipelines.jobs import (
     INVENTORY_ASSET,
     INVENTORY_JOB,
@@ -64,14 +63,16 @@ def evaluate_source_change(
     return _run_for_changes(context, document_source.open(), "source_change")
 
 
-def upload_sensor(settings: Settings, uploads: UploadFolder) -> dg.SensorDefinition:
+def upload_sensor(
+    settings: Settings, upload_source: Callable[[], DocumentSource]
+) -> dg.SensorDefinition:
     """The sensor that takes chat page uploads in: it lists only the upload folder, so it
     runs by default and as often as the change sensor may, at a cost that follows the
     uploads rather than the corpus, and requests the same inventory run when a file is
     added or removed there."""
 
     def evaluate_uploads(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:
-        return _run_for_changes(context, uploads.source(), "upload")
+        return _run_for_changes(context, upload_source(), "upload")
 
     return _inventory_sensor(
         "upload_sensor",

@@ -101,8 +101,7 @@ STARTING_DOCUMENT = "# Leave\n\nEveryone gets twenty days of paid leave a year.\
 @contextmanager
 def upload_deployment(root: Path) -> Iterator[UploadDeployment]:
     """The deployment under `root`, built by one index_job run on an instance of its own."""
-    (root / "docs").mkdir(parents=True)
-    (root / "uploads").mkdir()
+    (root / "docs").mkdir(parents=True)  # the upload folder is made by the first listing
     (root / "docs" / "leave.md").write_text(STARTING_DOCUMENT)
     keys_file = root / "keys.yaml"
     keys = {

@@ -37,7 +37,6 @@ from lorehouse.inventory import document_id
 from lorehouse.models import NOBODY_GROUP, FileType
 from lorehouse.sniffing import READABLE_EXTENSIONS, extension_type
 from lorehouse.sources.base import FOLDER_ACL_FILE, SIDECAR_SUFFIX
-from lorehouse.sources.local import LocalFolderSource
 
 #: The longest file name kept, in characters; a longer one keeps its start and extension.
 MAX_NAME_CHARS = 120
@@ -143,11 +142,6 @@ class UploadFolder:
         self.prefix = prefix.strip("/")
         self.max_bytes = max_bytes
 
-    def source(self) -> LocalFolderSource:
-        """The folder as a source of its own, for a sensor that lists only the uploads."""
-        self._prepare()
-        return LocalFolderSource(self.root)
-
     def too_large(self) -> UploadRefused:
         return UploadRefused(
             Refusal.TOO_LARGE, f"the file is larger than the {self.max_bytes} bytes uploads take"
@@ -174,7 +168,7 @@ class UploadFolder:
         name, allowed = self.check(filename, groups, owner_groups)
         if len(data) > self.max_bytes:
             raise self.too_large()
-        self._prepare()
+        self.prepare()
         upload_id = secrets.token_hex(8)
         folder = self._owner_folder(owner) / upload_id
         folder.mkdir(parents=True)
@@ -240,8 +234,9 @@ class UploadFolder:
     def _path(self, owner: str, upload_id: str, name: str) -> str:
         return "/".join(part for part in (self.prefix, _owner_key(owner), upload_id, name) if part)
 
-    def _prepare(self) -> None:
-        """The folder, and its rule that hides a file without a sidecar."""
+    def prepare(self) -> None:
+        """Makes the folder, and its rule that hides a file without a sidecar, so the source
+        lists it before anything is uploaded."""
         self.root.mkdir(parents=True, exist_ok=True)
         rule = self.root / FOLDER_ACL_FILE
         if not rule.exists():

@@ -11,6 +11,7 @@ from lorehouse.errors import SourceError
 from lorehouse.inventory import AccessRules
 from lorehouse.models import NOBODY_GROUP
 from lorehouse.settings import Settings
+from lorehouse.sources.local import LocalFolderSource
 from lorehouse.sources.uploads import (
     MAX_NAME_CHARS,
     Refusal,
@@ -79,7 +80,7 @@ def test_stored_uploads_are_their_owners_with_their_sidecar_and_a_hiding_folder_
 
     # The access rules the inventory applies: the sidecar's groups; a file that lost its
     # sidecar falls back to the folder's rule, which no caller holds.
-    source = folder.source()
+    source = LocalFolderSource(folder.root)
     rel_path = upload.path.removeprefix("uploads/")
     rules = AccessRules(source, {"_access.json"}, [])
     assert rules.groups_for(rel_path, has_own_sidecar=True) == ["lab"]
