@@ -115,6 +115,7 @@ class DocumentSourceResource(SettingsResource):
     service (through its connector's resource), or several of these by name."""
 
     source_uri: str = _setting("source_uri")
+    source_include: str | None = _setting("source_include", default=None)
     #: A connected source keeps its checkpoint and fetched items here.
     data_dir: str | None = _setting("data_dir", default=None)
     source_permission_map: str | None = _setting("source_permission_map", default=None)

@@ -129,6 +129,13 @@ class Settings(BaseSettings):
             "the raw documents."
         ),
     )
+    source_include: str | None = Field(
+        default=None,
+        description="Only the documents whose paths match these patterns are indexed, "
+        "separated by spaces ('manuals/*.html reports/*.pdf'; '*' crosses folders, paths "
+        "as in the index, a named source's name first); access files always count. Unset: "
+        "every file of the source.",
+    )
     source_permission_map: Path | None = Field(
         default=None,
         description=(
@@ -912,6 +919,7 @@ def source_sync_minutes(value: str) -> dict[str, float]:
 SETTING_GROUPS: dict[str, tuple[str, ...]] = {
     "Sources": (
         "source_uri",
+        "source_include",
         "source_permission_map",
         "source_sync_minutes",
         "s3_endpoint_url",

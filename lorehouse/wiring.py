@@ -158,12 +158,20 @@ class Lorehouse:
         uploads = self.upload_folder()
         if uploads is not None:
             uploads.prepare()  # listed, with its hiding rule, before the first upload
+        from lorehouse.sources.included import IncludedFiles, include_patterns
+
         named = named_sources(self.settings.source_uri)
+        source: DocumentSource
         if named is None:
-            return self._source(self.settings.source_uri, s3_client)
-        return CompositeSource(
-            {name: self._source(uri, s3_client, name) for name, uri in named.items()}
-        )
+            source = self._source(self.settings.source_uri, s3_client)
+        else:
+            source = CompositeSource(
+                {name: self._source(uri, s3_client, name) for name, uri in named.items()}
+            )
+        patterns = include_patterns(self.settings.source_include)
+        if patterns and self.settings.upload_folder is not None:
+            patterns += (f"{self.settings.upload_folder}/*",)  # uploads are always indexed
+        return IncludedFiles(source, patterns) if patterns else source
 
     def _source(self, uri: str, s3_client: Any = None, name: str | None = None) -> DocumentSource:
         from lorehouse.sources import LocalFolderSource, S3PrefixSource

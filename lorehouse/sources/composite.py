@@ -110,6 +110,10 @@ class CompositeSource:
 
 def connected_sources(source: DocumentSource) -> dict[str, ConnectorSource]:
     """The connected services `source` reads, by source name; a lone one under its kind."""
+    from lorehouse.sources.included import IncludedFiles
+
+    if isinstance(source, IncludedFiles):
+        source = source.inner
     if isinstance(source, CompositeSource):
         return {n: s for n, s in source.sources.items() if isinstance(s, ConnectorSource)}
     if isinstance(source, ConnectorSource):
