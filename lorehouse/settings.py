@@ -37,6 +37,9 @@ def default_data_dir(start: Path | None = None) -> Path:
     return Path(user_data) / "lorehouse"
 
 
+#: The languages BM25 has a Snowball stemmer for (lorehouse/search/bm25.py's table).
+_SNOWBALL_CODES = ("en", "de", "fr", "es", "it", "nl", "pt", "sv", "da", "no", "fi", "ru")
+
 # Ranking constants. They are code, not settings: each was chosen on the evaluation sets
 # (docs/benchmarks.md, "Retrieval quality"), no deployment has a reason to change them, and
 # `lorehouse eval` measures other values by building a Retriever with them.
@@ -371,11 +374,21 @@ class Settings(BaseSettings):
         le=16_000,
         description="Output limit of the answer-eval judge: its reasoning, score and flags.",
     )
+    languages: str = Field(
+        default="en",
+        description="The languages of the documents and questions, as ISO 639-1 codes separated "
+        "by spaces, the most common first ('de en'): BM25 stems each chunk and each question "
+        "in its own language, told among these (one language needs no telling); a text too "
+        "short to tell counts as the first. Stemmed: " + " ".join(_SNOWBALL_CODES) + ".",
+    )
     embed_model: str = Field(
         default="local",
         description=(
-            "'local' for the bundled all-MiniLM-L6-v2 (int8 ONNX), or a litellm embedding model "
-            "(openai/text-embedding-3-small, bedrock/amazon.titan-embed-text-v2:0, cohere/...)."
+            "'local' for the bundled all-MiniLM-L6-v2 (int8 ONNX, English), "
+            "'local-multilingual' for the bundled multilingual-e5-small (4-bit; German and about "
+            "a hundred other languages, and questions in one language over documents in "
+            "another), or a litellm embedding model (openai/text-embedding-3-small, "
+            "bedrock/amazon.titan-embed-text-v2:0, cohere/...)."
         ),
     )
     embed_api_base: str | None = Field(
@@ -817,6 +830,23 @@ class Settings(BaseSettings):
             )
         return value.strip()
 
+    @field_validator("languages")
+    @classmethod
+    def _languages_are_stemmed(cls, value: str) -> str:
+        codes = value.split()
+        unknown = [code for code in codes if code not in _SNOWBALL_CODES]
+        if not codes or unknown:
+            raise ValueError(
+                f"LOREHOUSE_LANGUAGES takes ISO 639-1 codes among {' '.join(_SNOWBALL_CODES)}, "
+                f"not {value!r}"
+            )
+        return " ".join(dict.fromkeys(codes))
+
+    @property
+    def language_codes(self) -> tuple[str, ...]:
+        """`languages` as codes, the first the default."""
+        return tuple(self.languages.split())
+
     @field_validator("upload_folder")
     @classmethod
     def _upload_folder_is_a_plain_path(cls, value: str | None) -> str | None:
@@ -960,6 +990,7 @@ SETTING_GROUPS: dict[str, tuple[str, ...]] = {
         "prompts_dir",
     ),
     "Embedding": (
+        "languages",
         "embed_model",
         "embed_api_base",
         "embed_batch_size",

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from lorehouse.llm import LLMClient
     from lorehouse.parsing.registry import ParseOptions
     from lorehouse.parsing.runner import ParseLimits
+    from lorehouse.search.bm25 import TextAnalyzer
     from lorehouse.search.retriever import Retriever
     from lorehouse.search.token_vectors import TokenEncoder
     from lorehouse.sources import DocumentSource
@@ -142,7 +143,15 @@ class Lorehouse:
                 self.settings.search_index_cache_mib << 20,
                 self.settings.search_metadata_cache_mib << 20,
             ),
+            analyzer=self.text_analyzer(),
         )
+
+    def text_analyzer(self) -> TextAnalyzer:
+        """How BM25 reads chunks and queries: each in its own language, among the
+        deployment's (LOREHOUSE_LANGUAGES)."""
+        from lorehouse.search.bm25 import analyzer_of
+
+        return analyzer_of(self.settings.language_codes)
 
     def chunk_index(self) -> ChunkIndex:
         """The LanceDB chunk index the embedding stage writes and searches read."""
@@ -314,7 +323,13 @@ class Lorehouse:
             self.settings.embed_api_base,
             max_attempts=self.settings.llm_max_attempts,
             timeout_seconds=self.settings.llm_timeout_seconds,
+            multilingual=self._multilingual_model,
         )
+
+    def _multilingual_model(self) -> Embedder:
+        from lorehouse.embedding.e5 import shared_multilingual
+
+        return shared_multilingual(self.settings.embed_threads)
 
     def bundled_model(self) -> OnnxMiniLMEmbedder:
         """The bundled MiniLM with this deployment's threads and query cache: the local

@@ -37,7 +37,7 @@ from lorehouse.agents.query_optimizer import Turn, carry_over_offline, optimize_
 from lorehouse.agents.scope import narrows, scope_not_saying
 from lorehouse.agents.source_identifier import Sources, choose_with_llm, rank_documents
 from lorehouse.agents.trace import AskTrace, StepTrace, timed_step
-from lorehouse.embedding.base import Embedder, VectorCache
+from lorehouse.embedding.base import Embedder, VectorCache, query_vectors
 from lorehouse.llm import LLMClient, LLMFailure
 from lorehouse.search.retriever import Retriever, SearchFilters, SearchHit, SearchMode
 from lorehouse.search.tables import DocumentTable
@@ -374,7 +374,7 @@ class AskPipeline:
         if not self.documents.exists():
             step.status, step.detail = "skipped", "no document index"
             return "all"
-        query_vector = self.embedder.embed([question])[0]
+        query_vector = query_vectors(self.embedder, [question])[0]
         ranked = rank_documents(
             self.documents, query_vector, question, caller_groups, SOURCE_CANDIDATES
         )

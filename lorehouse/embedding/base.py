@@ -21,6 +21,8 @@ def embed_key(model: str, text: str) -> str:
 
 
 LOCAL_EMBED_MODEL = "local"
+#: The bundled multilingual model (multilingual-e5-small), for corpora not only in English.
+MULTILINGUAL_EMBED_MODEL = "local-multilingual"
 
 
 class EmbeddingFailure(RuntimeError):
@@ -75,17 +77,28 @@ def l2_normalize(vectors: np.ndarray) -> np.ndarray:
     return (vectors / np.clip(norms, 1e-12, None)).astype(np.float32)
 
 
+def query_vectors(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
+    """Vectors of what is searched for: an embedder trained with a query side of its own
+    (E5's `query: ` prefix) embeds them as queries; any other as it embeds everything."""
+    embed_queries = getattr(embedder, "embed_queries", None)
+    return embed_queries(texts) if embed_queries is not None else embedder.embed(texts)
+
+
 def embedder_for(
     model: str,
     local: Callable[[], Embedder],
     api_base: str | None = None,
     max_attempts: int = 3,
     timeout_seconds: float = 60.0,
+    multilingual: Callable[[], Embedder] | None = None,
 ) -> Embedder:
     """The embedder a setting names: 'local' is the bundled MiniLM (`local()`, which the
-    composition root configures), anything else litellm's."""
+    composition root configures), 'local-multilingual' the bundled multilingual-e5-small
+    (`multilingual()`), anything else litellm's."""
     if model == LOCAL_EMBED_MODEL:
         return local()
+    if model == MULTILINGUAL_EMBED_MODEL and multilingual is not None:
+        return multilingual()
     from lorehouse.embedding.litellm import LiteLLMEmbedder
 
     return LiteLLMEmbedder(

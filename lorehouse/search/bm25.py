@@ -57,15 +57,53 @@ K1 = 1.2
 B = 0.75
 
 
-class Analyzer:
-    """Text to index terms: words, lowercased, ASCII-folded, stop words out, stemmed."""
+#: The same words for German questions: "Wie kann ich meine ...?", "Welche ... gibt es?".
+GERMAN_QUESTION_WORDS = frozenset(
+    {
+        *("was", "welche", "welcher", "welches", "welchen", "wer", "wem", "wen", "wann", "wo"),
+        *("warum", "wie", "wieso", "weshalb", "wohin", "woher", "womit", "wozu"),
+        *("kann", "können", "muss", "müssen", "soll", "sollte", "darf", "gibt", "geht"),
+        *("ich", "mein", "meine", "meinen", "meinem", "mir", "mich", "wir", "unser", "unsere"),
+        *("man", "sie", "ihr", "ihre", "viel", "viele"),
+    }
+)
+#: ISO 639-1 code -> Snowball stemmer, for the languages BM25 stems in their own way.
+SNOWBALL_LANGUAGES = {
+    "en": "english",
+    "de": "german",
+    "fr": "french",
+    "es": "spanish",
+    "it": "italian",
+    "nl": "dutch",
+    "pt": "portuguese",
+    "sv": "swedish",
+    "da": "danish",
+    "no": "norwegian",
+    "fi": "finnish",
+    "ru": "russian",
+}
 
-    def __init__(self, language: str = "english") -> None:
-        self._stemmer = Stemmer.Stemmer(language)
+
+class Analyzer:
+    """Text to index terms: words, lowercased, ASCII-folded, stop words out, stemmed.
+
+    English keeps LanceDB's analyzer (tantivy's short stop list); another language stems with
+    its own Snowball stemmer and drops its own stop words (the `stop-words` package's list).
+    """
+
+    def __init__(self, language: str = "en") -> None:
+        if language not in SNOWBALL_LANGUAGES:
+            raise ValueError(f"no stemmer for the language {language!r}")
+        self.language = language
+        #: What postings built with it are kept under, beside the table version.
+        self.name = language
+        self._stemmer = Stemmer.Stemmer(SNOWBALL_LANGUAGES[language])
         # Snowball is the slow step; a corpus has far fewer distinct words than tokens.
         self._stem = lru_cache(maxsize=200_000)(self._stemmer.stemWord)
-        #: QUESTION_WORDS as index terms.
-        self.question_terms = frozenset(self.terms(" ".join(sorted(QUESTION_WORDS))))
+        self._stop_words = STOP_WORDS if language == "en" else _stop_words(language)
+        asked = QUESTION_WORDS if language == "en" else GERMAN_QUESTION_WORDS | QUESTION_WORDS
+        #: The question words as index terms.
+        self.question_terms = frozenset(self.terms(" ".join(sorted(asked))))
 
     def terms(self, text: str | None) -> list[str]:
         if not text:
@@ -74,8 +112,60 @@ class Analyzer:
         return [
             self._stem(word)
             for word in _TOKEN.findall(folded)
-            if len(word) <= MAX_TOKEN_CHARS and word not in STOP_WORDS
+            if len(word) <= MAX_TOKEN_CHARS and word not in self._stop_words
         ]
+
+
+def _stop_words(language: str) -> frozenset[str]:
+    """A language's stop words, ASCII-folded as the words they are compared with are."""
+    from stop_words import StopWordError, get_stop_words
+
+    try:
+        words = get_stop_words(SNOWBALL_LANGUAGES[language])
+    except StopWordError:
+        return frozenset()
+    return frozenset(_fold(word.lower()) for word in words)
+
+
+class MultilingualAnalyzer:
+    """Each text analysed in its own language, told among `languages` (lorehouse/language.py):
+    a German chunk stemmed as German, an English question as English. A text too short to
+    tell is read as the first language.
+
+    The statistics stay exact per caller: the postings are still one set per row, only the
+    terms each row yields depend on its language.
+    """
+
+    def __init__(self, languages: Sequence[str]) -> None:
+        from lorehouse.language import shared_detector
+
+        self.languages = tuple(languages)
+        self.name = "-".join(self.languages)
+        self._detector = shared_detector(self.languages)
+        self._analyzers = {language: analyzer_for(language) for language in self.languages}
+        self.question_terms = frozenset().union(
+            *(analyzer.question_terms for analyzer in self._analyzers.values())
+        )
+
+    def terms(self, text: str | None) -> list[str]:
+        return self._analyzers[self._detector.detect(text)].terms(text)
+
+
+@lru_cache(maxsize=16)
+def analyzer_for(language: str) -> Analyzer:
+    """One analyzer per language and process (its stems are cached)."""
+    return Analyzer(language)
+
+
+#: Either analyzer: both yield a text's terms and know the question words among them.
+TextAnalyzer = Analyzer | MultilingualAnalyzer
+
+
+def analyzer_of(languages: Sequence[str]) -> TextAnalyzer:
+    """The analyzer for a deployment's languages: one language needs no detection."""
+    if len(languages) == 1:
+        return analyzer_for(languages[0])
+    return MultilingualAnalyzer(languages)
 
 
 def _fold(text: str) -> str:
@@ -105,7 +195,7 @@ class FieldPostings:
     lengths: np.ndarray
 
     @classmethod
-    def build(cls, texts: Iterable[str | None], analyzer: Analyzer) -> FieldPostings:
+    def build(cls, texts: Iterable[str | None], analyzer: TextAnalyzer) -> FieldPostings:
         term_ids: dict[str, int] = {}
         term_column: list[int] = []
         row_column: list[int] = []
@@ -228,7 +318,7 @@ class BM25Index:
     SCOPES_KEPT = 8
 
     def __init__(
-        self, keys: Sequence[str], fields: dict[str, FieldPostings], analyzer: Analyzer
+        self, keys: Sequence[str], fields: dict[str, FieldPostings], analyzer: TextAnalyzer
     ) -> None:
         #: The row keys by row; any sequence (a snapshot passes a view of its mapped rows),
         #: read only for the rows a search returns.
@@ -242,7 +332,7 @@ class BM25Index:
 
     @classmethod
     def build(
-        cls, keys: Sequence[str], columns: dict[str, Sequence[str | None]], analyzer: Analyzer
+        cls, keys: Sequence[str], columns: dict[str, Sequence[str | None]], analyzer: TextAnalyzer
     ) -> BM25Index:
         fields = {name: FieldPostings.build(texts, analyzer) for name, texts in columns.items()}
         return cls(keys, fields, analyzer)

@@ -18,7 +18,7 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, Field
 
-from lorehouse.embedding.base import Embedder, EmbeddingFailure
+from lorehouse.embedding.base import Embedder, EmbeddingFailure, query_vectors
 from lorehouse.models import PUBLIC_GROUP, SearchMode
 from lorehouse.search.asks import interleave, question_asks
 from lorehouse.search.passages import passage_text
@@ -248,7 +248,7 @@ class Retriever:
     def _embed_query(self, model: str, query: str) -> np.ndarray:
         """The query's vector, read-only because the cache hands the same array to every
         search of that text."""
-        vector = np.asarray(self.embedder.embed([query])[0], dtype=np.float32)
+        vector = np.asarray(query_vectors(self.embedder, [query])[0], dtype=np.float32)
         vector.setflags(write=False)
         return vector
 

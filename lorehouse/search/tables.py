@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from cachetools import LRUCache
 
-from lorehouse.search.bm25 import Analyzer, BM25Index, FieldPostings
+from lorehouse.search.bm25 import Analyzer, BM25Index, FieldPostings, TextAnalyzer
 from lorehouse.search.passages import passage_runs
 from lorehouse.search.snapshot_files import SnapshotFiles, regrouped
 from lorehouse.settings import DEFAULT_SEARCH_WARM_MIN_ROWS
@@ -344,6 +344,7 @@ class TableSnapshot:
         self.key_column = owner.key_column
         self.text_columns = owner.text_columns
         self.derived_text_fields = owner.derived_text_fields
+        self.analyzer = owner.analyzer
         self._table = pinned
         #: The folder this host's processes share each version's snapshot files in; None:
         #: each process holds its own copy.
@@ -422,7 +423,9 @@ class TableSnapshot:
         self._load()
         if self._bm25 is None:
             assert self.text_columns, "no text columns"
-            arrays = self._arrays("bm25", self._bm25_arrays)
+            # Postings of another analyzer (other languages) are other arrays.
+            name = "bm25" if self.analyzer.name == "en" else f"bm25.{self.analyzer.name}"
+            arrays = self._arrays(name, self._bm25_arrays)
             fields = {
                 field: FieldPostings.from_arrays(
                     {
@@ -432,7 +435,7 @@ class TableSnapshot:
                 )
                 for field in self._bm25_fields()
             }
-            index = BM25Index(_KeyColumn(self), fields, _ANALYZER)
+            index = BM25Index(_KeyColumn(self), fields, self.analyzer)
             with self._lock:
                 self._bm25 = self._bm25 or index
         return self._bm25
@@ -448,7 +451,7 @@ class TableSnapshot:
             texts[name] = [derive(value) for value in self._rows[column].to_pylist()]
         arrays: dict[str, np.ndarray] = {}
         for field, values in texts.items():
-            postings = FieldPostings.build(values, _ANALYZER)
+            postings = FieldPostings.build(values, self.analyzer)
             arrays.update({f"{field}.{part}": a for part, a in postings.arrays().items()})
         return arrays
 
@@ -1001,13 +1004,16 @@ class TableReader:
         snapshot_folder: Path | None = None,
         cache_bytes: tuple[int, int] | None = None,
         warm_min_rows: int = DEFAULT_SEARCH_WARM_MIN_ROWS,
+        analyzer: TextAnalyzer | None = None,
     ) -> None:
         """`cache_bytes`: (index, metadata) cache bounds of the connection opened here
         (LanceDB's defaults, 6 GiB and 1 GiB, when None); a `db` given keeps its own.
         `warm_min_rows`: rows of the snapshot searched from which a new version loads in the
-        background (see `snapshot`)."""
+        background (see `snapshot`). `analyzer`: how BM25 reads the text columns and queries
+        (English when None)."""
         self.uri = uri
         self.warm_min_rows = warm_min_rows
+        self.analyzer = analyzer or _ANALYZER
         self._storage_options = storage_options
         #: Where this host's processes share searched versions' snapshots
         #: (`SnapshotFiles`); None: each process holds its own.
@@ -1065,6 +1071,7 @@ class TableReader:
             db=self._db,
             snapshot_folder=self.snapshot_folder,
             warm_min_rows=self.warm_min_rows,
+            analyzer=self.analyzer,
         )
         table._published = self._published
         return table

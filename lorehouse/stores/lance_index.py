@@ -14,6 +14,7 @@ import numpy as np
 import pyarrow as pa
 
 from lorehouse.models import PUBLIC_GROUP
+from lorehouse.search.bm25 import TextAnalyzer
 from lorehouse.search.tables import (
     _DIMENSION_KEY,
     _LAYOUT_KEY,
@@ -284,6 +285,7 @@ class LanceTable(TableReader):
         snapshot_folder: Path | None = None,
         cache_bytes: tuple[int, int] | None = None,
         warm_min_rows: int = DEFAULT_SEARCH_WARM_MIN_ROWS,
+        analyzer: TextAnalyzer | None = None,
     ) -> None:
         super().__init__(
             uri,
@@ -292,6 +294,7 @@ class LanceTable(TableReader):
             snapshot_folder=snapshot_folder,
             cache_bytes=cache_bytes,
             warm_min_rows=warm_min_rows,
+            analyzer=analyzer,
         )
         #: How long a version outlives the next one: what `rows_at` can still read.
         self.keep_versions = keep_versions
@@ -311,6 +314,7 @@ class LanceTable(TableReader):
             search_indexes=self.search_indexes,
             snapshot_folder=self.snapshot_folder,
             warm_min_rows=self.warm_min_rows,
+            analyzer=self.analyzer,
         )
         table._published = self._published
         return table

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lorehouse.search.bm25 import Analyzer, BM25Index
+from lorehouse.search.bm25 import SNOWBALL_LANGUAGES, Analyzer, BM25Index, analyzer_of
+from lorehouse.settings import _SNOWBALL_CODES
 
 PUBLIC = {
     "p1": "Primary caregivers get 20 weeks of parental leave.",
@@ -142,3 +143,46 @@ def test_a_phrase_is_mentioned_only_by_rows_the_caller_may_see() -> None:
     assert index.mentions("Cloudflare", index.mask(["h3"]))
     # Stop words alone name nothing, so nothing is declined for them.
     assert index.mentions("IT", public)
+
+
+GERMAN = {
+    "d1": "Sicherheitsaktualisierungen werden mit unattended-upgrades automatisch eingespielt.",
+    "d2": "Die Paketquellen stehen in der Datei /etc/apt/sources.list.",
+    "d3": "Ein Kernel wird beim Booten von GRUB geladen.",
+}
+ENGLISH = {
+    "e1": "Security updates are installed automatically by unattended-upgrades.",
+    "e2": "The package sources are listed in /etc/apt/sources.list.",
+}
+
+
+def _bilingual(texts: dict[str, str]) -> BM25Index:
+    keys = sorted(texts)
+    return BM25Index.build(keys, {"text": [texts[k] for k in keys]}, analyzer_of(("de", "en")))
+
+
+def test_each_text_and_question_is_stemmed_in_its_own_language() -> None:
+    german = analyzer_of(("de",))
+    assert german.terms("Die Pakete") == german.terms("das Paket") == ["pak"]
+    index = _bilingual({**GERMAN, **ENGLISH})
+    everyone = set(GERMAN) | set(ENGLISH)
+    # A German question in another inflection finds the German passage; an English one the
+    # English passage; the English stemmer alone would not reduce "Paketquelle" and "stehen".
+    assert _search(index, "In welcher Datei steht die Paketquelle?", everyone)[0][0] == "d2"
+    assert _search(index, "Which file lists the package sources?", everyone)[0][0] == "e2"
+    english_only = BM25Index.build(
+        sorted(GERMAN), {"text": [GERMAN[k] for k in sorted(GERMAN)]}, Analyzer()
+    )
+    assert _search(english_only, "Paketquelle", set(GERMAN)) == []
+
+
+def test_german_question_words_never_outweigh_what_is_asked_about() -> None:
+    analyzer = analyzer_of(("de", "en"))
+    asked = set(analyzer.terms("Wie kann ich welche Pakete installieren?"))
+    assert asked - analyzer.question_terms == set(analyzer.terms("Pakete installieren"))
+
+
+def test_the_settings_languages_are_those_bm25_stems() -> None:
+    assert set(_SNOWBALL_CODES) == set(SNOWBALL_LANGUAGES)
+    with pytest.raises(ValueError, match="no stemmer"):
+        Analyzer("xx")
