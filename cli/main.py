@@ -896,12 +896,33 @@ def eval_retrieval(
             f"{result.seconds:.1f}",
         )
     out.print(table)
+    by_language = [r for r in run.report.results if r.by_language]
+    if by_language:
+        languages = sorted({language for r in by_language for language in r.by_language})
+        per_language = Table("retriever", *(f"R@8 {language}" for language in languages))
+        for result in by_language:
+            per_language.add_row(
+                result.retriever,
+                *(
+                    f"{result.by_language[language][min(8, k_max)]:.2f}"
+                    if language in result.by_language
+                    else "-"
+                    for language in languages
+                ),
+            )
+        out.print(per_language)
     if explain:
         _print_misses(run.misses)
     else:
         default = run.report.result(run.report.default_retriever)
         for missed in default.misses(min(8, k_max))[:15]:
             out.print(shown(f"  miss@8 [{missed.case_type}] {missed.case_id}: {missed.question}"))
+
+
+def _and_languages(summary: dict) -> dict:
+    """A summary's rows by case type, then by question language (`in de`) where named."""
+    languages = {f"in {k}": v for k, v in summary.get("by_language", {}).items()}
+    return {**summary["by_type"], **languages}
 
 
 def _print_misses(misses: list[EvidenceMiss]) -> None:
@@ -953,7 +974,7 @@ def eval_answers(
     summary = report.summary()
     facts = summary["key_facts"]
     table = Table("type", "answers", "key facts stated (mean share)", "every key fact stated")
-    for case_type, shares in {"all": facts, **facts["by_type"]}.items():
+    for case_type, shares in {"all": facts, **_and_languages(facts)}.items():
         if shares.get("answers"):
             table.add_row(
                 shown(case_type),
@@ -978,7 +999,7 @@ def eval_answers(
         "asserted leads right",
         title="The lead",
     )
-    for case_type, measures in {"all": lead, **lead["by_type"]}.items():
+    for case_type, measures in {"all": lead, **_and_languages(lead)}.items():
         if measures.get("answers"):
             leads.add_row(
                 shown(case_type),

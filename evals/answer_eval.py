@@ -97,6 +97,27 @@ class AnswerOutcome:
     label: Label | None = None
     reasoning: str | None = None
     judge_error: str | None = None
+    #: The question's language, where the golden set names it.
+    language: str | None = None
+
+
+#: Kept in reports, not in the eval_answers rows, whose columns predate it.
+_NOT_STORED = frozenset({"language"})
+
+
+def _groups(
+    outcomes: list[AnswerOutcome], measure: Callable[[list[AnswerOutcome]], dict]
+) -> dict[str, dict]:
+    """`measure` of the outcomes of each case type, and of each question language named."""
+    types = sorted({o.case_type for o in outcomes})
+    languages = sorted({o.language for o in outcomes if o.language})
+    grouped = {"by_type": {t: measure([o for o in outcomes if o.case_type == t]) for t in types}}
+    if languages:
+        grouped["by_language"] = {
+            language: measure([o for o in outcomes if o.language == language])
+            for language in languages
+        }
+    return grouped
 
 
 @dataclass
@@ -150,10 +171,9 @@ class AnswerEvalReport:
             }
 
         unanswerable = [o for o in self.outcomes if o.case_type == "unanswerable"]
-        types = sorted({o.case_type for o in scored})
         return {
             **(shares(scored) if scored else {"answers": 0}),
-            "by_type": {t: shares([o for o in scored if o.case_type == t]) for t in types},
+            **_groups(scored, shares),
             "unanswerable": len(unanswerable),
             "unanswerable_declined": sum(o.declined for o in unanswerable),
         }
@@ -193,10 +213,9 @@ class AnswerEvalReport:
                 "coverage": _share(sum(o.asserted for o in outcomes), len(outcomes)),
             }
 
-        types = sorted({o.case_type for o in answerable})
         return {
             **measures(answerable),
-            "by_type": {t: measures([o for o in answerable if o.case_type == t]) for t in types},
+            **_groups(answerable, measures),
             "unanswerable": len(unanswerable),
             "unanswerable_declined": _share(
                 sum(o.declined for o in unanswerable), len(unanswerable)
@@ -235,7 +254,7 @@ class AnswerEvalReport:
                 "evaluated_at": self.started_at,
                 "golden_set": golden_set,
                 "judge_model": self.judge_model,
-                **vars(outcome),
+                **{k: v for k, v in vars(outcome).items() if k not in _NOT_STORED},
             }
             for outcome in self.outcomes
         ]
@@ -355,6 +374,7 @@ def evaluate_answers(
             lead_from_evidence=lead_from_evidence(lead, case.evidence_items()),
             asserted=response.asserted,
             shown_key_facts_found=len(facts.found),
+            language=case.language,
         )
         answered.append((case, outcome, sources))
 

@@ -37,6 +37,9 @@ class GoldenCase(BaseModel):
     evidence: list[EvidenceItem]
     answer: str = Field(min_length=1)
     type: CaseType
+    #: The question's language (ISO 639-1), for reports by language: a German question over
+    #: German documents and an English one over the same are measured apart.
+    language: str | None = Field(default=None, pattern=r"^[a-z]{2}$")
 
     def evidence_items(self) -> list[Evidence]:
         return [Evidence(item.file, item.excerpt) for item in self.evidence]

@@ -41,6 +41,7 @@ class CaseOutcome:
     case_type: str
     question: str
     first_hit: int | None
+    language: str | None = None
 
 
 @dataclass
@@ -53,6 +54,8 @@ class ConfigResult:
     by_type: dict[str, dict[int, float]]
     outcomes: list[CaseOutcome]
     seconds: float
+    #: Recall@k per question language, for golden sets whose cases name theirs.
+    by_language: dict[str, dict[int, float]] = field(default_factory=dict)
 
     def misses(self, k: int) -> list[CaseOutcome]:
         return [o for o in self.outcomes if o.first_hit is None or o.first_hit > k]
@@ -77,6 +80,16 @@ class RetrievalEvalReport:
                     "retriever": r.retriever,
                     "recall_at": {str(k): round(v, 4) for k, v in r.recall_at.items()},
                     "mrr": round(r.mrr, 4),
+                    **(
+                        {
+                            "by_language": {
+                                language: {str(k): round(v, 4) for k, v in recalls.items()}
+                                for language, recalls in r.by_language.items()
+                            }
+                        }
+                        if r.by_language
+                        else {}
+                    ),
                 }
                 for r in self.results
             ],
@@ -151,15 +164,12 @@ def evaluate(
         for case in retrievable:
             ranking = config.rank(case.question, k_max)
             rank = first_hit_rank(case.evidence_items(), ranking, threshold)
-            outcomes.append(CaseOutcome(case.id, case.type, case.question, rank))
+            outcomes.append(CaseOutcome(case.id, case.type, case.question, rank, case.language))
         ranks = [o.first_hit for o in outcomes]
-        by_type = {
-            case_type: {
-                k: recall_at([o.first_hit for o in outcomes if o.case_type == case_type], k)
-                for k in range(1, k_max + 1)
-            }
-            for case_type in sorted({o.case_type for o in outcomes})
-        }
+        by_type = _recall_by(outcomes, lambda o: o.case_type, k_max)
+        by_language = _recall_by(
+            [o for o in outcomes if o.language], lambda o: o.language or "", k_max
+        )
         report.results.append(
             ConfigResult(
                 retriever=config.name,
@@ -168,9 +178,24 @@ def evaluate(
                 by_type=by_type,
                 outcomes=outcomes,
                 seconds=time.perf_counter() - started,
+                by_language=by_language,
             )
         )
     return report
+
+
+def _recall_by(
+    outcomes: Sequence[CaseOutcome], group: Callable[[CaseOutcome], str], k_max: int
+) -> dict[str, dict[int, float]]:
+    """Recall@k for k = 1..k_max of each group of outcomes (a case type, a language)."""
+    groups = sorted({group(o) for o in outcomes})
+    return {
+        name: {
+            k: recall_at([o.first_hit for o in outcomes if group(o) == name], k)
+            for k in range(1, k_max + 1)
+        }
+        for name in groups
+    }
 
 
 def report_rows(report: RetrievalEvalReport, index_version: str, golden_set: str) -> list[dict]:

@@ -154,3 +154,41 @@ def test_recall_and_mrr_on_hand_computed_cases() -> None:
     assert recall_at(ranks, 2) == 0.5
     assert recall_at(ranks, 3) == 0.75
     assert mean_reciprocal_rank(ranks) == pytest.approx((1 + 1 / 3 + 0 + 1 / 2) / 4)
+
+
+def test_recall_is_reported_by_question_language_when_cases_name_theirs() -> None:
+    """A German question and an English one over the same passage are counted apart."""
+    from evals.golden_set import GoldenCase
+    from evals.retrieval_eval import RetrieverConfig, evaluate
+
+    def case(case_id: str, question: str, language: str | None) -> GoldenCase:
+        excerpt = "Unused days carry over to the first quarter of the next year"
+        return GoldenCase(
+            id=case_id,
+            question=question,
+            evidence=[{"file": "content/leave.md", "excerpt": excerpt}],
+            answer="Up to five days.",
+            type="lookup",
+            language=language,
+        )
+
+    def rank(question: str, k: int) -> list[RetrievedChunk]:
+        # Finds the passage for questions that name it in English only.
+        return [_chunk("c1", SOURCE, 0)] if "carry over" in question else []
+
+    cases = [
+        case("en-1", "Do unused days carry over?", "en"),
+        case("de-1", "Verfallen nicht genommene Urlaubstage?", "de"),
+        case("de-2", "Werden Resttage übertragen?", "de"),
+    ]
+    result = evaluate(cases, [RetrieverConfig("probe", rank)], k_max=8).results[0]
+    assert result.by_language == {
+        "de": {k: 0.0 for k in range(1, 9)},
+        "en": {k: 1.0 for k in range(1, 9)},
+    }
+    assert (
+        evaluate(cases[:1] * 0 + [case("x", "carry over", None)], [RetrieverConfig("p", rank)])
+        .results[0]
+        .by_language
+        == {}
+    )
