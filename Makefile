@@ -25,12 +25,16 @@ export NO_MKDOCS_2_WARNING := 1
 # `make demo` installs what Lorehouse itself needs. `make test` adds the test tools and the
 # system packages only tests use: Tesseract (scanned PDF pages, when
 # LOREHOUSE_PDF_OCR_LANGUAGES is set), Chromium (the chat page's browser test, driven by
-# Playwright without a browser download) and PostgreSQL (the shared-instance test's Dagster
-# storage, as on a cluster).
+# Playwright without a browser download), PostgreSQL (the shared-instance test's Dagster
+# storage, as on a cluster) and Debian's German manuals (the German golden set's corpus).
 PG_CTL := $(firstword $(wildcard /usr/lib/postgresql/*/bin/pg_ctl) $(shell command -v pg_ctl))
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_INSTALL := DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q
 DEV_STAMP := $(VENV)/.installed-dev-stamp
+# The German evaluation corpus (evals/golden/SOURCES.md): Debian's German manuals, read in
+# place under /usr/share.
+GERMAN_DOC_PACKAGES := debian-reference-de developers-reference-de
+GERMAN_DOCS := /usr/share/developers-reference/de/developers-reference.pdf
 # uv installs the same packages as pip from the same indexes, resolving and unpacking in
 # parallel: the install is most of a first `make demo`. It reads pip's configured indexes
 # and, as pip does, takes the best version any of them offers.
@@ -48,11 +52,12 @@ $(STAMP): pyproject.toml constraints.txt overrides.txt | $(UV)
 	touch $(STAMP)
 
 $(DEV_STAMP): $(STAMP)
-	{ command -v tesseract && command -v chromium && test -n "$(PG_CTL)"; } >/dev/null \
-		|| $(SUDO) apt-get update -q
+	{ command -v tesseract && command -v chromium && test -n "$(PG_CTL)" \
+		&& test -f $(GERMAN_DOCS); } >/dev/null || $(SUDO) apt-get update -q
 	command -v tesseract >/dev/null || $(APT_INSTALL) tesseract-ocr
 	command -v chromium >/dev/null || $(APT_INSTALL) --no-install-recommends chromium
 	test -n "$(PG_CTL)" || $(APT_INSTALL) --no-install-recommends postgresql
+	test -f $(GERMAN_DOCS) || $(APT_INSTALL) --no-install-recommends $(GERMAN_DOC_PACKAGES)
 	$(UV_INSTALL) -e '.[dev]'
 	touch $(DEV_STAMP)
 
