@@ -42,6 +42,8 @@ CASE_TYPES: tuple[str, ...] = get_args(CaseType)
 
 #: Exactly these keys per case: a misspelt key would otherwise be dropped silently by the loader.
 CASE_KEYS = frozenset({"id", "question", "evidence", "answer", "type"})
+#: Keys a case may add: the question's language (ISO 639-1), for reports by language.
+OPTIONAL_CASE_KEYS = frozenset({"language"})
 EVIDENCE_KEYS = frozenset({"file", "excerpt"})
 #: Keys an evidence item may add: the 1-based page, slide or sheet the excerpt is on.
 OPTIONAL_EVIDENCE_KEYS = frozenset({"page"})
@@ -100,7 +102,7 @@ def _case_problems(
     keys = set(case)
     if missing := sorted(CASE_KEYS - keys):
         problems.append(f"missing keys {missing}")
-    if extra := sorted(keys - CASE_KEYS):
+    if extra := sorted(keys - CASE_KEYS - OPTIONAL_CASE_KEYS):
         problems.append(f"unexpected keys {extra}")
     for key in ("id", "question", "answer"):
         if key in case and not _non_blank(case[key]):

@@ -33,6 +33,21 @@ def test_handbook_golden_set_is_verbatim_and_covers_every_type(golden: Path) -> 
     assert set(counts) == set(CASE_TYPES), counts
 
 
+GERMAN_CORPUS = Path("/usr/share")
+GERMAN_GOLDEN = REPO_ROOT / "evals" / "golden" / "german_dev.jsonl"
+GERMAN_BOOK = GERMAN_CORPUS / "developers-reference" / "de" / "developers-reference.pdf"
+
+
+@pytest.mark.corpus
+@pytest.mark.skipif(not GERMAN_BOOK.is_file(), reason="Debian's German manuals not installed")
+def test_german_golden_set_is_verbatim_with_questions_in_both_languages() -> None:
+    assert check_golden(GERMAN_GOLDEN, GERMAN_CORPUS) == []
+    cases = load_golden(GERMAN_GOLDEN)
+    by_language = Counter(case.language for case in cases)
+    assert by_language["de"] >= 40 and by_language["en"] >= 40, by_language
+    assert {case.type for case in cases} >= {"lookup", "paraphrase", "multi_doc", "unanswerable"}
+
+
 def test_handbook_test_set_shares_no_case_with_the_dev_set() -> None:
     """A test question that is also a dev question would report what was tuned as held out."""
     dev, test = load_golden(GOLDEN), load_golden(TEST_GOLDEN)
