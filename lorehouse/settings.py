@@ -309,7 +309,7 @@ class Settings(BaseSettings):
         default=None,
         description=(
             "Folder of prompt overrides: a file named like a bundled prompt "
-            "(chunk_enrichment.v1.md, answerer.v1.md, ...) replaces it. Enrichment answers are "
+            "(chunk_enrichment.v1.md, answerer.v2.md, ...) replaces it. Enrichment answers are "
             "cached by prompt content, so editing a prompt re-enriches on the next run."
         ),
     )

@@ -94,15 +94,20 @@ class UploadDeployment:
         return {"X-API-Key": self.keys[who]}
 
 
-#: The document every upload deployment starts with.
-STARTING_DOCUMENT = "# Leave\n\nEveryone gets twenty days of paid leave a year.\n"
+#: The documents every upload deployment starts with: one in English, one in German.
+STARTING_DOCUMENTS = {
+    "leave.md": "# Leave\n\nEveryone gets twenty days of paid leave a year.\n",
+    "reisen.md": "# Dienstreisen\n\nHotelkosten werden bis 150 Euro pro Nacht erstattet. "
+    "Die Reisekostenabrechnung reichen Sie innerhalb von 30 Tagen nach der Reise ein.\n",
+}
 
 
 @contextmanager
 def upload_deployment(root: Path) -> Iterator[UploadDeployment]:
     """The deployment under `root`, built by one index_job run on an instance of its own."""
     (root / "docs").mkdir(parents=True)  # the upload folder is made by the first listing
-    (root / "docs" / "leave.md").write_text(STARTING_DOCUMENT)
+    for name, text in STARTING_DOCUMENTS.items():
+        (root / "docs" / name).write_text(text)
     keys_file = root / "keys.yaml"
     keys = {
         "member": add_key(keys_file, "mia", ["research", "lab"]),
@@ -112,6 +117,7 @@ def upload_deployment(root: Path) -> Iterator[UploadDeployment]:
     settings = Settings(
         source_uri=f"docs={root / 'docs'} uploads={root / 'uploads'}",
         upload_folder="uploads",
+        languages="en de",
         data_dir=root / "data",
         api_keys_file=keys_file,
         workers=1,

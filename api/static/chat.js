@@ -20,8 +20,40 @@ const FILE_TYPE_LABELS = {
   pdf: "PDF", docx: "Word", pptx: "PowerPoint", xlsx: "Excel", html: "HTML", md: "Markdown",
   txt: "Text",
 };
-const PASSAGES_NOTICE = "The documents don't state this directly. Here are the closest "
-  + "passages; the sentences nearest to an answer are highlighted.";
+/** The page's words around an answer, in the language the answer's own words are in (the
+ * question's, `response.language`); the page's controls follow the browser's. */
+const WORDS = {
+  en: {
+    passages: "The documents don't state this directly. Here are the closest passages; the "
+      + "sentences nearest to an answer are highlighted.",
+    filteredOut: "Nothing in the documents matching these filters answers this question.",
+    filtered: "Filtered",
+    withoutFilters: "Ask without filters",
+    degraded: "Answered without the language model",
+    related: "Nearest sources:",
+    derived: "How the answer was derived",
+    helpful: "▲ Helpful",
+    unhelpful: "▼ Not helpful",
+    askPlaceholder: "Ask a question",
+    ask: "Ask",
+  },
+  de: {
+    passages: "Die Dokumente sagen das nicht direkt. Hier sind die nächstliegenden Stellen; "
+      + "die Sätze, die einer Antwort am nächsten kommen, sind markiert.",
+    filteredOut: "Nichts in den Dokumenten dieser Filter beantwortet diese Frage.",
+    filtered: "Gefiltert",
+    withoutFilters: "Ohne Filter fragen",
+    degraded: "Ohne das Sprachmodell beantwortet",
+    related: "Nächstliegende Quellen:",
+    derived: "Wie die Antwort entstand",
+    helpful: "▲ Hilfreich",
+    unhelpful: "▼ Nicht hilfreich",
+    askPlaceholder: "Stellen Sie eine Frage",
+    ask: "Fragen",
+  },
+};
+const BROWSER_LANGUAGE = (navigator.language || "en").toLowerCase().startsWith("de") ? "de" : "en";
+const words = (language = BROWSER_LANGUAGE) => WORDS[language] || WORDS.en;
 const STEP_LABELS = {
   query_optimizer: "Reading the question…",
   source_identifier: "Choosing documents…",
@@ -133,7 +165,7 @@ function showAccount(status, detail = "") {
   $("question").disabled = !ready;
   $("send").disabled = !ready || Boolean(state.running);
   $("filters-toggle").disabled = !ready;
-  $("question").placeholder = ready ? "Ask a question" : needsKey ? "Sign in to ask"
+  $("question").placeholder = ready ? words().askPlaceholder : needsKey ? "Sign in to ask"
     : "Waiting for the server…";
   if (!ready) {
     $("welcome-text").textContent = needsKey
@@ -591,14 +623,14 @@ function renderAnswer(turn, answerNode, response, filters) {
   const kind = answerKind(response);
   turn.setAttribute("data-kind", kind);
   answerNode.classList.toggle("passages", kind === "passages");
+  const said = words(response.language);
   if (filteredOut) {
-    answerNode.textContent = "Nothing in the documents matching these filters answers this "
-      + "question.";
+    answerNode.textContent = said.filteredOut;
   } else if (kind === "passages") {
     // No lead is asserted: the page says so in its own words, instead of setting the
     // server's sentence in the answer's type, and the passages below are the answer.
     answerNode.replaceChildren(element("p", { class: "passages-notice",
-      "data-testid": "passages-notice", text: PASSAGES_NOTICE }));
+      "data-testid": "passages-notice", text: said.passages }));
   } else {
     // The answer's Markdown (a model writes lists, tables and code), built as elements with
     // no HTML of its own, and each [n] a button opening its source.
@@ -616,17 +648,17 @@ function renderAnswer(turn, answerNode, response, filters) {
   }
   if (filters) {
     turn.append(element("p", { class: "applied", "data-testid": "applied-filters",
-      text: `Filtered: ${describeFilters(filters)}` }));
+      text: `${said.filtered}: ${describeFilters(filters)}` }));
   }
   if (filteredOut) {
     turn.append(element("div", { class: "recovery" }, element("button", {
-      type: "button", text: "Ask without filters",
+      type: "button", text: said.withoutFilters,
       onclick: () => { if (!state.running) { clearFilters(); ask(response.question, null); } },
     })));
   }
   if (response.degraded) {
     turn.append(element("p", { class: "notice",
-      text: `Answered without the language model: ${response.degraded_reason}` }));
+      text: `${said.degraded}: ${response.degraded_reason}` }));
   }
   // The lead above states the fact; what each source says follows apart, one excerpt per
   // source under its section, the sentences the answer rests on marked. Without a lead the
@@ -654,7 +686,7 @@ function renderAnswer(turn, answerNode, response, filters) {
         " ", element("code", { text: c.rel_path }), ` ${section(c)}${pages(c)}`)));
   const related = response.related || [];
   if (related.length) {
-    turn.append(element("p", { class: "related-label", text: "Nearest sources:" }),
+    turn.append(element("p", { class: "related-label", text: said.related }),
       element("ul", { class: "related", "data-testid": "related" }, ...related.map((c) =>
         element("li", {}, element("button", {
           type: "button", class: "cite", text: `${c.title || c.rel_path}`,
@@ -702,7 +734,7 @@ function details(response) {
       return doc ? doc.title || doc.rel_path : id;
     }).join(" · ") || "none";
   return element("details", { class: "details", "data-testid": "details" },
-    element("summary", { text: "How the answer was derived" }),
+    element("summary", { text: words(response.language).derived }),
     element("p", { text: `Answer ${mode}${response.degraded ? ` (degraded: ${response.degraded_reason})` : ""}, `
       + `in ${Math.round(total)} ms.` }),
     element("p", { "data-testid": "derived-queries" }, "Searched for: ",
@@ -1245,10 +1277,10 @@ function feedbackForm(response) {
     }
   };
   const form = element("div", { class: "feedback", "data-testid": "feedback" },
-    element("button", { type: "button", "aria-label": "helpful", text: "▲ Helpful",
-      onclick: send("up") }),
-    element("button", { type: "button", "aria-label": "not helpful", text: "▼ Not helpful",
-      onclick: send("down") }),
+    element("button", { type: "button", "aria-label": "helpful",
+      text: words(response.language).helpful, onclick: send("up") }),
+    element("button", { type: "button", "aria-label": "not helpful",
+      text: words(response.language).unhelpful, onclick: send("down") }),
     comment, note);
   return form;
 }
@@ -1744,4 +1776,6 @@ document.addEventListener("keydown", (event) => {
   else if (!$("filters").hidden) toggleFilters(false);
 });
 window.addEventListener("hashchange", openLinkedSource);
+$("send").textContent = words().ask;
+document.documentElement.lang = BROWSER_LANGUAGE;
 start();

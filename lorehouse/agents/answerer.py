@@ -17,7 +17,7 @@ from functools import cached_property
 
 import numpy as np
 
-from lorehouse.agents.assertion import PASSAGES_ONLY_ANSWER, AssertionModel, LeadSignals
+from lorehouse.agents.assertion import AssertionModel, LeadSignals
 from lorehouse.agents.lead import (
     NAME,
     AskedKind,
@@ -26,6 +26,7 @@ from lorehouse.agents.lead import (
     range_fit,
     states_kind,
 )
+from lorehouse.agents.replies import NOT_FOUND, not_found, passages_only
 from lorehouse.embedding.base import Embedder, VectorCache
 from lorehouse.llm import LLMClient
 from lorehouse.search.asks import QuestionAsks, question_asks
@@ -33,11 +34,10 @@ from lorehouse.search.bm25 import STOP_WORDS, Analyzer
 from lorehouse.search.retriever import ChunkView, SearchHit
 from lorehouse.text import chunk_body, is_data_row, plain_text, sentences, unwrap_soft_breaks
 
-PROMPT_VERSION = "answerer.v1"
+PROMPT_VERSION = "answerer.v2"
 NOT_FOUND_MARKER = "NOT_IN_DOCUMENTS"
-NOT_FOUND_ANSWER = (
-    "The documents available to you do not answer this question, so I will not guess."
-)
+#: The English "not found"; a reply follows the question's language (lorehouse/agents/replies.py).
+NOT_FOUND_ANSWER = NOT_FOUND["en"]
 #: A citation of a context passage as answers write it: "[3]".
 CITATION = re.compile(r"\[(\d{1,3})\]")
 _PROMPT_SCAFFOLDING = ("Passages (in document order)", "Search queries used to find", "Rules:")
@@ -58,15 +58,6 @@ _SOURCE_MARKER = re.compile(
     # "[[ 30 ]](#cite_note-30)".
     r"|[ \t]*\[\[[^\[\]\n]{1,40}\]\]\(#cite[^)\s]*\)"
 )
-
-
-def not_mentioned_answer(terms: Sequence[str]) -> str:
-    """The "not found" answer for a question naming what no readable document mentions."""
-    named = ", ".join(f"\u201c{term}\u201d" for term in terms)
-    return (
-        f"None of the documents available to you mentions {named}, so they do not answer "
-        "this question."
-    )
 
 
 @dataclass
@@ -193,11 +184,11 @@ def check_llm_answer(text: str, passages: int) -> str | None:
     return None
 
 
-def draft_from_llm_text(text: str) -> DraftAnswer:
+def draft_from_llm_text(text: str, question: str) -> DraftAnswer:
     """The draft a validated LLM reply stands for."""
     stripped = text.strip()
     if stripped.startswith(NOT_FOUND_MARKER):
-        return DraftAnswer(NOT_FOUND_ANSWER, [], answerable=False)
+        return DraftAnswer(not_found(question), [], answerable=False)
     return DraftAnswer(stripped, citations_in(stripped), answerable=True)
 
 
@@ -244,7 +235,7 @@ def answer_with_llm(
         check=lambda reply: check_llm_answer(reply, len(hits)),
         **answer_prompt_values(question, queries, hits),
     )
-    return with_excerpts(draft_from_llm_text(text), hits)
+    return with_excerpts(draft_from_llm_text(text, question), hits)
 
 
 def stream_llm_answer(
@@ -777,7 +768,7 @@ def answer_extractively(
     reading = read_context(embedder, question, hits, kept_vectors)
     floor = min_similarity if passages_min_similarity is None else passages_min_similarity
     if reading is None or reading.best_similarity < min(floor, min_similarity):
-        return DraftAnswer(NOT_FOUND_ANSWER, [], answerable=False)
+        return DraftAnswer(not_found(question), [], answerable=False)
     # Close enough to show, not to assert: "What should I do if I lose my laptop?" against
     # a "Lost devices" section reads 0.35, an off-topic question 0.22. Declining there
     # hid the passage a person needed; the passages are shown, nothing is asserted.
@@ -835,7 +826,7 @@ def answer_extractively(
     if not asserting:
         # Not sure the lead answers: the passages speak for themselves, each with its best
         # sentence marked, and the answer says it asserts nothing.
-        text = PASSAGES_ONLY_ANSWER + " " + " ".join(f"[{passage}]" for passage in cited)
+        text = passages_only(question) + " " + " ".join(f"[{passage}]" for passage in cited)
         because = (
             f"no sentence is similar enough to the question ({reading.best_similarity:.2f})"
             if too_far

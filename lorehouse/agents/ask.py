@@ -19,14 +19,12 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from lorehouse.agents.answerer import (
-    NOT_FOUND_ANSWER,
     DraftAnswer,
     DraftExcerpt,
     answer_extractively,
     answer_with_llm,
     check_llm_answer,
     draft_from_llm_text,
-    not_mentioned_answer,
     stream_llm_answer,
     with_excerpts,
 )
@@ -34,6 +32,7 @@ from lorehouse.agents.assertion import LEAD_MODEL
 from lorehouse.agents.lead import named_terms, spelled_out
 from lorehouse.agents.post_processor import post_process
 from lorehouse.agents.query_optimizer import Turn, carry_over_offline, optimize_query
+from lorehouse.agents.replies import ReplyLanguage, not_found, not_mentioned, reply_language
 from lorehouse.agents.scope import narrows, scope_not_saying
 from lorehouse.agents.source_identifier import Sources, choose_with_llm, rank_documents
 from lorehouse.agents.trace import AskTrace, StepTrace, timed_step
@@ -145,6 +144,11 @@ class AskResponse(BaseModel):
     )
     degraded: bool = False
     degraded_reason: str | None = None
+    language: ReplyLanguage = Field(
+        default="en",
+        description="The language Lorehouse's own words in the answer are in (the question's: "
+        "en or de), for a page to write its notes in the same.",
+    )
     citations: list[Citation]
     excerpts: list[Excerpt] = Field(
         default_factory=list, description="One per cited source, in citation order."
@@ -270,7 +274,9 @@ class AskPipeline:
                 except LLMFailure as error:
                     problem = str(error)
                 if problem is None:
-                    draft = with_excerpts(draft_from_llm_text("".join(pieces)), prepared.context)
+                    draft = with_excerpts(
+                        draft_from_llm_text("".join(pieces), question), prepared.context
+                    )
                     mode, degraded = "llm", None
                 else:
                     step.status = "fallback"
@@ -438,7 +444,7 @@ class AskPipeline:
     ) -> tuple[DraftAnswer, AnswerMode, str | None]:
         if not prepared.context:
             step.detail = "no passage retrieved"
-            return DraftAnswer(NOT_FOUND_ANSWER, [], False), self._mode(), None
+            return DraftAnswer(not_found(question), [], False), self._mode(), None
         if self.client is None:
             step.detail = "extractive: no LLM configured"
             draft = self._extractive(question, prepared)
@@ -456,7 +462,7 @@ class AskPipeline:
         document mentions. Only here: an LLM reads the passages and can tell a synonym
         ("paid time off" for "PTO") where matching words cannot."""
         if prepared.unmentioned:
-            return DraftAnswer(not_mentioned_answer(prepared.unmentioned), [], answerable=False)
+            return DraftAnswer(not_mentioned(prepared.unmentioned, question), [], answerable=False)
         return answer_extractively(
             self.embedder,
             question,
@@ -540,6 +546,7 @@ class AskPipeline:
             beyond_filters=beyond_filters,
             degraded=degraded is not None,
             degraded_reason=degraded,
+            language=reply_language(question),
             citations=citations,
             excerpts=excerpts,
             related=related,

@@ -21,8 +21,11 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from lorehouse.agents.replies import PASSAGES_ONLY
+
 #: What an answer that does not assert its lead says before the passages.
-PASSAGES_ONLY_ANSWER = "The documents don't state this directly. The closest passages:"
+#: The English note before the closest passages (lorehouse/agents/replies.py has each language's).
+PASSAGES_ONLY_ANSWER = PASSAGES_ONLY["en"]
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,11 @@ _KIND_PATTERNS: tuple[tuple[AskedKind, re.Pattern[str]], ...] = (
         re.compile(
             r"\bhow (?:long|soon|quickly|fast|early|late|far in advance)\b"
             r"|\bhow many (?:days|weeks|months|years|hours|minutes)\b"
-            r"|\b(?:notice period|how much notice|duration)\b",
+            r"|\b(?:notice period|how much notice|duration)\b"
+            # German: "Wie lange ...", "Wie viele Wochen ...", "Frist", "Dauer"
+            r"|\bwie (?:lange|schnell|früh|spät)\b"
+            r"|\bwie viele (?:tage|wochen|monate|jahre|stunden|minuten)\b"
+            r"|\b(?:\w*frist|dauer)\b",
             re.I,
         ),
     ),
@@ -42,34 +46,55 @@ _KIND_PATTERNS: tuple[tuple[AskedKind, re.Pattern[str]], ...] = (
         AskedKind.AMOUNT,
         re.compile(
             r"\bhow much\b|\b(?:maximum|minimum|limit|budget|cost|price|fee|allowance|stipend"
-            r"|amount|rate|salary|reimburs\w*|spend\w*|percent(?:age)?)\b",
+            r"|amount|rate|salary|reimburs\w*|spend\w*|percent(?:age)?)\b"
+            r"|\bwie ?viel\b|\b(?:höchst\w*|\w*betrag|kosten|preis|gebühr\w*|\w*grenze"
+            r"|erstatt\w*|gehalt|zuschuss|prozent\w*)\b",
             re.I,
         ),
     ),
-    (AskedKind.COUNT, re.compile(r"\bhow many\b|\bnumber of\b", re.I)),
+    (AskedKind.COUNT, re.compile(r"\bhow many\b|\bnumber of\b|\bwie viele\b|\banzahl\b", re.I)),
     (
         AskedKind.DATE,
         re.compile(
-            r"^\s*when\b|\bby when\b|\bwhat (?:date|day|month|year|time)\b|\bdeadline\b", re.I
+            r"^\s*when\b|\bby when\b|\bwhat (?:date|day|month|year|time)\b|\bdeadline\b"
+            r"|^\s*(?:bis )?wann\b|\ban welchem (?:tag|datum)\b|\bstichtag\b",
+            re.I,
         ),
     ),
     (
         AskedKind.PERSON,
         re.compile(
             r"\b(?:who|whom|whose)\b|\bwhich (?:team|person|group|role|manager)\b"
-            r"|\b(?:approv\w*|contact|reach out|responsible|owner|sign[s -]?off)\b",
+            r"|\b(?:approv\w*|contact|reach out|responsible|owner|sign[s -]?off)\b"
+            r"|\b(?:wer|wem|wen|wessen)\b|\bwelche[rsnm]? (?:team|person|gruppe|rolle)\b"
+            r"|\b(?:genehmig\w*|zuständig\w*|verantwortlich\w*|ansprechp\w*)\b",
             re.I,
         ),
     ),
-    (AskedKind.PLACE, re.compile(r"^\s*where\b|\bwhich (?:office|city|country|location)\b", re.I)),
+    (
+        AskedKind.PLACE,
+        re.compile(
+            r"^\s*where\b|\bwhich (?:office|city|country|location)\b"
+            r"|^\s*wo(?:hin|her)?\b|\bin welche[mr]? (?:büro|stadt|land|verzeichnis|datei)\b",
+            re.I,
+        ),
+    ),
     (
         AskedKind.PROCEDURE,
-        re.compile(r"^\s*how (?:do|can|should|to|does)\b|\bwhat (?:steps|is the process)\b", re.I),
+        re.compile(
+            r"^\s*how (?:do|can|should|to|does)\b|\bwhat (?:steps|is the process)\b"
+            r"|^\s*wie (?:kann|soll|muss|mache|gehe|bekomme|erhalte|richte)\b"
+            r"|^\s*wie \w+ (?:ich|man)\b"
+            r"|\bwelche schritte\b",
+            re.I,
+        ),
     ),
     (
         AskedKind.YES_NO,
         re.compile(
-            r"^\s*(?:can|may|do|does|is|are|am|should|will|must|could|would|have|has)\b", re.I
+            r"^\s*(?:can|may|do|does|is|are|am|should|will|must|could|would|have|has)\b"
+            r"|^\s*(?:kann|darf|muss|soll|sollte|ist|sind|gibt es|habe|hat|wird|werden)\b",
+            re.I,
         ),
     ),
 )
@@ -77,13 +102,15 @@ _KIND_PATTERNS: tuple[tuple[AskedKind, re.Pattern[str]], ...] = (
 
 #: A question whose opening asks yes or no ("Does ...", "Can I ...").
 _YES_NO_OPENING = re.compile(
-    r"^\s*(?:can|may|do|does|did|is|are|am|was|were|should|will|must|could|would|have|has)\b",
+    r"^\s*(?:can|may|do|does|did|is|are|am|was|were|should|will|must|could|would|have|has)\b"
+    r"|^\s*(?:kann|darf|muss|soll|sollte|ist|sind|war|gibt es|habe|hat|wird|werden)\b",
     re.I,
 )
 #: A question that asks for a quantity in so many words, whatever its opening.
 _ASKS_QUANTITY = re.compile(
     r"\bhow (?:much|many|long|soon|quickly|fast|early|late|far in advance)\b"
-    r"|\bis there (?:a|an|any) (?:limit|cap|maximum|minimum|budget|allowance|deadline)\b",
+    r"|\bis there (?:a|an|any) (?:limit|cap|maximum|minimum|budget|allowance|deadline)\b"
+    r"|\bwie (?:viel|viele|lange|schnell|früh)\b|\bgibt es eine (?:grenze|frist|obergrenze)\b",
     re.I,
 )
 
@@ -108,23 +135,49 @@ def asked_kind(question: str) -> AskedKind:
     return topical
 
 
-_NUMBER = r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?"
+#: A number as English ("2,000.50") or German ("2.000,50", "3,5") writing groups it.
+_NUMBER = (
+    r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d{1,3}(?:\.\d{3})+(?:,\d+)?|\d+,\d{1,2}(?!\d)|\d+(?:\.\d+)?"
+)
 _DIGIT = re.compile(r"\d")
 _UNIT_OF_TIME = re.compile(
     r"\b(?:\d[\d.,]*|one|two|three|four|five|six|seven|eight|nine|ten|twelve|a|an)[ -]"
-    r"(?:business |working |calendar )?(?:days?|weeks?|months?|years?|hours?|minutes?)\b",
+    r"(?:business |working |calendar )?(?:days?|weeks?|months?|years?|hours?|minutes?)\b"
+    # German: "20 Wochen", "zwei Arbeitstage", "einen Monat", "30 Tagen"
+    r"|\b(?:\d[\d.,]*|ein(?:e[nmr]?)?|zwei|drei|vier|fünf|sechs|sieben|acht|neun|zehn|zwölf)"
+    r" (?:\w+ )?(?:arbeits|werk|kalender)?(?:tag(?:e|en)?|woche(?:n)?|monat(?:e|en)?"
+    r"|jahr(?:e|en)?|stunde(?:n)?|minute(?:n)?)\b",
     re.I,
 )
+#: A unit of time as a duration names it, in English or German -> its English name.
+_UNIT_NAMES = {
+    "day": "day",
+    "tag": "day",
+    "week": "week",
+    "woche": "week",
+    "month": "month",
+    "monat": "month",
+    "year": "year",
+    "jahr": "year",
+    "hour": "hour",
+    "stunde": "hour",
+    "minute": "minute",
+}
+_UNIT_WORD = re.compile(r"(day|tag|week|woche|month|monat|year|jahr|hour|stunde|minute)", re.I)
 _MONEY = re.compile(
-    r"[$€£¥]\s?\d|\b(?:USD|EUR|GBP|CAD|CHF|AUD|JPY|INR)\s?\d|\d\s?(?:USD|EUR|GBP|CAD|CHF|%)"
-    r"|\bpercent\b",
+    r"[$€£¥]\s?\d|\b(?:USD|EUR|GBP|CAD|CHF|AUD|JPY|INR)\s?\d|\d\s?(?:USD|EUR|GBP|CAD|CHF|%|€)"
+    r"|\bpercent\b|\d\s?(?:Euro|Franken)\b|\bProzent\b",
     re.I,
 )
 _DATE = re.compile(
     r"\b(?:January|February|March|April|May|June|July|August|September|October|November"
     r"|December|Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec|Monday|Tuesday|Wednesday"
     r"|Thursday|Friday|Saturday|Sunday|quarter|Q[1-4])\b|\b(?:19|20)\d\d\b|\d{1,2}/\d{1,2}"
-    r"|\b(?:before|after|by|within|until|prior to)\b",
+    r"|\b(?:before|after|by|within|until|prior to)\b"
+    # German months, weekdays, "31.12.", "vor", "bis", "innerhalb", "spätestens"
+    r"|\b(?:Januar|Februar|März|Mai|Juni|Juli|Oktober|Dezember|Montag|Dienstag|Mittwoch"
+    r"|Donnerstag|Freitag|Samstag|Sonntag|Quartal)\b|\b\d{1,2}\.\d{1,2}\.(?:\d{2,4})?"
+    r"|\b(?:vor|nach|bis|innerhalb|spätestens|binnen)\b",
 )
 _ROLE = re.compile(
     r"\b(?:manager|director|officer|CFO|CEO|CTO|COO|VP|head|lead|team|ops|HR|people|finance"
@@ -144,21 +197,37 @@ _PROCEDURE = re.compile(
 _STATEMENT = re.compile(r"\b(?:is|are|must|may|can|cannot|can't|will|should|not|only|no)\b", re.I)
 
 
-_ASKED_UNIT = re.compile(r"\bhow many (day|week|month|year|hour|minute)s?\b", re.I)
+_ASKED_UNIT = re.compile(
+    r"\bhow many (day|week|month|year|hour|minute)s?\b"
+    r"|\bwie viele (tag|woche|monat|jahr|stunde|minute)(?:e|en|n)?\b",
+    re.I,
+)
 
 
 def asked_unit(question: str) -> str | None:
-    """The unit of time a "how many weeks ..." question counts in, singular; else None."""
+    """The unit of time a "how many weeks ..." ("wie viele Wochen ...") question counts in,
+    by its English name, singular; else None."""
     match = _ASKED_UNIT.search(question)
-    return match.group(1).lower() if match else None
+    if not match:
+        return None
+    return _UNIT_NAMES[(match.group(1) or match.group(2)).lower()]
+
+
+def _duration_units(text: str) -> set[str]:
+    """The units of time of the durations `text` states, by their English names."""
+    return {
+        _UNIT_NAMES[unit.group(1).lower()]
+        for duration in _UNIT_OF_TIME.finditer(text)
+        if (unit := _UNIT_WORD.search(duration.group(0).split()[-1]))
+    }
 
 
 def states_kind(text: str, kind: AskedKind, unit: str | None = None) -> bool:
     """Whether `text` states a fact of the asked kind (a duration for DURATION, ...); for a
     question counting in a unit of time ("how many weeks"), one in that unit."""
     if kind is AskedKind.DURATION:
-        durations = " ".join(match.group(0) for match in _UNIT_OF_TIME.finditer(text))
-        return bool(durations) and (unit is None or unit in durations.lower())
+        units = _duration_units(text)
+        return bool(units) and (unit is None or unit in units)
     if kind is AskedKind.AMOUNT:
         return bool(_MONEY.search(text)) or bool(_DIGIT.search(text))
     if kind is AskedKind.COUNT:
@@ -187,23 +256,38 @@ class Bound:
         return (self.low is None or value >= self.low) and (self.high is None or value <= self.high)
 
 
-_AMOUNT = rf"(?:[$€£]|\b(?:USD|EUR|GBP|CAD|CHF)\s?)?({_NUMBER})\s?(?:k\b)?"
-_RANGE = re.compile(rf"{_AMOUNT}\s*(?:to|-|–|—|and)\s*{_AMOUNT}", re.I)
+#: An amount, its currency before it ("EUR 2,000") or after it, as German writes it
+#: ("2.000 €", "2.000 Euro").
+_AMOUNT = (
+    rf"(?:[$€£]|\b(?:USD|EUR|GBP|CAD|CHF)\s?)?({_NUMBER})\s?(?:k\b)?"
+    rf"(?:\s?(?:€|EUR\b|Euro\b|CHF\b))?"
+)
+_RANGE = re.compile(rf"{_AMOUNT}\s*(?:to|-|–|—|and|bis|und)\s*{_AMOUNT}", re.I)
 _ABOVE = re.compile(
-    rf"\b(?:over|above|more than|greater than|exceeding|at least|from|min(?:imum)?)\s+{_AMOUNT}"
+    rf"\b(?:over|above|more than|greater than|exceeding|at least|from|min(?:imum)?"
+    rf"|über|mehr als|ab|mindestens)\s+{_AMOUNT}"
     rf"|{_AMOUNT}\s*(?:\+|or more|and above|and over)",
     re.I,
 )
 _BELOW = re.compile(
-    rf"\b(?:under|below|less than|up to|at most|no more than|not exceeding|max(?:imum)?|within)"
+    rf"\b(?:under|below|less than|up to|at most|no more than|not exceeding|max(?:imum)?|within"
+    rf"|unter|weniger als|bis zu|höchstens|maximal)"
     rf"\s+{_AMOUNT}|{_AMOUNT}\s*(?:or less|and below|and under)",
     re.I,
 )
 _QUESTION_NUMBER = re.compile(rf"(?<![\w.])({_NUMBER})(?![\w.])")
 
 
+_GERMAN_GROUPED = re.compile(r"^\d{1,3}(?:\.\d{3})+(?:,\d+)?$|^\d+,\d{1,2}$")
+
+
 def _value(text: str | None) -> float | None:
-    return float(text.replace(",", "")) if text else None
+    """A number as written: "2,000.50" and "2.000,50" are both 2000.5."""
+    if not text:
+        return None
+    if _GERMAN_GROUPED.match(text):
+        return float(text.replace(".", "").replace(",", "."))
+    return float(text.replace(",", ""))
 
 
 def stated_bounds(text: str) -> list[Bound]:
@@ -216,7 +300,7 @@ def stated_bounds(text: str) -> list[Bound]:
 
 def question_numbers(question: str) -> list[float]:
     """The numbers a question carries ("a claim of EUR 3,000", "12 people")."""
-    return [float(n.replace(",", "")) for n in _QUESTION_NUMBER.findall(question)]
+    return [value for n in _QUESTION_NUMBER.findall(question) if (value := _value(n)) is not None]
 
 
 def range_fit(question: str, text: str) -> float:
@@ -246,11 +330,20 @@ def named_terms(question: str) -> list[str]:
 
     A document that answers the question names them too, so when none of the documents the
     caller may read does, the answer is "not found" whatever the nearest sentences say
-    ("What is the Wi-Fi password in the Toronto office?" against a password policy).
+    ("What is the Wi-Fi password in the Toronto office?" against a password policy). In a
+    German question only acronyms and years count: its nouns are all capitalized.
     """
+    # German capitalizes every noun: a capitalized word names nothing in particular there,
+    # and only acronyms and years are names (lorehouse/agents/replies.py tells the language).
+    from lorehouse.agents.replies import reply_language
+
+    german = reply_language(question) == "de"
     terms: list[str] = []
     for match in _NAMED.finditer(question):
-        if match.group("name") and _SCENE.search(question[: match.start()]):
+        name = match.group("name")
+        if name and german and not re.fullmatch(r"[A-Z]{2,}s?", name):
+            continue
+        if name and _SCENE.search(question[: match.start()]):
             continue
         term = match.group(match.lastgroup or 0)
         if term not in terms:
