@@ -1,0 +1,36 @@
+"""The bundled multilingual embedder: one space for German and English, a query side."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from lorehouse.embedding.base import MULTILINGUAL_EMBED_MODEL, query_vectors
+from lorehouse.embedding.e5 import MULTILINGUAL_MODEL_NAME
+from lorehouse.settings import Settings
+from lorehouse.wiring import Lorehouse
+
+PASSAGES = [
+    "Mit apt-get install installieren Sie ein Paket aus den Paketquellen.",
+    "Der Kernel wird beim Systemstart vom Bootloader GRUB geladen.",
+    "Das Hotel wird bis 150 Euro pro Nacht erstattet.",
+]
+
+
+def test_a_question_in_either_language_finds_the_german_passage_that_answers_it() -> None:
+    embedder = Lorehouse(Settings(embed_model=MULTILINGUAL_EMBED_MODEL)).embedder()
+    assert embedder.name == MULTILINGUAL_MODEL_NAME
+    passages = embedder.embed(PASSAGES)
+    assert passages.shape == (3, 384) and passages.dtype == np.float32
+    assert np.allclose(np.linalg.norm(passages, axis=1), 1.0, atol=1e-4)
+    for question in ("Wie installiere ich Software?", "How do I install software?"):
+        (asked,) = query_vectors(embedder, [question])
+        assert int(np.argmax(passages @ asked)) == 0, question
+    (hotel,) = query_vectors(embedder, ["How much may a hotel night cost?"])
+    assert int(np.argmax(passages @ hotel)) == 2
+
+
+def test_queries_are_embedded_on_their_own_side() -> None:
+    embedder = Lorehouse(Settings(embed_model=MULTILINGUAL_EMBED_MODEL)).embedder()
+    text = ["Wie installiere ich Software?"]
+    assert not np.allclose(query_vectors(embedder, text), embedder.embed(text))
+    assert embedder.embed([]).shape == (0, 384)
