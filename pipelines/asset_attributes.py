@@ -19,7 +19,7 @@ from typing import Any
 
 import dagster as dg
 
-from lorehouse.embedding.base import LOCAL_EMBED_MODEL
+from lorehouse.embedding.base import BUNDLED_EMBED_MODELS
 from lorehouse.embedding.minilm import EMBEDDING_DIMENSION
 from lorehouse.models import NOBODY_GROUP, PUBLIC_GROUP, FileType
 from lorehouse.parsing.runner import parser_version_of
@@ -250,13 +250,14 @@ def lance_columns(lorehouse: Lorehouse) -> list[tuple[str, str]]:
 def vector_dimension(lorehouse: Lorehouse) -> int | None:
     """The width of the configured model's vectors, when known without embedding anything.
 
-    The bundled model's is a constant. A provider model's is only known from a vector: the
-    chunks table records it, so it is read from there when that table holds this model's
-    vectors; otherwise None. No provider is called, as the definitions load in every run's
-    process and must not wait for one, pay for one, or fail with one.
+    The bundled models' is a constant (both give 384 dimensions). A provider model's is only
+    known from a vector: the chunks table records it, so it is read from there when that
+    table holds this model's vectors; otherwise None. No provider is called, as the
+    definitions load in every run's process and must not wait for one, pay for one, or fail
+    with one.
     """
     settings = lorehouse.settings
-    if settings.embed_model == LOCAL_EMBED_MODEL:
+    if settings.embed_model in BUNDLED_EMBED_MODELS:
         return EMBEDDING_DIMENSION
     return _stored_dimension(lorehouse)
 

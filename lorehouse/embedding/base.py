@@ -23,6 +23,8 @@ def embed_key(model: str, text: str) -> str:
 LOCAL_EMBED_MODEL = "local"
 #: The bundled multilingual model (multilingual-e5-small), for corpora not only in English.
 MULTILINGUAL_EMBED_MODEL = "local-multilingual"
+#: The models that ship with Lorehouse, both 384-dimensional.
+BUNDLED_EMBED_MODELS = (LOCAL_EMBED_MODEL, MULTILINGUAL_EMBED_MODEL)
 
 
 class EmbeddingFailure(RuntimeError):
