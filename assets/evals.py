@@ -1,5 +1,6 @@
 """Eval assets: recall@k of every retriever (and its gate), and LLM-judged answer quality."""
 
+import base64
 from pathlib import Path
 
 import dagster as dg
@@ -19,6 +20,8 @@ from evals.answer_eval import NO_JUDGE, AnswerEvalReport
 from evals.explain import miss_counts
 from evals.golden_set import GoldenSetNotIndexed
 from evals.runner import run_answer_eval, run_retrieval_eval
+from lorehouse.language import shared_detector
+from lorehouse.stages.embedding_map import draw_embedding_map
 
 GATE_K = 8
 GATE_MAX_DROP = 0.03
@@ -120,6 +123,40 @@ def retrieval_eval(
                     ],
                 )
             ),
+        }
+    )
+
+
+@dg.asset(group_name="evals", kinds={"lancedb"}, deps=[search_index])
+def embedding_map(
+    context: dg.AssetExecutionContext, vector_index: VectorIndexResource
+) -> dg.MaterializeResult:
+    """A sample of the chunk vectors laid out in two dimensions (t-SNE), coloured by language
+    and by folder: whether the model keeps the corpus's languages and topics apart, at a
+    glance. Bounded: at most MAP_SAMPLE chunks, whatever the corpus's size."""
+    lorehouse = vector_index.wiring()
+    drawn = draw_embedding_map(
+        lorehouse.chunk_index(), shared_detector(lorehouse.settings.language_codes)
+    )
+    if drawn is None:
+        return dg.MaterializeResult(metadata={"skipped": "fewer than two chunks to lay out"})
+    context.log.info(f"laid out {drawn.points} chunks in {drawn.seconds:.1f} s")
+
+    def picture(svg: str) -> str:
+        return f"![map](data:image/svg+xml;base64,{base64.b64encode(svg.encode()).decode()})"
+
+    return dg.MaterializeResult(
+        metadata={
+            "by_language": dg.MetadataValue.md(picture(drawn.by_language)),
+            "by_folder": dg.MetadataValue.md(picture(drawn.by_folder)),
+            "languages": dg.MetadataValue.md(
+                markdown_table(["language", "chunks"], [list(i) for i in drawn.languages.items()])
+            ),
+            "folders": dg.MetadataValue.md(
+                markdown_table(["folder", "chunks"], [list(i) for i in drawn.folders.items()])
+            ),
+            "chunks_drawn": dg.MetadataValue.int(drawn.points),
+            "seconds": dg.MetadataValue.float(round(drawn.seconds, 2)),
         }
     )
 

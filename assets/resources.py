@@ -239,6 +239,8 @@ class VectorIndexResource(SettingsResource):
 
     lancedb_uri: str = _setting("lancedb_uri")
     embed_model: str = _setting("embed_model")
+    #: How BM25 reads the chunks (the eval's searches) and which languages the map tells.
+    languages: str = _setting("languages")
     embed_api_base: str | None = _setting("embed_api_base", default=None)
     embed_batch_size: int = _setting("embed_batch_size", ge=1)
     index_batch_documents: int = _setting("index_batch_documents", ge=1)
