@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from playwright.sync_api import Browser, expect
+from playwright.sync_api import Browser, Locator, expect
 
 from tests.dagster_daemon import UploadDeployment
 from tests.e2e.test_chat_page import _answered, _signed_in
@@ -22,29 +22,27 @@ def test_a_german_question_gets_german_words_and_cites_the_german_source(
     browser: Browser, server: str, upload_deployment: UploadDeployment
 ) -> None:
     page = _signed_in(browser, server, upload_deployment.keys["member"])
-    page.fill("#question", "Bis zu welchem Betrag werden Hotelkosten pro Nacht erstattet?")
-    page.click("#send")
-    _answered(page)
-    turn = page.locator("[data-testid=turn]").last
+
+    def asked(question: str) -> Locator:
+        page.fill("#question", question)
+        page.click("#send")
+        _answered(page)
+        return page.locator("[data-testid=turn]").last
+
+    turn = asked("Bis zu welchem Betrag werden Hotelkosten pro Nacht erstattet?")
     expect(turn.locator("[data-testid=answer]")).to_contain_text("150 Euro")
     cited = turn.locator(".sources code").all_inner_texts()
     assert cited and set(cited) == {"docs/reisen.md"}, cited
     expect(turn.locator("[data-testid=details] summary")).to_have_text("Wie die Antwort entstand")
     expect(turn.get_by_role("button", name="helpful").first).to_have_text("▲ Hilfreich")
 
-    page.fill("#question", "Wie viele Tage Sonderurlaub gibt es laut BGB bei einer Hochzeit?")
-    page.click("#send")
-    _answered(page)
-    declined = page.locator("[data-testid=turn]").last
+    declined = asked("Wie viele Tage Sonderurlaub gibt es laut BGB bei einer Hochzeit?")
     expect(declined.locator("[data-testid=answer]")).to_contain_text(
         "Keines der Dokumente, die Sie lesen dürfen, erwähnt „BGB“"
     )
 
     # An English question on the same page keeps English words.
-    page.fill("#question", "How many days of paid leave does everyone get a year?")
-    page.click("#send")
-    _answered(page)
-    english = page.locator("[data-testid=turn]").last
+    english = asked("How many days of paid leave does everyone get a year?")
     expect(english.locator("[data-testid=details] summary")).to_have_text(
         "How the answer was derived"
     )

@@ -5,7 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lorehouse.search.bm25 import SNOWBALL_LANGUAGES, Analyzer, BM25Index, analyzer_of
+from lorehouse.search.bm25 import (
+    SNOWBALL_LANGUAGES,
+    Analyzer,
+    BM25Index,
+    TextAnalyzer,
+    analyzer_of,
+)
 from lorehouse.settings import _SNOWBALL_CODES
 
 PUBLIC = {
@@ -19,9 +25,9 @@ HIDDEN = {
 }
 
 
-def _index(texts: dict[str, str]) -> BM25Index:
+def _index(texts: dict[str, str], analyzer: TextAnalyzer | None = None) -> BM25Index:
     keys = sorted(texts)
-    return BM25Index.build(keys, {"text": [texts[k] for k in keys]}, Analyzer())
+    return BM25Index.build(keys, {"text": [texts[k] for k in keys]}, analyzer or Analyzer())
 
 
 def _search(index: BM25Index, query: str, visible: set[str], allowed: set[str] | None = None):
@@ -156,24 +162,16 @@ ENGLISH = {
 }
 
 
-def _bilingual(texts: dict[str, str]) -> BM25Index:
-    keys = sorted(texts)
-    return BM25Index.build(keys, {"text": [texts[k] for k in keys]}, analyzer_of(("de", "en")))
-
-
 def test_each_text_and_question_is_stemmed_in_its_own_language() -> None:
     german = analyzer_of(("de",))
     assert german.terms("Die Pakete") == german.terms("das Paket") == ["pak"]
-    index = _bilingual({**GERMAN, **ENGLISH})
+    index = _index({**GERMAN, **ENGLISH}, analyzer_of(("de", "en")))
     everyone = set(GERMAN) | set(ENGLISH)
     # A German question in another inflection finds the German passage; an English one the
     # English passage; the English stemmer alone would not reduce "Paketquelle" and "stehen".
     assert _search(index, "In welcher Datei steht die Paketquelle?", everyone)[0][0] == "d2"
     assert _search(index, "Which file lists the package sources?", everyone)[0][0] == "e2"
-    english_only = BM25Index.build(
-        sorted(GERMAN), {"text": [GERMAN[k] for k in sorted(GERMAN)]}, Analyzer()
-    )
-    assert _search(english_only, "Paketquelle", set(GERMAN)) == []
+    assert _search(_index(GERMAN), "Paketquelle", set(GERMAN)) == []  # English stems only
 
 
 def test_german_question_words_never_outweigh_what_is_asked_about() -> None:
