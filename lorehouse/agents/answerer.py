@@ -26,7 +26,7 @@ from lorehouse.agents.lead import (
     range_fit,
     states_kind,
 )
-from lorehouse.agents.replies import NOT_FOUND, not_found, passages_only
+from lorehouse.agents.replies import not_found, passages_only
 from lorehouse.embedding.base import Embedder, VectorCache
 from lorehouse.llm import LLMClient
 from lorehouse.search.asks import QuestionAsks, question_asks
@@ -36,8 +36,6 @@ from lorehouse.text import chunk_body, is_data_row, plain_text, sentences, unwra
 
 PROMPT_VERSION = "answerer.v2"
 NOT_FOUND_MARKER = "NOT_IN_DOCUMENTS"
-#: The English "not found"; a reply follows the question's language (lorehouse/agents/replies.py).
-NOT_FOUND_ANSWER = NOT_FOUND["en"]
 #: A citation of a context passage as answers write it: "[3]".
 CITATION = re.compile(r"\[(\d{1,3})\]")
 _PROMPT_SCAFFOLDING = ("Passages (in document order)", "Search queries used to find", "Rules:")

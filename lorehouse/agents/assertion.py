@@ -21,12 +21,6 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from lorehouse.agents.replies import PASSAGES_ONLY
-
-#: What an answer that does not assert its lead says before the passages.
-#: The English note before the closest passages (lorehouse/agents/replies.py has each language's).
-PASSAGES_ONLY_ANSWER = PASSAGES_ONLY["en"]
-
 
 @dataclass(frozen=True)
 class LeadSignals:

@@ -10,7 +10,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.main import create_app
-from lorehouse.agents.assertion import PASSAGES_ONLY_ANSWER
+from lorehouse.agents.replies import PASSAGES_ONLY
 from lorehouse.api_keys import add_key
 from lorehouse.llm import LLMClient
 from lorehouse.settings import BUNDLED_SAMPLE_CORPUS, Settings
@@ -337,7 +337,7 @@ def test_a_newcomers_questions_are_answered_right_or_with_the_passages(
     assert body["answerable"], body["answer"]
     if expected is None:
         # Another office's rule is not stated as this one's: the passages, nothing asserted.
-        assert not body["asserted"] and body["answer"].startswith(PASSAGES_ONLY_ANSWER)
+        assert not body["asserted"] and body["answer"].startswith(PASSAGES_ONLY["en"])
         assert body["excerpts"] and not body["beyond_filters"]
         return
     facts, backing = expected

@@ -674,7 +674,7 @@ def _decided(question: str, hits: list[SearchHit], threshold: float) -> DraftAns
 
 
 def test_a_lead_below_the_bar_is_not_asserted_and_the_passages_are_shown() -> None:
-    from lorehouse.agents.assertion import PASSAGES_ONLY_ANSWER
+    from lorehouse.agents.replies import PASSAGES_ONLY
 
     question = "What is the maximum I can spend per night on a hotel for a business trip?"
     asserted = _decided(question, HOTEL_POLICY, 0.0)
@@ -682,7 +682,7 @@ def test_a_lead_below_the_bar_is_not_asserted_and_the_passages_are_shown() -> No
     assert asserted.asserted and asserted.text.startswith("We advise spending")
     assert asserted.confidence is not None and 0.0 < asserted.confidence < 1.0
     assert shown.answerable and not shown.asserted
-    assert shown.text.startswith(PASSAGES_ONLY_ANSWER)
+    assert shown.text.startswith(PASSAGES_ONLY["en"])
     assert "$300" not in shown.text  # nothing is stated as the answer...
     marked = [e.sentences[i] for e in shown.excerpts for i in e.marked]
     assert any("$300 USD per night" in sentence for sentence in marked)  # ...it is shown
