@@ -164,9 +164,7 @@ class Lorehouse:
         gdrive://...`), each under its name in the paths."""
         from lorehouse.sources.composite import CompositeSource, named_sources
 
-        uploads = self.upload_folder()
-        if uploads is not None:
-            uploads.prepare()  # listed, with its hiding rule, before the first upload
+        self._uploads_prepared  # noqa: B018 - listed, with its hiding rule, before any upload
         from lorehouse.sources.included import IncludedFiles, include_patterns
 
         named = named_sources(self.settings.source_uri)
@@ -190,6 +188,15 @@ class Lorehouse:
         if not uri.startswith("s3://"):
             return LocalFolderSource(uri)
         return S3PrefixSource(s3_client or self.s3_client(), uri)
+
+    @cached_property
+    def _uploads_prepared(self) -> UploadFolder | None:
+        """The upload folder, made (with its rule) once per process rather than at every
+        source a request or a run opens."""
+        uploads = self.upload_folder()
+        if uploads is not None:
+            uploads.prepare()
+        return uploads
 
     def upload_folder(self) -> UploadFolder | None:
         """Where chat page uploads go (LOREHOUSE_UPLOAD_FOLDER), or None when uploads are
@@ -228,10 +235,9 @@ class Lorehouse:
         from lorehouse.errors import SourceError
         from lorehouse.sources import LocalFolderSource
 
-        uploads = self.upload_folder()
+        uploads = self._uploads_prepared
         if uploads is None:
             raise SourceError("uploads are off: LOREHOUSE_UPLOAD_FOLDER is not set")
-        uploads.prepare()
         return LocalFolderSource(uploads.root)
 
     @cached_property
