@@ -57,6 +57,9 @@ class Turns:
         #: What a 503 says when no turn comes, e.g. "4 answers are being computed".
         self.busy = busy
         self._free = asyncio.Semaphore(limit)
+        #: Turns taken and not yet given back: what /v1/health reports, so an operator sees
+        #: the load and a turn that is never given back shows as a count that stays up.
+        self.taken = 0
 
     async def take(self) -> None:
         """Waits up to `wait_seconds` for a turn; StoreUnavailable (a 503) when none comes."""
@@ -64,8 +67,10 @@ class Turns:
             await asyncio.wait_for(self._free.acquire(), self.wait_seconds)
         except TimeoutError:
             raise StoreUnavailable(f"{self.busy}; retry shortly") from None
+        self.taken += 1
 
     def give_back(self) -> None:
+        self.taken -= 1
         self._free.release()
 
 

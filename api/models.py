@@ -248,6 +248,16 @@ class Health(BaseModel):
     embedding_model: str
     lancedb: StoreHealth
     duckdb: StoreHealth
+    answers_running: int = Field(
+        default=0,
+        description="Answers this server process is computing now; each `--workers` process "
+        "counts its own.",
+    )
+    answers_limit: int = Field(
+        default=0,
+        description="Answers one process computes at once (api_max_concurrent_asks); asks "
+        "beyond it wait their turn.",
+    )
     caller: str = Field(
         default=ANONYMOUS,
         description="The name of the key the request presented (the chat page shows who is "

@@ -51,9 +51,12 @@ def healthz(service: ServiceDep) -> JSONResponse:
     },
 )
 def health(service: ServiceDep, caller: CallerDep) -> JSONResponse:
-    """Both stores' state, with counts of the documents and chunks the caller may see."""
+    """Both stores' state, with counts of the documents and chunks the caller may see, and
+    how many answers this process is computing now."""
     health = _health(service, caller.groups)
     health.caller = caller.name
+    health.answers_running = service.ask_turns.taken
+    health.answers_limit = service.ask_turns.limit
     return JSONResponse(health.model_dump(mode="json"), status_code=_health_code(health))
 
 

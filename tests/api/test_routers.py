@@ -66,3 +66,5 @@ def test_the_health_router_alone_reports_both_stores_ready(service: Service) -> 
     assert client.get("/healthz").json()["status"] == "ok"
     details = client.get("/v1/health").json()
     assert details["lancedb"]["ready"] and details["duckdb"]["ready"]
+    assert details["answers_running"] == 0
+    assert details["answers_limit"] == service.settings.api_max_concurrent_asks
