@@ -12,6 +12,7 @@ from pydantic import (
     ConfigDict,
     Field,
     StrictBool,
+    StringConstraints,
     model_validator,
 )
 from pydantic_core import PydanticCustomError
@@ -25,6 +26,9 @@ from lorehouse.search.retriever import ChunkSince, ChunkView, SearchFilters, Sea
 FileTypeName = Literal[
     "pdf", "docx", "pptx", "xlsx", "html", "md", "txt", "rst", "eml", "msg", "rtf", "odt", "epub"
 ]
+
+#: An ISO 639-1 code as chunks record it.
+LanguageCode = Annotated[str, StringConstraints(pattern=r"^[a-z]{2}$")]
 
 
 def _json_integer(value: object) -> object:
@@ -113,6 +117,13 @@ class SearchFiltersIn(SearchFilters):
     )
     file_types: list[FileTypeName] | None = Field(default=None, min_length=1, max_length=20)
     is_table: StrictBool | None = None
+    languages: list[LanguageCode] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=20,
+        description="Chunks in these languages (ISO 639-1 codes, e.g. 'de'), as told when "
+        "each chunk was cut; a chunk too short to tell has its document's.",
+    )
 
     @model_validator(mode="after")
     def _pages_in_order(self) -> SearchFiltersIn:
@@ -210,6 +221,11 @@ class DocumentView(BaseModel):
     n_chunks: int
     n_pages: int
     updated_at: datetime
+    language: str | None = Field(
+        default=None,
+        description="ISO 639-1 code of the language most of its text is in; none for a "
+        "document cut into no chunk.",
+    )
 
 
 class DocumentPage(BaseModel):

@@ -28,6 +28,7 @@ from markdown_it import MarkdownIt
 from markdown_it.token import Token
 from segtok.segmenter import split_single
 
+from lorehouse.language import LanguageDetector
 from lorehouse.models import PageSpan, ParsedDocument
 from lorehouse.text import (
     BREADCRUMB_SEPARATOR,
@@ -63,6 +64,9 @@ class Chunk:
     is_table: bool
     token_count: int
     acl: tuple[str, ...]
+    #: ISO 639-1 code, told among the deployment's languages; a chunk too short to tell (a
+    #: heading, a command, a table of numbers) has its document's. None: not told.
+    language: str | None = None
 
 
 @dataclass
@@ -86,22 +90,34 @@ class _Section:
 class Chunker:
     """Splits parsed documents into chunks of at most `max_tokens` embedding-model tokens."""
 
-    def __init__(self, max_tokens: int, count_tokens: TokenCounter) -> None:
+    def __init__(
+        self,
+        max_tokens: int,
+        count_tokens: TokenCounter,
+        detector: LanguageDetector | None = None,
+    ) -> None:
+        """`detector` tells each chunk's language (None: chunks carry none), which BM25's
+        analyzer and the `languages` search filter read."""
         if max_tokens < 32:
             raise ValueError("max_tokens below 32 leaves no room for a heading path and text")
         self.max_tokens = max_tokens
         self._count_with_specials = count_tokens
+        self._detector = detector
         self._markdown = MarkdownIt("commonmark").enable("table")
 
     @property
     def version(self) -> str:
-        """Recorded with every chunk: a new limit or chunker version re-chunks everything."""
-        return f"{CHUNKER_VERSION}/max{self.max_tokens}"
+        """Recorded with every chunk: a new limit, chunker version or set of languages
+        re-chunks everything."""
+        languages = "+".join(self._detector.languages) if self._detector else "-"
+        return f"{CHUNKER_VERSION}/max{self.max_tokens}/lang-{languages}"
 
     def chunk(self, document: ParsedDocument, acl: Sequence[str] = ()) -> list[Chunk]:
         """The document's chunks in reading order (positions 0..n-1)."""
         text = document.markdown
         line_starts = _line_offsets(text)
+        detector = self._detector
+        language = detector.detect(text) if detector else None
         chunks: list[Chunk] = []
         for section in self._sections(text, line_starts):
             breadcrumb = BREADCRUMB_SEPARATOR.join(section.heading_path)
@@ -130,6 +146,7 @@ class Chunker:
                         + self._tokens(breadcrumb)
                         + sum(piece.tokens for piece in group),
                         acl=tuple(acl),
+                        language=detector.detect(plain, language) if detector else None,
                     )
                 )
         return chunks

@@ -426,8 +426,13 @@ class Lorehouse:
         """A chunker counting tokens exactly as the embedder will see them."""
         from lorehouse.chunking import Chunker
         from lorehouse.embedding.minilm import default_token_counter
+        from lorehouse.language import shared_detector
 
-        return Chunker(self.settings.chunk_max_tokens, default_token_counter().count)
+        return Chunker(
+            self.settings.chunk_max_tokens,
+            default_token_counter().count,
+            shared_detector(self.settings.language_codes),
+        )
 
     def enricher(self) -> Enricher:
         """An enricher for the configured LLM, or the extractive one."""

@@ -37,6 +37,8 @@ def scope_not_saying(filters: SearchFilters, within: Sequence[SearchHit]) -> str
         what = f"the {kinds} files"
     else:
         what = "the documents"
+    if filters.languages is not None:
+        what = f"{what} in {' or '.join(_language_name(code) for code in filters.languages)}"
     if filters.is_table is not None:
         what = f"the tables of {what}" if filters.is_table else f"the text outside tables of {what}"
         plural = True
@@ -46,6 +48,27 @@ def scope_not_saying(filters: SearchFilters, within: Sequence[SearchHit]) -> str
     else:
         subject = what[0].upper() + what[1:] if what.startswith("the ") else what
     return f"{subject} {'do' if plural else 'does'} not say."
+
+
+#: Names of the languages chunks are told among (the Snowball-stemmed ones).
+_LANGUAGE_NAMES = {
+    "en": "English",
+    "de": "German",
+    "fr": "French",
+    "es": "Spanish",
+    "it": "Italian",
+    "nl": "Dutch",
+    "pt": "Portuguese",
+    "sv": "Swedish",
+    "da": "Danish",
+    "no": "Norwegian",
+    "fi": "Finnish",
+    "ru": "Russian",
+}
+
+
+def _language_name(code: str) -> str:
+    return _LANGUAGE_NAMES.get(code, code)
 
 
 def _pages(filters: SearchFilters) -> str:

@@ -66,6 +66,7 @@ HIT_COLUMNS = [
     "page_start",
     "page_end",
     "is_table",
+    "language",
     "text_chat",
 ]
 #: Chunks ranked per passage asked for: a passage's chunks often rank together, and each
@@ -86,6 +87,8 @@ class SearchFilters(BaseModel):
     page_to: int | None = Field(default=None, ge=1, description="Last page, inclusive.")
     file_types: list[str] | None = Field(default=None, max_length=20)
     is_table: bool | None = None
+    #: Chunks in these languages (ISO 639-1), as told when the chunk was cut.
+    languages: list[str] | None = Field(default=None, max_length=20)
 
     def clauses(self) -> list[str]:
         """SQL predicates for LanceDB, with every value quoted."""
@@ -102,6 +105,8 @@ class SearchFilters(BaseModel):
             clauses.append(f"page_start <= {int(self.page_to)}")
         if self.is_table is not None:
             clauses.append(f"is_table = {str(self.is_table).lower()}")
+        if self.languages is not None:
+            clauses.append(sql_in("language", self.languages))
         return clauses
 
 
@@ -140,6 +145,10 @@ class ChunkView(BaseModel):
     page_end: int | None
     is_table: bool
     text_chat: str
+    language: str | None = Field(
+        default=None,
+        description="ISO 639-1 code of the chunk's language, told among the deployment's.",
+    )
 
 
 class SearchHit(ChunkView):
@@ -778,6 +787,7 @@ def hit_from_row(
         page_start=row["page_start"],
         page_end=row["page_end"],
         is_table=bool(row["is_table"]),
+        language=row["language"],
         text_chat=row["text_chat"],
         score=round(scores.get(decisive, 0.0), 6),
         scores={k: round(v, 6) for k, v in scores.items()},

@@ -69,7 +69,8 @@ _LAYOUT_KEY = b"lorehouse.layout"
 
 #: Bumped whenever a table's columns change; a table of another layout is rebuilt.
 #: 3: public rows carry PUBLIC_GROUP in `acl` instead of an empty list.
-TABLE_LAYOUT = "3"
+#: 4: chunks and sentence windows carry their `language`.
+TABLE_LAYOUT = "4"
 
 
 # Row masks of access and filter predicates kept per table version (a few KB each at 100k rows).

@@ -114,6 +114,7 @@ _COLUMNS = [
     "token_count",
     "acl",
     "source_fingerprint",
+    "language",
 ]
 
 
@@ -136,4 +137,5 @@ def _row(chunk: Chunk, fingerprint: str) -> dict:
         "token_count": chunk.token_count,
         "acl": list(chunk.acl),
         "source_fingerprint": fingerprint,
+        "language": chunk.language,
     }

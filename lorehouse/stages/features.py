@@ -1,6 +1,7 @@
 """The features stage: the tables the API and analysts query, derived from the stage tables.
 
-`documents` (one row per parsed document with its title, summary, chunk count and access),
+`documents` (one row per parsed document with its title, summary, chunk count, access and
+language),
 `chunk_faqs` and `chunk_keywords` (one row per FAQ or keyword) are kept equal to what the
 stage tables say. Each run computes every table's rows afresh, finds the documents whose rows
 differ (a fingerprint per document on both sides), and deletes then inserts only those
@@ -26,7 +27,9 @@ _FRESH = {
         "(SELECT count(*) FROM chunks c WHERE c.doc_id = p.doc_id)::INTEGER AS n_chunks, "
         "p.page_count AS n_pages, r.acl_groups AS acl, p.content_sha256, e.enrichment_mode, "
         "greatest(p.parsed_at, coalesce((SELECT max(chunked_at) FROM chunks c "
-        "WHERE c.doc_id = p.doc_id), p.parsed_at)) AS updated_at "
+        "WHERE c.doc_id = p.doc_id), p.parsed_at)) AS updated_at, "
+        "(SELECT c.language FROM chunks c WHERE c.doc_id = p.doc_id AND c.language IS NOT NULL "
+        "GROUP BY c.language ORDER BY sum(c.token_count) DESC, c.language LIMIT 1) AS language "
         "FROM documents_parsed p JOIN documents_raw r USING (doc_id) "
         "LEFT JOIN document_enrichment e USING (doc_id)"
     ),

@@ -73,7 +73,7 @@ class IndexReads(Database):
         return self._for_documents(
             "SELECT c.chunk_id, c.doc_id, d.title, r.rel_path, r.source_uri, r.file_type, "
             "c.position, "
-            "c.heading_path, c.page_start, c.page_end, c.is_table, c.acl, c.text_chat, "
+            "c.heading_path, c.page_start, c.page_end, c.is_table, c.language, c.acl, c.text_chat, "
             "c.text_embed, e.summary, coalesce(e.faqs, []) AS faqs, "
             "coalesce(e.keywords, []) AS keywords "
             "FROM chunks c JOIN documents d USING (doc_id) "
@@ -152,7 +152,8 @@ class IndexReads(Database):
             ).fetchone()
             frame = connection.execute(
                 "SELECT d.doc_id, d.title, d.rel_path, r.file_type, d.summary, d.n_chunks, "
-                "d.n_pages, d.updated_at FROM documents d JOIN documents_raw r USING (doc_id) "
+                "d.n_pages, d.updated_at, d.language "
+                "FROM documents d JOIN documents_raw r USING (doc_id) "
                 f"WHERE {visible} ORDER BY d.rel_path LIMIT ? OFFSET ?",
                 [groups, limit, offset],
             ).df()

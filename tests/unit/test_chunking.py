@@ -6,6 +6,7 @@ import pytest
 
 from lorehouse.chunking import Chunk, Chunker
 from lorehouse.embedding.minilm import TokenCounter, default_token_counter
+from lorehouse.language import shared_detector
 from lorehouse.models import ParsedDocument
 from lorehouse.text import BREADCRUMB_SEPARATOR, plain_text
 from tests.conftest import DOCS_CORPUS, parsed_markdown
@@ -201,3 +202,37 @@ def test_entities_read_as_characters_and_a_spacer_row_makes_no_chunk(
     assert [list(c.heading_path) for c in chunks] == [["Portal"]]
     assert "AT&T customers ask for the report first." in chunks[0].text_embed
     assert "&amp;" in chunks[0].text_chat  # the Markdown shown to readers is left as written
+
+
+def _document(markdown: str) -> ParsedDocument:
+    return ParsedDocument(
+        doc_id="d1",
+        content_sha256="0" * 64,
+        markdown=markdown,
+        page_map=[],
+        parser="test",
+        parser_version="1",
+        parse_ms=0.0,
+    )
+
+
+def test_each_chunk_carries_its_language_and_a_short_one_its_documents(
+    counter: TokenCounter,
+) -> None:
+    """A German document with an English section: the section is English, a lone command
+    block too short to tell is German like its document."""
+    german = (
+        "Die Paketverwaltung installiert Programme aus den konfigurierten Paketquellen und "
+        "löst dabei alle Abhängigkeiten auf. "
+    ) * 8
+    english = "The package manager installs programs from the configured sources. " * 8
+    document = _document(
+        f"# Pakete\n\n{german}\n\n# Commands\n\n```\napt-get -y\n```\n\n# Summary\n\n{english}\n"
+    )
+    chunker = Chunker(64, counter.count, shared_detector(("en", "de")))
+    chunks = chunker.chunk(document)
+    languages = {chunk.heading_path[0]: chunk.language for chunk in chunks}
+    assert languages == {"Pakete": "de", "Commands": "de", "Summary": "en"}
+    # Without a detector chunks carry no language; a new set of languages cuts again.
+    assert {c.language for c in Chunker(64, counter.count).chunk(document)} == {None}
+    assert chunker.version != Chunker(64, counter.count, shared_detector(("en",))).version

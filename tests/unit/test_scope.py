@@ -52,3 +52,6 @@ def test_the_scope_names_pages_documents_and_file_types() -> None:
     assert scope_not_saying(SearchFilters(is_table=True), []) == (
         "The tables of the documents do not say."
     )
+    assert scope_not_saying(SearchFilters(languages=["de", "fr"]), []) == (
+        "The documents in German or French do not say."
+    )

@@ -10,3 +10,5 @@ ALTER TABLE eval_answers ADD COLUMN IF NOT EXISTS shown_key_facts_found INTEGER 
 ALTER TABLE eval_answers ADD COLUMN IF NOT EXISTS lead_from_evidence BOOLEAN;
 ALTER TABLE eval_answers ADD COLUMN IF NOT EXISTS asserted BOOLEAN DEFAULT false;
 ALTER TABLE document_enrichment ADD COLUMN IF NOT EXISTS input_fingerprint VARCHAR;
+ALTER TABLE chunks ADD COLUMN IF NOT EXISTS language VARCHAR;
+ALTER TABLE documents ADD COLUMN IF NOT EXISTS language VARCHAR;

@@ -47,7 +47,9 @@ CREATE TABLE IF NOT EXISTS chunks (
     token_count INTEGER NOT NULL,
     acl VARCHAR[] NOT NULL,
     source_fingerprint VARCHAR NOT NULL,
-    chunked_at TIMESTAMPTZ NOT NULL DEFAULT current_timestamp
+    chunked_at TIMESTAMPTZ NOT NULL DEFAULT current_timestamp,
+    -- ISO 639-1, told among the deployment's languages (lorehouse/language.py).
+    language VARCHAR
 );
 -- Parsed documents whose current parse yields no chunk (an empty page, a lone heading):
 -- without a row here they would have no chunk carrying the fingerprint, and every run would
@@ -111,7 +113,9 @@ CREATE TABLE IF NOT EXISTS documents (
     acl VARCHAR[] NOT NULL,
     content_sha256 VARCHAR NOT NULL,
     enrichment_mode VARCHAR,
-    updated_at TIMESTAMPTZ NOT NULL
+    updated_at TIMESTAMPTZ NOT NULL,
+    -- The language most of its chunks' tokens are in.
+    language VARCHAR
 );
 CREATE TABLE IF NOT EXISTS chunk_faqs (
     chunk_id VARCHAR NOT NULL,
