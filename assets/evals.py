@@ -20,7 +20,6 @@ from evals.answer_eval import NO_JUDGE, AnswerEvalReport
 from evals.explain import miss_counts
 from evals.golden_set import GoldenSetNotIndexed
 from evals.runner import run_answer_eval, run_retrieval_eval
-from lorehouse.language import shared_detector
 from lorehouse.stages.embedding_map import draw_embedding_map
 
 GATE_K = 8
@@ -135,9 +134,7 @@ def embedding_map(
     and by folder: whether the model keeps the corpus's languages and topics apart, at a
     glance. Bounded: at most MAP_SAMPLE chunks, whatever the corpus's size."""
     lorehouse = vector_index.wiring()
-    drawn = draw_embedding_map(
-        lorehouse.chunk_index(), shared_detector(lorehouse.settings.language_codes)
-    )
+    drawn = draw_embedding_map(lorehouse.chunk_index())
     if drawn is None:
         return dg.MaterializeResult(metadata={"skipped": "fewer than two chunks to lay out"})
     context.log.info(f"laid out {drawn.points} chunks in {drawn.seconds:.1f} s")

@@ -201,9 +201,11 @@ class ParsingResource(SettingsResource):
 
 
 class ChunkingResource(SettingsResource):
-    """The chunk size limit, counted with the embedding model's tokenizer."""
+    """The chunk size limit, counted with the embedding model's tokenizer, and the languages
+    each chunk's is told among."""
 
     chunk_max_tokens: int = _setting("chunk_max_tokens", ge=32, le=256)
+    languages: str = _setting("languages")
 
     def chunker(self) -> Chunker:
         return self.wiring().chunker()
@@ -239,7 +241,7 @@ class VectorIndexResource(SettingsResource):
 
     lancedb_uri: str = _setting("lancedb_uri")
     embed_model: str = _setting("embed_model")
-    #: How BM25 reads the chunks (the eval's searches) and which languages the map tells.
+    #: How BM25 reads the chunks and questions (the eval's searches).
     languages: str = _setting("languages")
     embed_api_base: str | None = _setting("embed_api_base", default=None)
     embed_batch_size: int = _setting("embed_batch_size", ge=1)

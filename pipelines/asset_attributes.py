@@ -121,6 +121,10 @@ COLUMN_DESCRIPTIONS = {
     ),
     "source_fingerprint": "Content hash, parser and chunker versions it was cut with.",
     "chunked_at": "When the chunk was cut from its document.",
+    "language": (
+        "ISO 639-1 code told among LOREHOUSE_LANGUAGES: a chunk's own (one too short to tell "
+        "has its document's); a document's is that of most of its chunks' tokens."
+    ),
     # -- enrichment and the document list -------------------------------------------------------
     "summary": (
         "The document's summary: an LLM's 2-3 sentences, or its most central sentences when "

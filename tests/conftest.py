@@ -194,7 +194,7 @@ def stage_tables_store(tmp_path: Path) -> DuckDBStore:
         )
         connection.execute(
             "INSERT INTO chunks SELECT 'doc-' || i || '-' || j, 'doc-' || i, j, ['Rules'], "
-            "'text', 'text', 1, 1, false, 5, ['public'], 'fp', now() "
+            "'text', 'text', 1, 1, false, 5, ['public'], 'fp', now(), 'en' "
             f"FROM range({GENERATED_DOCUMENTS}) t(i), range(2) s(j)"
         )
         connection.execute(

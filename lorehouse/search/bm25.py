@@ -105,7 +105,8 @@ class Analyzer:
         #: The question words as index terms.
         self.question_terms = frozenset(self.terms(" ".join(sorted(asked))))
 
-    def terms(self, text: str | None) -> list[str]:
+    def terms(self, text: str | None, language: str | None = None) -> list[str]:
+        """`text`'s terms; `language` (what a row records) is this analyzer's own."""
         if not text:
             return []
         folded = _fold(text.lower())
@@ -147,8 +148,13 @@ class MultilingualAnalyzer:
             *(analyzer.question_terms for analyzer in self._analyzers.values())
         )
 
-    def terms(self, text: str | None) -> list[str]:
-        return self._analyzers[self._detector.detect(text)].terms(text)
+    def terms(self, text: str | None, language: str | None = None) -> list[str]:
+        """`text`'s terms in `language` (a chunk's, told when it was cut, so a short one
+        reads as its document does), else in the language told of `text` itself."""
+        analyzer = self._analyzers.get(language or "")
+        if analyzer is None:
+            analyzer = self._analyzers[self._detector.detect(text)]
+        return analyzer.terms(text)
 
 
 @lru_cache(maxsize=16)
@@ -195,14 +201,21 @@ class FieldPostings:
     lengths: np.ndarray
 
     @classmethod
-    def build(cls, texts: Iterable[str | None], analyzer: TextAnalyzer) -> FieldPostings:
+    def build(
+        cls,
+        texts: Iterable[str | None],
+        analyzer: TextAnalyzer,
+        languages: Sequence[str | None] | None = None,
+    ) -> FieldPostings:
+        """Postings of `texts`, each read in its row's recorded language (`languages`, by
+        row) where there is one."""
         term_ids: dict[str, int] = {}
         term_column: list[int] = []
         row_column: list[int] = []
         count_column: list[int] = []
         lengths: list[int] = []
         for row, text in enumerate(texts):
-            terms = analyzer.terms(text)
+            terms = analyzer.terms(text, languages[row] if languages is not None else None)
             lengths.append(len(terms))
             for term, count in Counter(terms).items():
                 term_column.append(term_ids.setdefault(term, len(term_ids)))

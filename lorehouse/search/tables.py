@@ -450,9 +450,13 @@ class TableSnapshot:
         texts = {name: self._rows[name].to_pylist() for name in self.text_columns}
         for name, column, derive in self.derived_text_fields:
             texts[name] = [derive(value) for value in self._rows[column].to_pylist()]
+        # Each row read in the language its chunk recorded: told once, when it was cut.
+        languages = (
+            self._rows["language"].to_pylist() if "language" in self._rows.column_names else None
+        )
         arrays: dict[str, np.ndarray] = {}
         for field, values in texts.items():
-            postings = FieldPostings.build(values, self.analyzer)
+            postings = FieldPostings.build(values, self.analyzer, languages)
             arrays.update({f"{field}.{part}": a for part, a in postings.arrays().items()})
         return arrays
 

@@ -19,7 +19,6 @@ from html import escape
 
 import numpy as np
 
-from lorehouse.language import LanguageDetector
 from lorehouse.stores.lance_index import ChunkIndex
 
 #: Chunks drawn at most: t-SNE's time grows with the square of the points.
@@ -49,21 +48,20 @@ class EmbeddingMap:
 
 
 def draw_embedding_map(
-    index: ChunkIndex, detector: LanguageDetector, sample: int = MAP_SAMPLE, seed: int = 0
+    index: ChunkIndex, sample: int = MAP_SAMPLE, seed: int = 0
 ) -> EmbeddingMap | None:
     """The map of up to `sample` chunks drawn at random (the same ones for the same table
-    and seed); None when the index has fewer than two chunks to lay out."""
+    and seed), each coloured by the language its chunk recorded; None when the index has
+    fewer than two chunks to lay out."""
     started = time.perf_counter()
     total = index.count()
     if total < 2:
         return None
     rows = np.random.default_rng(seed).choice(total, size=min(sample, total), replace=False)
-    taken = (
-        index.table().to_lance().take(np.sort(rows), columns=["rel_path", "text_chat", "vector"])
-    )
+    taken = index.table().to_lance().take(np.sort(rows), columns=["rel_path", "language", "vector"])
     vectors = np.stack(taken["vector"].to_numpy(zero_copy_only=False)).astype(np.float32)
     folders = [_folder(path) for path in taken["rel_path"].to_pylist()]
-    languages = [detector.detect(text) for text in taken["text_chat"].to_pylist()]
+    languages = [language or "unknown" for language in taken["language"].to_pylist()]
     layout = _layout(vectors, seed)
     return EmbeddingMap(
         by_language=_svg(layout, languages, "language"),

@@ -9,6 +9,7 @@ from lorehouse.search.bm25 import (
     SNOWBALL_LANGUAGES,
     Analyzer,
     BM25Index,
+    FieldPostings,
     TextAnalyzer,
     analyzer_of,
 )
@@ -172,6 +173,17 @@ def test_each_text_and_question_is_stemmed_in_its_own_language() -> None:
     assert _search(index, "In welcher Datei steht die Paketquelle?", everyone)[0][0] == "d2"
     assert _search(index, "Which file lists the package sources?", everyone)[0][0] == "e2"
     assert _search(_index(GERMAN), "Paketquelle", set(GERMAN)) == []  # English stems only
+
+
+def test_a_row_is_read_in_the_language_its_chunk_recorded() -> None:
+    """A command line too short to tell reads as the document it came from, not as the
+    deployment's first language."""
+    analyzer = analyzer_of(("en", "de"))
+    line = "apt-get installiert Pakete"
+    assert analyzer.terms(line, "de") == analyzer_of(("de",)).terms(line)
+    assert analyzer.terms(line, "de") != analyzer.terms(line)  # told alone: English
+    postings = FieldPostings.build([line, line], analyzer, ["de", None])
+    assert postings.term_rows("pak") is not None and postings.term_rows("pak").tolist() == [0]
 
 
 def test_german_question_words_never_outweigh_what_is_asked_about() -> None:

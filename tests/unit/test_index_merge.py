@@ -72,6 +72,7 @@ def _chunks(docs: dict[str, list[str]], model: str) -> pd.DataFrame:
             "page_start": pd.Series([None] * len(ids), dtype="Int32"),
             "page_end": pd.Series([None] * len(ids), dtype="Int32"),
             "is_table": False,
+            "language": "en",
             "acl": [docs[d] for d in ids],
             "text_chat": [TEXTS[d] for d in ids],
             "text_embed": [f"Notes {d[7]}\n{TEXTS[d]}" for d in ids],
@@ -118,7 +119,7 @@ def _build(data: Path, docs: dict[str, list[str]], embedder: OnnxMiniLMEmbedder)
         connection.execute("DELETE FROM documents")
         for doc_id, groups in docs.items():
             connection.execute(
-                "INSERT INTO documents VALUES (?, ?, ?, ?, NULL, 1, 1, ?, 'x', NULL, now())",
+                "INSERT INTO documents VALUES (?, ?, ?, ?, NULL, 1, 1, ?, 'x', NULL, now(), 'en')",
                 [doc_id, f"Notes {doc_id[7]}", "file:///n", f"notes-{doc_id[7]}.md", groups],
             )
 

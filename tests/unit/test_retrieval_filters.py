@@ -13,7 +13,8 @@ from lorehouse.stores.lance_index import ChunkIndex, chunk_schema
 
 
 def _index(tmp_path: Path) -> ChunkIndex:
-    """Four chunks: public, security-only, hr-only, and a public table on pages 3-4."""
+    """Four chunks: public, security-only, hr-only (in German), and a public table on pages
+    3-4."""
     rows = [
         ("public", [], False, 1, 1, "doc-a"),
         ("secret", ["security"], False, 2, 2, "doc-b"),
@@ -34,6 +35,7 @@ def _index(tmp_path: Path) -> ChunkIndex:
         "page_start": [r[3] for r in rows],
         "page_end": [r[4] for r in rows],
         "is_table": [r[2] for r in rows],
+        "language": ["en", "en", "de", "en"],
         "acl": [r[1] for r in rows],
         "text_chat": [f"text about {r[0]}" for r in rows],
         "text_embed": [f"text about {r[0]}" for r in rows],
@@ -74,7 +76,7 @@ def test_hostile_group_names_and_ids_cannot_widen_access(tmp_path: Path) -> None
     assert _ids(index, quoted) == {"figures"}
 
 
-def test_page_range_overlap_type_and_table_filters(tmp_path: Path) -> None:
+def test_page_range_overlap_type_table_and_language_filters(tmp_path: Path) -> None:
     index = _index(tmp_path)
     groups = ["security", "hr"]
     assert _ids(index, where_clause(SearchFilters(page_from=4), groups)) == {"figures"}
@@ -85,6 +87,8 @@ def test_page_range_overlap_type_and_table_filters(tmp_path: Path) -> None:
     }
     assert _ids(index, where_clause(SearchFilters(file_types=["xlsx"]), groups)) == {"people"}
     assert _ids(index, where_clause(SearchFilters(is_table=True), groups)) == {"figures"}
+    assert _ids(index, where_clause(SearchFilters(languages=["de"]), groups)) == {"people"}
+    assert _ids(index, where_clause(SearchFilters(languages=["de') OR ('1'='1"]), groups)) == set()
 
 
 def test_reciprocal_rank_fusion_rewards_agreement() -> None:

@@ -59,6 +59,7 @@ def _rows(model: str, acl_office: list[str]) -> pd.DataFrame:
             "page_start": [None] * 3,
             "page_end": [None] * 3,
             "is_table": False,
+            "language": "en",
             "acl": [c[4] for c in chunks],
             "text_chat": [f"{c[2][0]}\n\n{c[3]}" for c in chunks],
             "text_embed": [f"{c[2][0]}\n{c[3]}" for c in chunks],

@@ -62,6 +62,7 @@ def _chunks(names: Sequence[str], pages: int | None = None) -> pd.DataFrame:
                 "page_start": pages,
                 "page_end": pages,
                 "is_table": False,
+                "language": "en",
                 "acl": [],
                 "text_chat": f"Office life in {name}\n\n{text}",
                 "text_embed": f"Office life in {name}\n{text}",
