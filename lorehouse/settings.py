@@ -382,8 +382,10 @@ class Settings(BaseSettings):
         "short to tell counts as the first. Stemmed: " + " ".join(_SNOWBALL_CODES) + ".",
     )
     embed_model: str = Field(
-        default="local",
+        default="auto",
         description=(
+            "'auto' for the bundled model that suits `languages`: 'local' for English alone, "
+            "'local-multilingual' as soon as another language is named; "
             "'local' for the bundled all-MiniLM-L6-v2 (int8 ONNX, English), "
             "'local-multilingual' for the bundled multilingual-e5-small (4-bit; German and about "
             "a hundred other languages, and questions in one language over documents in "

@@ -319,12 +319,20 @@ class Lorehouse:
 
     # -- models ----------------------------------------------------------------------------------
 
+    @property
+    def embed_model(self) -> str:
+        """The embedding model `embed_model` names, "auto" resolved by the languages: what
+        the index records and every embedder of this deployment is."""
+        from lorehouse.embedding.base import model_for_languages
+
+        return model_for_languages(self.settings.embed_model, self.settings.language_codes)
+
     @cached_property
     def _embedder(self) -> Embedder:
         from lorehouse.embedding.base import embedder_for
 
         return embedder_for(
-            self.settings.embed_model,
+            self.embed_model,
             self.bundled_model,
             self.settings.embed_api_base,
             max_attempts=self.settings.llm_max_attempts,

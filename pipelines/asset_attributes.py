@@ -64,7 +64,7 @@ def code_versions(lorehouse: Lorehouse) -> dict[str, str]:
         f"{SENTENCE_WINDOW}/{SENTENCE_WINDOW_STRIDE}" if settings.index_sentence_windows else "off"
     )
     embedding = (
-        f"{settings.embed_model}|layout{TABLE_LAYOUT}"
+        f"{lorehouse.embed_model}|layout{TABLE_LAYOUT}"
         f"|windows{windows}|tokens{settings.index_token_vectors}"
     )
     return {
@@ -243,7 +243,7 @@ def lance_columns(lorehouse: Lorehouse) -> list[tuple[str, str]]:
     """(column, Arrow type) of the LanceDB chunks table, the vector as wide as the model's."""
     dimension = vector_dimension(lorehouse)
     columns = []
-    for field in chunk_schema(dimension or 1, lorehouse.settings.embed_model):
+    for field in chunk_schema(dimension or 1, lorehouse.embed_model):
         kind = str(field.type)
         if field.name == "vector" and dimension is None:
             kind = PROVIDER_VECTOR_TYPE
@@ -260,8 +260,7 @@ def vector_dimension(lorehouse: Lorehouse) -> int | None:
     definitions load in every run's process and must not wait for one, pay for one, or fail
     with one.
     """
-    settings = lorehouse.settings
-    if settings.embed_model in BUNDLED_EMBED_MODELS:
+    if lorehouse.embed_model in BUNDLED_EMBED_MODELS:
         return EMBEDDING_DIMENSION
     return _stored_dimension(lorehouse)
 
@@ -282,7 +281,7 @@ def _stored_dimension(lorehouse: Lorehouse) -> int | None:
     except Exception:  # noqa: BLE001 - a broken table must not stop the code location loading
         _log.warning("could not read the embedding dimension of %s", folder, exc_info=True)
         return None
-    return dimension if model == lorehouse.settings.embed_model else None
+    return dimension if model == lorehouse.embed_model else None
 
 
 def with_attributes(spec: dg.AssetSpec, versions: dict[str, str], schemas: dict) -> dg.AssetSpec:

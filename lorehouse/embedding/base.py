@@ -25,6 +25,19 @@ LOCAL_EMBED_MODEL = "local"
 MULTILINGUAL_EMBED_MODEL = "local-multilingual"
 #: The models that ship with Lorehouse, both 384-dimensional.
 BUNDLED_EMBED_MODELS = (LOCAL_EMBED_MODEL, MULTILINGUAL_EMBED_MODEL)
+#: The bundled model that suits the deployment's languages (`model_for_languages`).
+AUTO_EMBED_MODEL = "auto"
+
+
+def model_for_languages(model: str, languages: Sequence[str]) -> str:
+    """The model `model` names: AUTO_EMBED_MODEL is MiniLM for English alone, which finds
+    English evidence better, and multilingual-e5-small as soon as the documents or questions
+    are in another language, which MiniLM cannot read (docs/benchmarks.md, "Retrieval by
+    language"). The index records the model this returns, never "auto"."""
+    if model != AUTO_EMBED_MODEL:
+        return model
+    english_only = all(language == "en" for language in languages)
+    return LOCAL_EMBED_MODEL if english_only else MULTILINGUAL_EMBED_MODEL
 
 
 class EmbeddingFailure(RuntimeError):

@@ -7,7 +7,7 @@ import os
 import numpy as np
 import pytest
 
-from lorehouse.embedding.base import MULTILINGUAL_EMBED_MODEL, query_vectors
+from lorehouse.embedding.base import LOCAL_EMBED_MODEL, MULTILINGUAL_EMBED_MODEL, query_vectors
 from lorehouse.embedding.e5 import MULTILINGUAL_MODEL_NAME
 from lorehouse.settings import Settings
 from lorehouse.wiring import Lorehouse
@@ -50,3 +50,15 @@ def test_queries_are_embedded_on_their_own_side() -> None:
     text = ["Wie installiere ich Software?"]
     assert not np.allclose(query_vectors(embedder, text), embedder.embed(text))
     assert embedder.embed([]).shape == (0, 384)
+
+
+def test_the_default_model_follows_the_languages_named() -> None:
+    """English alone keeps MiniLM; naming German picks the multilingual model, which the
+    index records by its own name; a model named outright is kept whatever the languages."""
+    assert Lorehouse(Settings(languages="en")).embed_model == LOCAL_EMBED_MODEL
+    german = Lorehouse(Settings(languages="de en"))
+    assert german.embed_model == MULTILINGUAL_EMBED_MODEL
+    assert german.embedder().name == MULTILINGUAL_MODEL_NAME
+    assert Lorehouse(Settings(languages="de", embed_model="local")).embed_model == "local"
+    named = Lorehouse(Settings(languages="de", embed_model="openai/text-embedding-3-small"))
+    assert named.embed_model == "openai/text-embedding-3-small"
