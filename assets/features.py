@@ -16,7 +16,11 @@ from lorehouse.schemas import (
     ENRICHED_CHUNKS_SCHEMA,
 )
 from lorehouse.stages.enrich import combined_reports, run_enrichment
-from lorehouse.stages.features import run_document_features
+from lorehouse.stages.features import (
+    UNNAMED_LANGUAGE_SHARE,
+    corpus_languages,
+    run_document_features,
+)
 from lorehouse.stages.merge import run_merge
 
 
@@ -138,16 +142,51 @@ def document_features(feature_store: FeatureStoreResource) -> dg.MaterializeResu
             "documents_rewritten": counts["documents_documents_rewritten"],
             "faq_documents_rewritten": counts["chunk_faqs_documents_rewritten"],
             "keyword_documents_rewritten": counts["chunk_keywords_documents_rewritten"],
+            **{f"documents_{code}": n for code, n in store.documents_by_language().items()},
             "documents_preview": dg.MetadataValue.md(
                 markdown_table(
-                    ["title", "chunks", "pages", "summary"],
+                    ["title", "language", "chunks", "pages", "summary"],
                     [
-                        [row.title, row.n_chunks, row.n_pages, (row.summary or "")[:120]]
+                        [
+                            row.title,
+                            row.language or "",
+                            row.n_chunks,
+                            row.n_pages,
+                            (row.summary or "")[:120],
+                        ]
                         for row in preview.itertuples()
                     ],
                 )
             ),
         }
+    )
+
+
+@asset_check(asset=document_features)
+def documents_in_named_languages(feature_store: FeatureStoreResource) -> dg.AssetCheckResult:
+    """A sample of the documents is in the languages LOREHOUSE_LANGUAGES names: a corpus in
+    another is stemmed, told and embedded as the wrong language, and finds little."""
+    named = feature_store.wiring().settings.language_codes
+    found = corpus_languages(feature_store.open(), named)
+    share = found.unnamed_share
+    advice = ""
+    if share > UNNAMED_LANGUAGE_SHARE:
+        seen = list(found.by_language)
+        advice = (
+            f"{share:.0%} of the sampled documents are in languages LOREHOUSE_LANGUAGES does "
+            f'not name; set LOREHOUSE_LANGUAGES="{" ".join(seen)}" (the most common first) '
+            "and materialize again"
+        )
+    return dg.AssetCheckResult(
+        passed=share <= UNNAMED_LANGUAGE_SHARE,
+        severity=dg.AssetCheckSeverity.WARN,
+        description=advice or None,
+        metadata={
+            "documents_sampled": found.sampled,
+            "unnamed_share": round(share, 3),
+            "languages": dg.MetadataValue.json(found.by_language),
+            "unnamed_examples": dg.MetadataValue.json(found.unnamed_examples),
+        },
     )
 
 

@@ -162,6 +162,8 @@ class FeatureStoreResource(SettingsResource):
 
     data_dir: str = _setting("data_dir")
     index_partitions: int = _setting("index_partitions", ge=1, le=256)
+    #: The languages the documents are expected in (the check of the document list).
+    languages: str = _setting("languages")
     partitions_uri: str | None = _setting("partitions_uri", default=None)
     s3_endpoint_url: str | None = _setting("s3_endpoint_url", default=None)
     s3_region: str | None = _setting("s3_region", default=None)

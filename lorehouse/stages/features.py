@@ -12,7 +12,12 @@ nightly run over a corpus that barely changed writes almost nothing.
 from __future__ import annotations
 
 import hashlib
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
 
+from lorehouse.language import SAMPLE_CHARS, shared_detector
+from lorehouse.search.bm25 import SNOWBALL_LANGUAGES
 from lorehouse.stores.duckdb_store import DuckDBStore
 
 FEATURE_TABLES = ("documents", "chunk_faqs", "chunk_keywords")
@@ -86,3 +91,50 @@ def run_document_features(store: DuckDBStore) -> dict[str, int]:
         counts[table] = int(summary[2 * position])
         counts[f"{table}_documents_rewritten"] = int(summary[2 * position + 1])
     return counts
+
+
+#: Documents read to tell a corpus's languages: a share of a few percent shows in 200.
+LANGUAGE_SAMPLE_DOCUMENTS = 200
+#: The share of sampled documents in languages the deployment does not name above which it
+#: is told to name them: below it, a few quoted pages or a stray file.
+UNNAMED_LANGUAGE_SHARE = 0.1
+
+
+@dataclass(frozen=True)
+class CorpusLanguages:
+    """What a sample of the documents says of the corpus's languages."""
+
+    #: Sampled documents per language, told among every language BM25 can stem.
+    by_language: dict[str, int]
+    #: Sampled documents in languages the deployment does not name, by path (a few).
+    unnamed_examples: dict[str, str]
+    sampled: int
+    named: tuple[str, ...]
+
+    @property
+    def unnamed_share(self) -> float:
+        unnamed = sum(n for code, n in self.by_language.items() if code not in self.named)
+        return unnamed / self.sampled if self.sampled else 0.0
+
+
+def corpus_languages(
+    store: DuckDBStore, named: Sequence[str], sample: int = LANGUAGE_SAMPLE_DOCUMENTS
+) -> CorpusLanguages:
+    """The languages of a sample of the parsed documents, told among all the languages
+    Lorehouse stems, not only the `named` ones (LOREHOUSE_LANGUAGES): a German corpus under
+    the English default reads as English to everything else, since one named language is
+    never told, and is found here.
+
+    A document's first pages are long enough to tell among a dozen languages with
+    confidence; a document too short to tell counts as the first named language.
+    """
+    detector = shared_detector((named[0], *(c for c in SNOWBALL_LANGUAGES if c != named[0])))
+    texts = store.markdown_sample(sample, SAMPLE_CHARS)
+    languages = {path: detector.detect(text) for path, text in texts.items()}
+    unnamed = {path: code for path, code in languages.items() if code not in named}
+    return CorpusLanguages(
+        by_language=dict(Counter(languages.values()).most_common()),
+        unnamed_examples=dict(list(unnamed.items())[:10]),
+        sampled=len(texts),
+        named=tuple(named),
+    )

@@ -136,6 +136,15 @@ class IndexReads(Database):
             ).fetchall()
         return [row[0] for row in rows]
 
+    def documents_by_language(self) -> dict[str, int]:
+        """Documents of the document list per language, most first (plottable per run)."""
+        with self.connect() as connection:
+            rows = connection.execute(
+                "SELECT coalesce(language, 'none'), count(*) FROM documents "
+                "GROUP BY 1 ORDER BY 2 DESC, 1"
+            ).fetchall()
+        return {language: int(count) for language, count in rows}
+
     def visible_documents(
         self, caller_groups: Sequence[str], limit: int, offset: int
     ) -> tuple[int, list[dict]]:

@@ -151,6 +151,20 @@ class ParseTables(Database):
             for statement in statements:
                 connection.execute(statement)
 
+    def markdown_sample(self, documents: int, chars: int) -> dict[str, str]:
+        """The first `chars` characters of up to `documents` parsed documents drawn at
+        random (the same ones for the same table), by path: enough to tell what languages
+        a corpus is in without reading all of it."""
+        with self.connect() as connection:
+            rows = connection.execute(
+                "SELECT r.rel_path, substr(s.markdown, 1, ?) FROM ("
+                "SELECT doc_id, markdown FROM documents_parsed "
+                f"USING SAMPLE reservoir({int(documents)} ROWS) REPEATABLE (0)) s "
+                "JOIN documents_raw r USING (doc_id) ORDER BY r.rel_path",
+                [int(chars)],
+            ).fetchall()
+        return dict(rows)
+
     def parsed_documents(self, doc_ids: Sequence[str]) -> dict[str, ParsedDocument]:
         """These parsed documents with their page maps, by doc_id (absent ones left out).
 
