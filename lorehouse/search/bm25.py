@@ -148,6 +148,10 @@ class MultilingualAnalyzer:
             *(analyzer.question_terms for analyzer in self._analyzers.values())
         )
 
+    def language_of(self, text: str | None) -> str:
+        """The language `text` is told to be in, among this analyzer's."""
+        return self._detector.detect(text)
+
     def terms(self, text: str | None, language: str | None = None) -> list[str]:
         """`text`'s terms in `language` (a chunk's, told when it was cut, so a short one
         reads as its document does), else in the language told of `text` itself."""

@@ -21,6 +21,7 @@ from pydantic import BaseModel, Field
 from lorehouse.embedding.base import Embedder, EmbeddingFailure, query_vectors
 from lorehouse.models import PUBLIC_GROUP, SearchMode
 from lorehouse.search.asks import interleave, question_asks
+from lorehouse.search.bm25 import MultilingualAnalyzer
 from lorehouse.search.passages import passage_text
 from lorehouse.search.rerankers import (
     MAXSIM,
@@ -73,6 +74,24 @@ HIT_COLUMNS = [
 #: passage is shown once.
 PASSAGE_CANDIDATES_PER_HIT = 5
 _GROUP_NAME = re.compile(r"^[A-Za-z0-9_.:@-]{1,128}$")
+
+
+#: Below this share of the caller's passages in the question's language, a hybrid search
+#: leaves BM25 out: an English question over German passages can only match the terms both
+#: languages share (commands, names), which rank passages that name them over the ones that
+#: answer, while a multilingual model matches the meaning. Any share between the few stray
+#: passages a corpus holds in another language and a real second language does the same.
+CROSS_LINGUAL_SHARE = 0.1
+
+
+def _cross_lingual(chunks: TableSnapshot, query: str, scope: str) -> str | None:
+    """The question's language when almost none of the passages in `scope` are in it (see
+    CROSS_LINGUAL_SHARE); None otherwise, and always for a one-language deployment."""
+    analyzer = chunks.analyzer
+    if not isinstance(analyzer, MultilingualAnalyzer):
+        return None
+    language = analyzer.language_of(query)
+    return language if chunks.language_share(language, scope) < CROSS_LINGUAL_SHARE else None
 
 
 class IndexModelMismatch(RuntimeError):
@@ -458,6 +477,14 @@ class Retriever:
                     raise
                 mode, rerank, reranker = SearchMode.BM25, NONE, build_reranker(NONE)
                 warnings.append(f"query embedding failed, keyword (BM25) results only: {error}")
+        # Terms are weighted by what the caller may see, whatever the filters narrow to.
+        scope = access_clause(plan.caller_groups)
+        if mode is SearchMode.HYBRID and (language := _cross_lingual(chunks, query, scope)):
+            mode = SearchMode.VECTOR
+            warnings.append(
+                f"keyword (BM25) ranking left out: almost none of the passages you may read "
+                f"are in the question's language ({language}), so only the meaning can match"
+            )
         if mode in (SearchMode.VECTOR, SearchMode.HYBRID):
             rankings.append(
                 _timed(
@@ -470,8 +497,6 @@ class Retriever:
         # other a search took as long for more CPU, and under load every core is already
         # busy (docs/experiments/2026-11-28-clients-split-evenly.md).
         if mode in (SearchMode.BM25, SearchMode.HYBRID):
-            # Terms are weighted by what the caller may see, whatever the filters narrow to.
-            scope = access_clause(plan.caller_groups)
             rankings.append(
                 _timed(
                     timings,

@@ -371,6 +371,8 @@ class TableSnapshot:
         #: The rows a search may read; None: all. A snapshot served while a newer version
         #: loads withholds the rows that version deleted or changed (`withholding_changes`).
         self._served: np.ndarray | None = None
+        #: Each row's recorded language, read from the rows once it is asked for.
+        self._language_codes: np.ndarray | None = None
 
     # -- what is held in memory ------------------------------------------------------------------
 
@@ -730,6 +732,27 @@ class TableSnapshot:
         return self._bm25_index().search(
             text, weights, visible, allowed, limit, question_word_weight
         )
+
+    def language_share(self, language: str, scope: str | None) -> float:
+        """The share of the rows matching `scope` (the caller's access clause) that their
+        chunks record as in `language`; 1.0 for a table that records none."""
+        allowed = self.mask(scope)
+        self._load()
+        assert self._rows is not None
+        if "language" not in self._rows.column_names:
+            return 1.0
+        visible = int(np.count_nonzero(allowed))
+        if visible == 0:
+            return 1.0
+        with self._lock:
+            languages = self._language_codes
+        if languages is None:
+            languages = np.asarray(
+                self._rows["language"].fill_null("").to_numpy(zero_copy_only=False)
+            )
+            with self._lock:
+                self._language_codes = languages
+        return float(np.count_nonzero(allowed & (languages == language))) / visible
 
     def mentions(self, phrase: str, scope: str | None) -> bool:
         """Whether a row matching `scope` (the caller's access clause) holds `phrase` in its

@@ -1,0 +1,100 @@
+"""A question in a language almost none of the caller's passages are in: hybrid search leaves
+BM25 out (it could match only the terms both languages share) and says so; a question in the
+corpus's own language, and any question in a one-language deployment, keeps both legs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from lorehouse.embedding.minilm import OnnxMiniLMEmbedder
+from lorehouse.models import PUBLIC_GROUP
+from lorehouse.search.bm25 import analyzer_of
+from lorehouse.search.retriever import CROSS_LINGUAL_SHARE, Retriever
+from lorehouse.stages.embed import EmbedReport, keyed_rows, sync_table
+from lorehouse.stores.lance_index import ChunkIndex, chunk_schema
+from tests.conftest import default_embedder
+
+#: Eleven German passages and one English one: English is under a tenth of the corpus.
+GERMAN = [
+    "Mit apt-get install installieren Sie ein Paket aus den Paketquellen.",
+    "Die Paketquellen stehen in der Datei /etc/apt/sources.list.",
+    "Der Kernel wird beim Systemstart vom Bootloader GRUB geladen.",
+    "Sicherheitsaktualisierungen installiert unattended-upgrades automatisch.",
+    "Mit dpkg -l listen Sie alle installierten Pakete auf.",
+    "Die Zeitzone stellen Sie mit timedatectl ein.",
+    "Benutzer legen Sie mit adduser an.",
+    "Das Netzwerk konfiguriert NetworkManager oder ifupdown.",
+    "Protokolle liest journalctl aus dem systemd-Journal.",
+    "Dienste starten Sie mit systemctl start neu.",
+    "Festplatten binden Sie über /etc/fstab ein.",
+]
+ENGLISH = ["The office opens at eight in the morning on weekdays."]
+
+
+def _index(tmp_path: Path, embedder: OnnxMiniLMEmbedder, languages: tuple[str, ...]) -> ChunkIndex:
+    texts = [(text, "de") for text in GERMAN] + [(text, "en") for text in ENGLISH]
+    count = len(texts)
+    frame = pd.DataFrame(
+        {
+            "chunk_id": [f"c{n}" for n in range(count)],
+            "doc_id": [f"d{n}" for n in range(count)],
+            "title": [None] * count,
+            "rel_path": [f"notes-{n}.md" for n in range(count)],
+            "source_uri": [f"file:///notes-{n}.md" for n in range(count)],
+            "file_type": "md",
+            "position": pd.Series([0] * count, dtype="int32"),
+            "heading_path": [[] for _ in range(count)],
+            "page_start": [None] * count,
+            "page_end": [None] * count,
+            "is_table": False,
+            "language": [language for _, language in texts],
+            "acl": [[PUBLIC_GROUP] for _ in range(count)],
+            "text_chat": [text for text, _ in texts],
+            "text_embed": [text for text, _ in texts],
+            "text_enriched": "",
+        }
+    )
+    index = ChunkIndex(str(tmp_path / "lance"), analyzer=analyzer_of(languages))
+    report = EmbedReport(model=embedder.name, dimension=embedder.dimension)
+    sync_table(
+        index,
+        keyed_rows(frame, "text_embed", embedder.name),
+        "text_embed",
+        chunk_schema,
+        embedder,
+        16,
+        report,
+    )
+    return index
+
+
+@pytest.fixture(scope="module")
+def embedder() -> OnnxMiniLMEmbedder:
+    return default_embedder()
+
+
+def test_an_english_question_over_german_passages_is_searched_by_meaning_alone(
+    tmp_path: Path, embedder: OnnxMiniLMEmbedder
+) -> None:
+    retriever = Retriever(_index(tmp_path, embedder, ("de", "en")), embedder)
+    snapshot = retriever.index.snapshot()
+    assert snapshot.language_share("en", None) == pytest.approx(1 / 12)
+    assert snapshot.language_share("en", None) < CROSS_LINGUAL_SHARE
+    english = retriever.search("Which file lists the package sources?", rerank="none")
+    assert english.mode == "vector"
+    assert any("left out" in warning and "(en)" in warning for warning in english.warnings)
+    assert all("bm25" not in hit.scores for hit in english.hits)
+    german = retriever.search("In welcher Datei stehen die Paketquellen?", rerank="none")
+    assert german.mode == "hybrid" and not german.warnings
+    assert any("bm25" in hit.scores for hit in german.hits)
+
+
+def test_a_one_language_deployment_always_keeps_both_legs(
+    tmp_path: Path, embedder: OnnxMiniLMEmbedder
+) -> None:
+    retriever = Retriever(_index(tmp_path, embedder, ("en",)), embedder)
+    result = retriever.search("Which file lists the package sources?", rerank="none")
+    assert result.mode == "hybrid" and not result.warnings
