@@ -163,7 +163,7 @@ class FeatureStoreResource(SettingsResource):
     data_dir: str = _setting("data_dir")
     index_partitions: int = _setting("index_partitions", ge=1, le=256)
     #: The languages the documents are expected in (the check of the document list).
-    languages: str = _setting("languages")
+    languages: str | None = _setting("languages", default=None)
     partitions_uri: str | None = _setting("partitions_uri", default=None)
     s3_endpoint_url: str | None = _setting("s3_endpoint_url", default=None)
     s3_region: str | None = _setting("s3_region", default=None)
@@ -207,7 +207,7 @@ class ChunkingResource(SettingsResource):
     each chunk's is told among."""
 
     chunk_max_tokens: int = _setting("chunk_max_tokens", ge=32, le=256)
-    languages: str = _setting("languages")
+    languages: str | None = _setting("languages", default=None)
 
     def chunker(self) -> Chunker:
         return self.wiring().chunker()

@@ -120,6 +120,7 @@ def generate(data_dir: Path, chunks: int) -> None:
                 "page_start": pa.nulls(n, pa.int32()),
                 "page_end": pa.nulls(n, pa.int32()),
                 "is_table": [False] * n,
+                "language": ["en"] * n,
                 "acl": [["everyone"]] * n,
                 "text_chat": texts,
                 "text_embed": texts,

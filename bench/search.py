@@ -166,6 +166,7 @@ def arrow_rows(corpus: Corpus) -> pa.Table:
         "page_start": [None] * n,
         "page_end": [None] * n,
         "is_table": [False] * n,
+        "language": ["en"] * n,
         "acl": [["security"] if flag else [] for flag in corpus.restricted.tolist()],
         "text_chat": corpus.texts,
         "text_embed": corpus.texts,

@@ -420,6 +420,7 @@ def hybrid_batches(world: World, rows: int, batch_rows: int, seed: int) -> Itera
             "acl": [[GROUPS[group[d]]] if restricted[d] else [] for d in doc_of.tolist()],
             "text_enriched": [enriched[d] for d in doc_of.tolist()],
             "is_table": (rng.random(count) < TABLE_SHARE).tolist(),
+            "language": ["en"] * count,
         }
         pdf = [type_names[file_type[d]] == "pdf" for d in doc_of.tolist()]
         pages = (1 + position // 2).tolist()

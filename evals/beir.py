@@ -152,6 +152,7 @@ def corpus_rows(dataset: BeirDataset, model: str) -> pd.DataFrame:
             "page_start": [None] * len(ids),
             "page_end": [None] * len(ids),
             "is_table": False,
+            "language": "en",  # BEIR's sets are English
             "acl": [[] for _ in ids],
             "text_chat": [d.text for d in documents],
             "text_embed": [f"{d.title}\n{d.text}".strip() for d in documents],

@@ -80,7 +80,7 @@ def test_one_check_runs_alone() -> None:
 
 def test_the_index_job_runs_each_assets_checks_in_one_step() -> None:
     """Under the multiprocess executor, or a pod per step, every step loads the code
-    location: fourteen checks cost five steps, one per checked asset."""
+    location: fifteen checks cost five steps, one per checked asset."""
     job = defs.resolve_job_def(INDEX_JOB)
     check_steps = [node.name for node in job.graph.nodes if node.name.endswith("_checks")]
     assert sorted(check_steps) == [
@@ -90,4 +90,4 @@ def test_the_index_job_runs_each_assets_checks_in_one_step() -> None:
         "retrieval_eval_checks",
         "search_index_checks",
     ]
-    assert len(defs.resolve_asset_graph().asset_check_keys) == 14
+    assert len(defs.resolve_asset_graph().asset_check_keys) == 15
