@@ -371,8 +371,10 @@ class TableSnapshot:
         #: The rows a search may read; None: all. A snapshot served while a newer version
         #: loads withholds the rows that version deleted or changed (`withholding_changes`).
         self._served: np.ndarray | None = None
-        #: Each row's recorded language, read from the rows once it is asked for.
-        self._language_codes: np.ndarray | None = None
+        #: Each row's recorded language as codes, and the languages, once asked for.
+        self._languages: tuple[np.ndarray, list[str]] | None = None
+        #: (scope, language) -> the share of the scope's rows in the language.
+        self._language_shares: dict[tuple[str, str], float] = {}
 
     # -- what is held in memory ------------------------------------------------------------------
 
@@ -585,6 +587,7 @@ class TableSnapshot:
             return None
         view = copy.copy(self)  # the loaded rows and what was derived of them, shared
         view._masks = {}
+        view._language_shares = {}
         view._served = served
         return view
 
@@ -735,24 +738,47 @@ class TableSnapshot:
 
     def language_share(self, language: str, scope: str | None) -> float:
         """The share of the rows matching `scope` (the caller's access clause) that their
-        chunks record as in `language`; 1.0 for a table that records none."""
+        chunks record as in `language`; 1.0 for a table that records none.
+
+        Asked by every hybrid search of a deployment of several languages, so it is kept per
+        scope and language: the few callers' scopes a server sees cost one pass each.
+        """
+        key = (scope or "", language)
+        with self._lock:
+            known = self._language_shares.get(key)
+        if known is not None:
+            return known
         allowed = self.mask(scope)
+        codes, names = self._language_codes()
+        visible = int(np.count_nonzero(allowed))
+        if codes is None or visible == 0:
+            share = 1.0
+        elif language not in names:
+            share = 0.0
+        else:
+            share = int(np.count_nonzero(allowed & (codes == names.index(language)))) / visible
+        with self._lock:
+            if len(self._language_shares) >= _CACHED_MASKS:
+                self._language_shares.pop(next(iter(self._language_shares)))
+            self._language_shares[key] = share
+        return share
+
+    def _language_codes(self) -> tuple[np.ndarray | None, list[str]]:
+        """Each row's recorded language as a small integer, and the languages they number;
+        (None, []) for a table that records none."""
         self._load()
         assert self._rows is not None
         if "language" not in self._rows.column_names:
-            return 1.0
-        visible = int(np.count_nonzero(allowed))
-        if visible == 0:
-            return 1.0
+            return None, []
         with self._lock:
-            languages = self._language_codes
-        if languages is None:
-            languages = np.asarray(
-                self._rows["language"].fill_null("").to_numpy(zero_copy_only=False)
-            )
+            held = self._languages
+        if held is None:
+            encoded = pc.dictionary_encode(self._rows["language"].combine_chunks())
+            codes = encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False)
+            held = (codes, [str(name) for name in encoded.dictionary.to_pylist()])
             with self._lock:
-                self._language_codes = languages
-        return float(np.count_nonzero(allowed & (languages == language))) / visible
+                self._languages = held
+        return held
 
     def mentions(self, phrase: str, scope: str | None) -> bool:
         """Whether a row matching `scope` (the caller's access clause) holds `phrase` in its
