@@ -28,19 +28,22 @@ class LanguageDetector:
     """Guesses among `languages` (ISO 639-1 codes); `languages[0]` is the fallback."""
 
     def __init__(self, languages: Sequence[str]) -> None:
-        from py3langid.langid import MODEL_FILE, LanguageIdentifier
-
         if not languages:
             raise ValueError("name at least one language")
         self.languages = tuple(languages)
+        # The identifier keeps working buffers: calls from request threads take turns.
+        self._lock = threading.Lock()
+        if len(self.languages) == 1:
+            # Nothing to tell: the model, slow to load and loaded again in every step's
+            # process (each partition's chunking among them), is not loaded at all.
+            return
+        from py3langid.langid import MODEL_FILE, LanguageIdentifier
+
         self._identifier = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
         unknown = sorted(set(self.languages) - set(self._identifier.nb_classes))
         if unknown:
             raise ValueError(f"py3langid does not know the languages {', '.join(unknown)}")
-        if len(self.languages) > 1:
-            self._identifier.set_languages(list(self.languages))
-        # The identifier keeps working buffers: calls from request threads take turns.
-        self._lock = threading.Lock()
+        self._identifier.set_languages(list(self.languages))
 
     def detect(self, text: str | None, fallback: str | None = None) -> str:
         """The language of `text`, or `fallback` (the first language when None) when the text
