@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from lorehouse.search.bm25 import SNOWBALL_LANGUAGES
 from lorehouse.search.retriever import SearchFilters, SearchHit
 
 
@@ -50,25 +51,10 @@ def scope_not_saying(filters: SearchFilters, within: Sequence[SearchHit]) -> str
     return f"{subject} {'do' if plural else 'does'} not say."
 
 
-#: Names of the languages chunks are told among (the Snowball-stemmed ones).
-_LANGUAGE_NAMES = {
-    "en": "English",
-    "de": "German",
-    "fr": "French",
-    "es": "Spanish",
-    "it": "Italian",
-    "nl": "Dutch",
-    "pt": "Portuguese",
-    "sv": "Swedish",
-    "da": "Danish",
-    "no": "Norwegian",
-    "fi": "Finnish",
-    "ru": "Russian",
-}
-
-
 def _language_name(code: str) -> str:
-    return _LANGUAGE_NAMES.get(code, code)
+    """'German' for 'de': the Snowball stemmer's name, which every told language has."""
+    stemmer = SNOWBALL_LANGUAGES.get(code)
+    return stemmer.capitalize() if stemmer else code
 
 
 def _pages(filters: SearchFilters) -> str:
