@@ -157,9 +157,12 @@ class ParseTables(Database):
         a corpus is in without reading all of it."""
         with self.connect() as connection:
             rows = connection.execute(
-                "SELECT r.rel_path, substr(s.markdown, 1, ?) FROM ("
-                "SELECT doc_id, markdown FROM documents_parsed "
+                # The sample is drawn over the ids alone: a reservoir over the Markdown
+                # would read every document's text to keep a few hundred.
+                "SELECT r.rel_path, substr(p.markdown, 1, ?) FROM ("
+                "SELECT doc_id FROM documents_parsed "
                 f"USING SAMPLE reservoir({int(documents)} ROWS) REPEATABLE (0)) s "
+                "JOIN documents_parsed p USING (doc_id) "
                 "JOIN documents_raw r USING (doc_id) ORDER BY r.rel_path",
                 [int(chars)],
             ).fetchall()
