@@ -541,6 +541,15 @@ class Settings(BaseSettings):
             "hits."
         ),
     )
+    search_translate_questions: bool = Field(
+        default=True,
+        description=(
+            "With an LLM configured (llm_model), a hybrid search of a question in a language "
+            "almost none of the caller's passages are in ranks its keyword (BM25) leg on the "
+            "question translated into their main language. Without one, or off, that leg is "
+            "left out: the two languages share only names and commands."
+        ),
+    )
     rerank: str = Field(
         default="maxsim",
         description=(
@@ -1014,6 +1023,7 @@ SETTING_GROUPS: dict[str, tuple[str, ...]] = {
         "search_warm_min_rows",
         "search_passage_words",
         "search_split_asks",
+        "search_translate_questions",
         "rerank",
         "rerank_api_base",
     ),

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from lorehouse.parsing.registry import ParseOptions
     from lorehouse.parsing.runner import ParseLimits
     from lorehouse.search.bm25 import TextAnalyzer
-    from lorehouse.search.retriever import Retriever
+    from lorehouse.search.retriever import QueryTranslator, Retriever
     from lorehouse.search.token_vectors import TokenEncoder
     from lorehouse.sources import DocumentSource
     from lorehouse.sources.uploads import UploadFolder
@@ -464,7 +464,17 @@ class Lorehouse:
             split_asks=self.settings.search_split_asks,
             passage_words=self.settings.search_passage_words,
             token_encoder=self.bundled_model(),
+            translator=self._question_translator(),
         )
+
+    def _question_translator(self) -> QueryTranslator | None:
+        """The LLM that translates cross-lingual questions for BM25; None leaves BM25 out."""
+        client = self.answer_llm() if self.settings.search_translate_questions else None
+        if client is None:
+            return None
+        from lorehouse.agents.translation import QuestionTranslator
+
+        return QuestionTranslator(client, self.settings.search_query_cache_size)
 
     def retriever(self) -> Retriever:
         """The retriever `/v1/search` serves: candidates, weights and default reranker as set."""

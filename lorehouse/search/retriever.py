@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal
@@ -92,6 +92,15 @@ def _cross_lingual(chunks: TableSnapshot, query: str, scope: str) -> str | None:
         return None
     language = analyzer.language_of(query)
     return language if chunks.language_share(language, scope) < CROSS_LINGUAL_SHARE else None
+
+
+#: (question, ISO 639-1 code) -> the question in that language, for the keyword leg of a
+#: cross-lingual search. Raises TranslationFailure when it cannot.
+QueryTranslator = Callable[[str, str], str]
+
+
+class TranslationFailure(RuntimeError):
+    """A question could not be translated; the search goes on without the keyword leg."""
 
 
 class IndexModelMismatch(RuntimeError):
@@ -226,6 +235,14 @@ class SearchResult(BaseModel):
             "turns with the whole question's. Empty for a single ask."
         ),
     )
+    translations: dict[str, str] = Field(
+        default_factory=dict,
+        description=(
+            "For a question in a language almost none of your passages are in, searched with "
+            "a translator configured: the language (ISO 639-1) its keyword (BM25) leg ranked "
+            "in, and the translation it ranked."
+        ),
+    )
 
 
 class Retriever:
@@ -247,8 +264,12 @@ class Retriever:
         rrf_k: float = DEFAULT_FUSION_RRF_K,
         passage_words: int = 0,
         token_encoder: TokenEncoder | None = None,
+        translator: QueryTranslator | None = None,
     ) -> None:
         self.index = index
+        #: Keeps the keyword leg of a cross-lingual search, on the question translated into
+        #: the language most of the caller's passages are in (an LLM's, when one is set).
+        self.translator = translator
         #: What the maxsim reranker encodes a query's tokens (and passages without stored
         #: token vectors) with: the bundled model, whichever model embeds the index.
         self.token_encoder = token_encoder
@@ -479,12 +500,20 @@ class Retriever:
                 warnings.append(f"query embedding failed, keyword (BM25) results only: {error}")
         # Terms are weighted by what the caller may see, whatever the filters narrow to.
         scope = access_clause(plan.caller_groups)
+        keywords = query
+        translations: dict[str, str] = {}
         if mode is SearchMode.HYBRID and (language := _cross_lingual(chunks, query, scope)):
-            mode = SearchMode.VECTOR
-            warnings.append(
-                f"keyword (BM25) ranking left out: almost none of the passages you may read "
-                f"are in the question's language ({language}), so only the meaning can match"
-            )
+            translated = self._translated(query, chunks.main_language(scope), warnings)
+            if translated is None:
+                mode = SearchMode.VECTOR
+                warnings.append(
+                    f"keyword (BM25) ranking left out: almost none of the passages you may "
+                    f"read are in the question's language ({language}), so only the meaning "
+                    f"can match"
+                )
+            else:
+                keywords = translated[1]
+                translations[translated[0]] = translated[1]
         if mode in (SearchMode.VECTOR, SearchMode.HYBRID):
             rankings.append(
                 _timed(
@@ -502,7 +531,7 @@ class Retriever:
                     timings,
                     "bm25",
                     lambda: chunks.text_ranking(
-                        query,
+                        keywords,
                         where,
                         depth,
                         fields=self.text_fields,
@@ -538,7 +567,23 @@ class Retriever:
             hits=hits,
             timings_ms={k: round(v, 2) for k, v in timings.items()},
             warnings=warnings,
+            translations=translations,
         )
+
+    def _translated(
+        self, query: str, language: str | None, warnings: list[str]
+    ) -> tuple[str, str] | None:
+        """(language, the question in it) for the keyword leg, or None when there is no
+        translator, no language to translate into, or the translation failed (said in
+        `warnings`)."""
+        if self.translator is None or language is None:
+            return None
+        try:
+            translated = self.translator(query, language).strip()
+        except TranslationFailure as error:
+            warnings.append(f"question not translated for keyword (BM25) ranking: {error}")
+            return None
+        return (language, translated) if translated else None
 
     def _vector_leg(
         self,

@@ -373,8 +373,8 @@ class TableSnapshot:
         self._served: np.ndarray | None = None
         #: Each row's recorded language as codes, and the languages, once asked for.
         self._languages: tuple[np.ndarray, list[str]] | None = None
-        #: (scope, language) -> the share of the scope's rows in the language.
-        self._language_shares: dict[tuple[str, str], float] = {}
+        #: scope -> each language's share of the scope's rows (None: none recorded).
+        self._language_shares: dict[str, dict[str, float] | None] = {}
 
     # -- what is held in memory ------------------------------------------------------------------
 
@@ -738,30 +738,45 @@ class TableSnapshot:
 
     def language_share(self, language: str, scope: str | None) -> float:
         """The share of the rows matching `scope` (the caller's access clause) that their
-        chunks record as in `language`; 1.0 for a table that records none.
+        chunks record as in `language`; 1.0 for a table that records none."""
+        shares = self.language_shares(scope)
+        return 1.0 if shares is None else shares.get(language, 0.0)
+
+    def main_language(self, scope: str | None) -> str | None:
+        """The language most rows matching `scope` record; None for a table that records
+        none or a scope that matches no row."""
+        shares = self.language_shares(scope)
+        if not shares:
+            return None
+        return max(sorted(shares), key=lambda language: shares[language])
+
+    def language_shares(self, scope: str | None) -> dict[str, float] | None:
+        """Each recorded language's share of the rows matching `scope`; None for a table that
+        records none, {} for a scope that matches no row.
 
         Asked by every hybrid search of a deployment of several languages, so it is kept per
-        scope and language: the few callers' scopes a server sees cost one pass each.
+        scope: the few callers' scopes a server sees cost one pass each.
         """
-        key = (scope or "", language)
+        key = scope or ""
         with self._lock:
-            known = self._language_shares.get(key)
-        if known is not None:
-            return known
+            if key in self._language_shares:
+                return self._language_shares[key]
         allowed = self.mask(scope)
         codes, names = self._language_codes()
-        visible = int(np.count_nonzero(allowed))
-        if codes is None or visible == 0:
-            share = 1.0
-        elif language not in names:
-            share = 0.0
-        else:
-            share = int(np.count_nonzero(allowed & (codes == names.index(language)))) / visible
+        shares: dict[str, float] | None = None
+        if codes is not None:
+            counts = np.bincount(codes[allowed & (codes >= 0)], minlength=len(names))
+            visible = int(np.count_nonzero(allowed))
+            shares = {
+                name: int(count) / visible
+                for name, count in zip(names, counts, strict=True)
+                if count
+            }
         with self._lock:
             if len(self._language_shares) >= _CACHED_MASKS:
                 self._language_shares.pop(next(iter(self._language_shares)))
-            self._language_shares[key] = share
-        return share
+            self._language_shares[key] = shares
+        return shares
 
     def _language_codes(self) -> tuple[np.ndarray | None, list[str]]:
         """Each row's recorded language as a small integer, and the languages they number;

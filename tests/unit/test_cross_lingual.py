@@ -1,6 +1,7 @@
 """A question in a language almost none of the caller's passages are in: hybrid search leaves
-BM25 out (it could match only the terms both languages share) and says so; a question in the
-corpus's own language, and any question in a one-language deployment, keeps both legs."""
+BM25 out (it could match only the terms both languages share) and says so, unless an LLM
+translates the question for it; a question in the corpus's own language, and any question in
+a one-language deployment, keeps both legs."""
 
 from __future__ import annotations
 
@@ -9,12 +10,16 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from lorehouse.agents.translation import QuestionTranslator, literals
 from lorehouse.embedding.minilm import OnnxMiniLMEmbedder
+from lorehouse.llm import LLMClient
 from lorehouse.models import PUBLIC_GROUP
 from lorehouse.search.bm25 import analyzer_of
-from lorehouse.search.retriever import CROSS_LINGUAL_SHARE, Retriever
+from lorehouse.search.retriever import CROSS_LINGUAL_SHARE, Retriever, TranslationFailure
+from lorehouse.settings import Settings
 from lorehouse.stages.embed import EmbedReport, keyed_rows, sync_table
 from lorehouse.stores.lance_index import ChunkIndex, chunk_schema
+from lorehouse.wiring import Lorehouse
 from tests.conftest import default_embedder
 
 #: Eleven German passages and one English one: English is under a tenth of the corpus.
@@ -98,3 +103,74 @@ def test_a_one_language_deployment_always_keeps_both_legs(
     retriever = Retriever(_index(tmp_path, embedder, ("en",)), embedder)
     result = retriever.search("Which file lists the package sources?", rerank="none")
     assert result.mode == "hybrid" and not result.warnings
+
+
+def _translator(reply: object) -> QuestionTranslator:
+    return QuestionTranslator(
+        LLMClient("openai/gpt-4o-mini", backoff_seconds=0, call_options={"mock_response": reply})
+    )
+
+
+def test_with_an_llm_bm25_ranks_the_question_translated_into_the_passages_language(
+    tmp_path: Path, embedder: OnnxMiniLMEmbedder
+) -> None:
+    translation = "Wie stelle ich die Zeitzone ein?"
+    translator = _translator(f'{{"translation": "{translation}"}}')
+    retriever = Retriever(_index(tmp_path, embedder, ("de", "en")), embedder, translator=translator)
+    # No word of the question is in any German passage: only the translation can match.
+    result = retriever.search("How do I set the time zone?", rerank="none")
+    assert result.mode == "hybrid" and not result.warnings
+    assert result.translations == {"de": translation}
+    assert result.hits[0].chunk_id == "c5"
+    assert result.hits[0].text_chat.startswith("Die Zeitzone")
+    assert "bm25" in result.hits[0].scores
+    # Asked again, the kept translation is used: one LLM call in all.
+    retriever.search("How do I set the time zone?", rerank="none")
+    assert translator.client.usage.calls == 1
+    # A German question needs no translation.
+    german = retriever.search("In welcher Datei stehen die Paketquellen?", rerank="none")
+    assert german.translations == {} and translator.client.usage.calls == 1
+
+
+def test_a_translation_that_fails_or_drops_a_literal_leaves_bm25_out_and_says_why(
+    tmp_path: Path, embedder: OnnxMiniLMEmbedder
+) -> None:
+    index = _index(tmp_path, embedder, ("de", "en"))
+    dropped = _translator('{"translation": "Wo stehen die Einhängepunkte?"}')
+    retriever = Retriever(index, embedder, translator=dropped)
+    result = retriever.search("What does /etc/fstab hold?", rerank="none")
+    assert result.mode == "vector" and result.translations == {}
+    assert any("dropped /etc/fstab" in warning for warning in result.warnings)
+    assert any("left out" in warning for warning in result.warnings)
+
+    failing = _translator("not json at all")
+    retriever = Retriever(index, embedder, translator=failing)
+    result = retriever.search("Which file lists the package sources?", rerank="none")
+    assert result.mode == "vector"
+    assert any("not translated" in warning for warning in result.warnings)
+    assert failing.client.usage.failures == 1
+
+
+def test_literals_are_what_a_translation_must_keep() -> None:
+    assert literals("Which version follows 2.9-3 on keyring.debian.org, e.g. in /tmp?") == [
+        "2.9-3",
+        "keyring.debian.org",
+        "/tmp",
+    ]
+    assert literals("Does zip take -r or --symlinks for control@bugs.debian.org?") == [
+        "-r",
+        "--symlinks",
+        "control@bugs.debian.org",
+    ]
+    with pytest.raises(TranslationFailure, match="no language"):
+        _translator('{"translation": "x"}')("What is this?", "xx")
+
+
+def test_a_deployment_translates_with_its_llm_only_when_one_is_set(tmp_path: Path) -> None:
+    def translator(**values: object) -> object:
+        settings = Settings(data_dir=tmp_path, **values)  # type: ignore[arg-type]
+        return Lorehouse(settings).retriever().translator
+
+    assert translator() is None
+    assert isinstance(translator(llm_model="openai/gpt-4o-mini"), QuestionTranslator)
+    assert translator(llm_model="openai/gpt-4o-mini", search_translate_questions=False) is None
