@@ -718,13 +718,10 @@ def _hybrid_search(
     """One hybrid search as the Retriever makes it, snapshot calls only: both legs under the
     caller's access (BM25 scoped by it), fused, the shown rows read by key and their
     passages looked up and read. Returns the vector leg's ids and each step's ms."""
-    from lorehouse.search.rerankers import reciprocal_rank_fusion
+    from lorehouse.search.ranking import RankingProfile
     from lorehouse.search.retriever import HIT_COLUMNS, access_clause, where_clause
-    from lorehouse.settings import (
-        DEFAULT_BM25_WEIGHT,
-        DEFAULT_FUSION_RRF_K,
-        DEFAULT_QUESTION_WORD_WEIGHT,
-    )
+
+    ranking = RankingProfile()
 
     where, scope = where_clause(None, groups), access_clause(groups)
     times = [time.perf_counter()]
@@ -736,14 +733,10 @@ def _hybrid_search(
         CANDIDATES,
         fields=fields,
         scope=scope,
-        question_word_weight=DEFAULT_QUESTION_WORD_WEIGHT,
+        question_word_weight=ranking.question_word_weight,
     )
     times.append(time.perf_counter())
-    fused = reciprocal_rank_fusion(
-        [[key for key, _ in by_vector], [key for key, _ in by_text]],
-        k=DEFAULT_FUSION_RRF_K,
-        weights=[1.0, DEFAULT_BM25_WEIGHT],
-    )
+    fused = ranking.fuse([key for key, _ in by_vector], [key for key, _ in by_text])
     shown = sorted(fused, key=lambda key: (-fused[key], key))[:TOP_K]
     snapshot.rows_by_key(shown, where, HIT_COLUMNS)
     times.append(time.perf_counter())

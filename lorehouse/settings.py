@@ -40,39 +40,14 @@ def default_data_dir(start: Path | None = None) -> Path:
 #: The languages BM25 has a Snowball stemmer for (lorehouse/search/bm25.py's table).
 _SNOWBALL_CODES = ("en", "de", "fr", "es", "it", "nl", "pt", "sv", "da", "no", "fi", "ru")
 
-# Ranking constants. They are code, not settings: each was chosen on the evaluation sets
-# (docs/benchmarks.md, "Retrieval quality"), no deployment has a reason to change them, and
-# `lorehouse eval` measures other values by building a Retriever with them.
-
-#: Weight of the BM25 ranking in hybrid fusion, the vector ranking weighing 1.
-DEFAULT_BM25_WEIGHT = 1.0
 #: Bytes of recent queries' vectors the bundled embedder keeps (see `embed_query_cache_bytes`).
 DEFAULT_EMBED_QUERY_CACHE_BYTES = 64 * 1024 * 1024
-#: The constant k of hybrid search's reciprocal rank fusion, weight / (k + rank). A smaller k
-#: lets a chunk one retriever ranks near the top keep its place against chunks both rank
-#: middling; it ranked the first hit better but the answers read from the top 8 stated fewer
-#: facts, so Cormack et al.'s 60 stays.
-DEFAULT_FUSION_RRF_K = 60.0
-#: Weight of the enriched-text field (title, summary, keywords, FAQs) in BM25 against the
-#: chunk text's 1. At 1 a short field's match outvotes the passage itself.
-DEFAULT_ENRICHED_WEIGHT = 0.25
-#: Weight of the words of a chunk's file name ("2023 Q1 AAPL.pdf") in BM25 against the chunk
-#: text's 1. Filings name their company and period in the file name, their passages rarely;
-#: at 2 a file's name outvotes its passages.
-DEFAULT_FILE_NAME_WEIGHT = 1.0
-#: Weight of a query's question words ("how", "do", "I", "my":
-#: `lorehouse.search.bm25.QUESTION_WORDS`) in BM25 against its content words' 1. At 1 they
-#: match FAQ-style passages and prose that asks the same way instead of the passage that
-#: answers.
-DEFAULT_QUESTION_WORD_WEIGHT = 0.25
 #: Sentence vectors: each chunk also gets one vector per window of this many consecutive
 #: sentences (its heading above them), a new window every SENTENCE_WINDOW_STRIDE sentences.
 #: The vector ranking scores a chunk by its own vector or its best window, whichever is
 #: closer to the query: a fact stated in one sentence of a long chunk is found by meaning.
 SENTENCE_WINDOW = 2
 SENTENCE_WINDOW_STRIDE = 2
-#: Sentence rows read per vector candidate: several windows of one chunk often rank together.
-SENTENCES_PER_CANDIDATE = 4
 #: Extractive answers: below this cosine between the question and its best context sentence
 #: the answer is "not found". Higher values decline answerable questions long before they
 #: decline the unanswerable ones (docs/benchmarks.md, "Answers").

@@ -15,7 +15,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from lorehouse.llm import LLMClient
-from lorehouse.search.rerankers import reciprocal_rank_fusion
+from lorehouse.search.ranking import reciprocal_rank_fusion
 from lorehouse.search.retriever import access_clause
 from lorehouse.search.tables import DocumentTable
 

@@ -19,6 +19,7 @@ from typing import Protocol
 import numpy as np
 
 from lorehouse.embedding.base import embed_key
+from lorehouse.search.ranking import RankingProfile, reciprocal_rank_fusion
 from lorehouse.search.tables import IndexNotBuilt
 from lorehouse.search.token_vectors import (
     TokenEncoder,
@@ -29,21 +30,8 @@ from lorehouse.search.token_vectors import (
 
 log = logging.getLogger(__name__)
 
-#: The constant of reciprocal rank fusion (Cormack et al.): damps the weight of top ranks so
-#: one ranking's first hit cannot outvote agreement among the others. Late interaction fuses
-#: with it; hybrid search's first stage has its own (LOREHOUSE_SEARCH_RRF_K).
-RRF_K = 60
 NONE = "none"
 MAXSIM = "maxsim"
-#: Candidates late interaction reorders: the first stage's best 20 (the rest keep their
-#: order behind them). With the weight below, the one setting among the depths and weights
-#: tried that gained on the handbook, the docs and SciFact alike
-#: (docs/experiments/2026-11-23-retrieval-quality-dev-sets.md): deeper or heavier gains more on
-#: the dev sets and loses on SciFact.
-MAXSIM_DEPTH = 20
-#: Weight of the MaxSim ranking against the first stage's 1 when the two are fused by
-#: reciprocal rank.
-MAXSIM_WEIGHT = 1.0
 
 
 @dataclass
@@ -76,22 +64,6 @@ class Reranker(Protocol):
     def rerank(
         self, query: str, query_vector: np.ndarray, candidates: list[Candidate]
     ) -> list[Candidate]: ...
-
-
-def reciprocal_rank_fusion(
-    rankings: Sequence[Sequence[str]],
-    k: float = RRF_K,
-    weights: Sequence[float] | None = None,
-) -> dict[str, float]:
-    """Sum of weight / (k + rank) over the rankings that contain each id (rank counted from 1).
-
-    Weights default to 1 for every ranking.
-    """
-    fused: dict[str, float] = {}
-    for ranking, weight in zip(rankings, weights or [1.0] * len(rankings), strict=True):
-        for rank, item in enumerate(ranking, start=1):
-            fused[item] = fused.get(item, 0.0) + weight / (k + rank)
-    return fused
 
 
 def by_score(candidates: list[Candidate], stage: str) -> list[Candidate]:
@@ -137,8 +109,8 @@ class LateInteractionReranker:
         self,
         encoder: TokenEncoder,
         store: TokenVectorStore | None = None,
-        depth: int = MAXSIM_DEPTH,
-        weight: float = MAXSIM_WEIGHT,
+        depth: int = RankingProfile.maxsim_depth,
+        weight: float = RankingProfile.maxsim_weight,
     ) -> None:
         self.encoder = encoder
         self.store = store
@@ -267,18 +239,22 @@ def build_reranker(
     timeout_seconds: float = 30.0,
     token_store: TokenVectorStore | None = None,
     encoder: TokenEncoder | None = None,
+    ranking: RankingProfile | None = None,
 ) -> Reranker:
     """The reranker a name stands for; anything but none and maxsim is a litellm model.
 
-    `maxsim` encodes with `encoder`; `token_store` holds the token vectors it would
-    otherwise compute per query.
+    `maxsim` encodes with `encoder`, to the depth and weight of `ranking`; `token_store`
+    holds the token vectors it would otherwise compute per query.
     """
     if name == NONE:
         return NoReranker()
     if name == MAXSIM:
         if encoder is None:
             raise ValueError("the maxsim reranker needs a token encoder (the bundled model)")
-        return LateInteractionReranker(encoder, token_store)
+        ranking = ranking or RankingProfile()
+        return LateInteractionReranker(
+            encoder, token_store, depth=ranking.maxsim_depth, weight=ranking.maxsim_weight
+        )
     if "/" not in name:
         raise ValueError(f"unknown reranker {name!r}: use none, maxsim or a litellm rerank model")
     return LiteLLMReranker(name, api_base=api_base, timeout_seconds=timeout_seconds)

@@ -23,13 +23,13 @@ from lorehouse.models import PUBLIC_GROUP, SearchMode
 from lorehouse.search.asks import interleave, question_asks
 from lorehouse.search.bm25 import MultilingualAnalyzer
 from lorehouse.search.passages import passage_text
+from lorehouse.search.ranking import RankingProfile
 from lorehouse.search.rerankers import (
     MAXSIM,
     NONE,
     Candidate,
     RerankFailure,
     build_reranker,
-    reciprocal_rank_fusion,
 )
 from lorehouse.search.tables import (
     FILE_NAME_FIELD,
@@ -41,14 +41,6 @@ from lorehouse.search.tables import (
     sql_string,
 )
 from lorehouse.search.token_vectors import TokenEncoder
-from lorehouse.settings import (
-    DEFAULT_BM25_WEIGHT,
-    DEFAULT_ENRICHED_WEIGHT,
-    DEFAULT_FILE_NAME_WEIGHT,
-    DEFAULT_FUSION_RRF_K,
-    DEFAULT_QUESTION_WORD_WEIGHT,
-    SENTENCES_PER_CANDIDATE,
-)
 
 log = logging.getLogger(__name__)
 
@@ -76,22 +68,15 @@ PASSAGE_CANDIDATES_PER_HIT = 5
 _GROUP_NAME = re.compile(r"^[A-Za-z0-9_.:@-]{1,128}$")
 
 
-#: Below this share of the caller's passages in the question's language, a hybrid search
-#: leaves BM25 out: an English question over German passages can only match the terms both
-#: languages share (commands, names), which rank passages that name them over the ones that
-#: answer, while a multilingual model matches the meaning. Any share between the few stray
-#: passages a corpus holds in another language and a real second language does the same.
-CROSS_LINGUAL_SHARE = 0.1
-
-
-def _cross_lingual(chunks: TableSnapshot, query: str, scope: str) -> str | None:
-    """The question's language when almost none of the passages in `scope` are in it (see
-    CROSS_LINGUAL_SHARE); None otherwise, and always for a one-language deployment."""
+def _cross_lingual(chunks: TableSnapshot, query: str, scope: str, share: float) -> str | None:
+    """The question's language when under `share` of the passages in `scope` are in it
+    (RankingProfile.cross_lingual_share); None otherwise, and always for a one-language
+    deployment."""
     analyzer = chunks.analyzer
     if not isinstance(analyzer, MultilingualAnalyzer):
         return None
     language = analyzer.language_of(query)
-    return language if chunks.language_share(language, scope) < CROSS_LINGUAL_SHARE else None
+    return language if chunks.language_share(language, scope) < share else None
 
 
 #: (question, ISO 639-1 code) -> the question in that language, for the keyword leg of a
@@ -256,12 +241,8 @@ class Retriever:
         query_cache_size: int = 1024,
         default_rerank: str = NONE,
         rerank_api_base: str | None = None,
-        bm25_weight: float = DEFAULT_BM25_WEIGHT,
-        enriched_weight: float = DEFAULT_ENRICHED_WEIGHT,
-        file_name_weight: float = DEFAULT_FILE_NAME_WEIGHT,
-        question_word_weight: float = DEFAULT_QUESTION_WORD_WEIGHT,
+        ranking: RankingProfile | None = None,
         split_asks: bool = True,
-        rrf_k: float = DEFAULT_FUSION_RRF_K,
         passage_words: int = 0,
         token_encoder: TokenEncoder | None = None,
         translator: QueryTranslator | None = None,
@@ -277,18 +258,15 @@ class Retriever:
         self.split_asks = split_asks
         self.embedder = embedder
         self.candidates = candidates
-        self.bm25_weight = bm25_weight
-        self.rrf_k = rrf_k
+        #: Every weight and constant the legs, fusion and reranker rank by.
+        self.ranking = ranking or RankingProfile()
         # BM25 reads the chunk text at full weight, what enrichment wrote about it (title,
-        # summary, keywords, FAQs) at `enriched_weight` and its file name's words at
-        # `file_name_weight`.
+        # summary, keywords, FAQs) and its file name's words at their profile weights.
         self.text_fields = {
             "text_embed": 1.0,
-            "text_enriched": enriched_weight,
-            FILE_NAME_FIELD: file_name_weight,
+            "text_enriched": self.ranking.enriched_weight,
+            FILE_NAME_FIELD: self.ranking.file_name_weight,
         }
-        # A question's "how", "do", "I" match FAQ-style passages rather than the answer.
-        self.question_word_weight = question_word_weight
         self.default_rerank = default_rerank
         self.rerank_api_base = rerank_api_base
         # Query vectors by (model, text); a failed embedding raises and is not kept.
@@ -476,6 +454,7 @@ class Retriever:
             api_base=self.rerank_api_base,
             token_store=self.index.token_vectors(),
             encoder=self.token_encoder,
+            ranking=self.ranking,
         )
         timings: dict[str, float] = {}
         warnings: list[str] = []
@@ -502,7 +481,9 @@ class Retriever:
         scope = access_clause(plan.caller_groups)
         keywords = query
         translations: dict[str, str] = {}
-        if mode is SearchMode.HYBRID and (language := _cross_lingual(chunks, query, scope)):
+        if mode is SearchMode.HYBRID and (
+            language := _cross_lingual(chunks, query, scope, self.ranking.cross_lingual_share)
+        ):
             translated = self._translated(query, chunks.main_language(scope), warnings)
             if translated is None:
                 mode = SearchMode.VECTOR
@@ -536,7 +517,7 @@ class Retriever:
                         depth,
                         fields=self.text_fields,
                         scope=scope,
-                        question_word_weight=self.question_word_weight,
+                        question_word_weight=self.ranking.question_word_weight,
                     ),
                 )
             )
@@ -607,7 +588,7 @@ class Retriever:
             []
             if windows_table is None
             else windows_table.vector_ranking(
-                query_vector, where, depth * SENTENCES_PER_CANDIDATE, "chunk_id"
+                query_vector, where, depth * self.ranking.sentences_per_candidate, "chunk_id"
             )
         )
         # Best first: a chunk's first window is its closest.
@@ -668,11 +649,8 @@ class Retriever:
         decisive = stages[0]
         if mode is SearchMode.HYBRID:
             # The rankings are the vector one, then the BM25 one.
-            fused = reciprocal_rank_fusion(
-                [[chunk_id for chunk_id, _ in ranking] for ranking in rankings],
-                k=self.rrf_k,
-                weights=[1.0, self.bm25_weight],
-            )
+            vector, bm25 = ([chunk_id for chunk_id, _ in ranking] for ranking in rankings)
+            fused = self.ranking.fuse(vector, bm25)
             for chunk_id, stage_scores in scores.items():
                 stage_scores["rrf"] = fused.get(chunk_id, 0.0)
             decisive = "rrf"

@@ -29,7 +29,6 @@ from cachetools import LRUCache
 from lorehouse.search.bm25 import Analyzer, BM25Index, FieldPostings, TextAnalyzer
 from lorehouse.search.passages import passage_runs
 from lorehouse.search.snapshot_files import SnapshotFiles, regrouped
-from lorehouse.settings import DEFAULT_SEARCH_WARM_MIN_ROWS
 
 if TYPE_CHECKING:
     import lance
@@ -1072,14 +1071,15 @@ class TableReader:
         db: lancedb.DBConnection | None = None,
         snapshot_folder: Path | None = None,
         cache_bytes: tuple[int, int] | None = None,
-        warm_min_rows: int = DEFAULT_SEARCH_WARM_MIN_ROWS,
+        warm_min_rows: int | None = None,
         analyzer: TextAnalyzer | None = None,
     ) -> None:
         """`cache_bytes`: (index, metadata) cache bounds of the connection opened here
         (LanceDB's defaults, 6 GiB and 1 GiB, when None); a `db` given keeps its own.
         `warm_min_rows`: rows of the snapshot searched from which a new version loads in the
-        background (see `snapshot`). `analyzer`: how BM25 reads the text columns and queries
-        (English when None)."""
+        background (see `snapshot`; the deployment's `search_warm_min_rows`); None loads
+        every version in the search that first reads it. `analyzer`: how BM25 reads the text
+        columns and queries (English when None)."""
         self.uri = uri
         self.warm_min_rows = warm_min_rows
         self.analyzer = analyzer or _ANALYZER
@@ -1246,7 +1246,12 @@ class TableReader:
     ) -> TableSnapshot | None:
         """What searches read while `version` loads in the background; None: they wait."""
         rows = None if current is None else current.row_count
-        if rows is None or rows < self.warm_min_rows or version == self._warm_failed:
+        if (
+            rows is None
+            or self.warm_min_rows is None
+            or rows < self.warm_min_rows
+            or version == self._warm_failed
+        ):
             return None
         assert current is not None
         started = time.perf_counter()

@@ -286,7 +286,7 @@ class LanceTable(TableReader):
         keep_versions: timedelta = _KEEP_VERSIONS,
         snapshot_folder: Path | None = None,
         cache_bytes: tuple[int, int] | None = None,
-        warm_min_rows: int = DEFAULT_SEARCH_WARM_MIN_ROWS,
+        warm_min_rows: int | None = DEFAULT_SEARCH_WARM_MIN_ROWS,
         analyzer: TextAnalyzer | None = None,
     ) -> None:
         super().__init__(

@@ -129,6 +129,26 @@ def test_search_reads_the_tables_without_the_index_side() -> None:
     assert not _importing("lorehouse/search", INDEX_SIDE)
 
 
+def test_search_receives_its_defaults_and_ranks_by_one_profile() -> None:
+    """Search never imports the deployment's settings: the wiring hands it what it needs, and
+    every number it ranks by is in `lorehouse.search.ranking`, so a change of the ranking is
+    a change of that one module."""
+    assert not _importing("lorehouse/search", ("lorehouse.settings", "lorehouse.wiring"))
+    # No other module of search holds a ranking constant of its own.
+    names = {"RRF_K", "MAXSIM_DEPTH", "MAXSIM_WEIGHT", "CROSS_LINGUAL_SHARE"}
+    offenders = [
+        f"{path.relative_to(REPO_ROOT)}: {target.id}"
+        for path, tree in _modules("lorehouse/search")
+        if path.name != "ranking.py"
+        for node in tree.body
+        if isinstance(node, ast.Assign)
+        for target in node.targets
+        if isinstance(target, ast.Name)
+        and (target.id in names or target.id.endswith(("_WEIGHT", "_RRF_K")))
+    ]
+    assert not offenders
+
+
 def test_answering_never_touches_the_index_side() -> None:
     assert not _importing("lorehouse/agents", INDEX_SIDE)
 

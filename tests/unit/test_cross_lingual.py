@@ -15,7 +15,8 @@ from lorehouse.embedding.minilm import OnnxMiniLMEmbedder
 from lorehouse.llm import LLMClient
 from lorehouse.models import PUBLIC_GROUP
 from lorehouse.search.bm25 import analyzer_of
-from lorehouse.search.retriever import CROSS_LINGUAL_SHARE, Retriever, TranslationFailure
+from lorehouse.search.ranking import RankingProfile
+from lorehouse.search.retriever import Retriever, TranslationFailure
 from lorehouse.settings import Settings
 from lorehouse.stages.embed import EmbedReport, keyed_rows, sync_table
 from lorehouse.stores.lance_index import ChunkIndex, chunk_schema
@@ -87,7 +88,7 @@ def test_an_english_question_over_german_passages_is_searched_by_meaning_alone(
     retriever = Retriever(_index(tmp_path, embedder, ("de", "en")), embedder)
     snapshot = retriever.index.snapshot()
     assert snapshot.language_share("en", None) == pytest.approx(1 / 12)
-    assert snapshot.language_share("en", None) < CROSS_LINGUAL_SHARE
+    assert snapshot.language_share("en", None) < RankingProfile.cross_lingual_share
     english = retriever.search("Which file lists the package sources?", rerank="none")
     assert english.mode == "vector"
     assert any("left out" in warning and "(en)" in warning for warning in english.warnings)

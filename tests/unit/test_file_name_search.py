@@ -8,6 +8,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from lorehouse.search.ranking import RankingProfile
 from lorehouse.search.retriever import Retriever, SearchMode
 from lorehouse.search.tables import file_name_words
 from lorehouse.stores.lance_index import ChunkIndex, chunk_schema
@@ -73,7 +74,9 @@ def test_the_quarter_and_ticker_asked_for_find_that_filing(
     """Without the file name the two Apple passages tie and the first key wins."""
     embedder = default_embedder()
     retriever = Retriever(
-        _index(tmp_path, embedder.name), embedder, file_name_weight=file_name_weight
+        _index(tmp_path, embedder.name),
+        embedder,
+        ranking=RankingProfile(file_name_weight=file_name_weight),
     )
     hits = retriever.search(QUESTION, top_k=3, mode=SearchMode.BM25).hits
     ranked = [hit.chunk_id for hit in hits]

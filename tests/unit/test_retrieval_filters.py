@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from lorehouse.search.rerankers import reciprocal_rank_fusion
+from lorehouse.search.ranking import RankingProfile, reciprocal_rank_fusion
 from lorehouse.search.retriever import SearchFilters, access_clause, where_clause
 from lorehouse.stores.lance_index import ChunkIndex, chunk_schema
 
@@ -129,5 +129,7 @@ def test_the_fusion_constant_decides_between_a_first_hit_and_a_middling_agreemen
     wiring = Lorehouse(Settings())
     classic = first_stage(wiring.retriever())
     assert classic.index("both-15th") < classic.index("paraphrase-answer")
-    sharper = first_stage(Retriever(wiring.chunk_index(), wiring.embedder(), rrf_k=10))
+    sharper = first_stage(
+        Retriever(wiring.chunk_index(), wiring.embedder(), ranking=RankingProfile(rrf_k=10))
+    )
     assert sharper.index("paraphrase-answer") < sharper.index("both-15th")

@@ -11,13 +11,13 @@ import numpy as np
 import pytest
 
 from lorehouse.embedding.base import EmbeddingFailure
+from lorehouse.search.ranking import reciprocal_rank_fusion
 from lorehouse.search.rerankers import (
     MAXSIM,
     NONE,
     Candidate,
     LateInteractionReranker,
     by_score,
-    reciprocal_rank_fusion,
 )
 from lorehouse.search.retriever import (
     HIT_COLUMNS,
@@ -27,7 +27,7 @@ from lorehouse.search.retriever import (
     where_clause,
 )
 from lorehouse.search.tables import TableSnapshot, sql_in
-from lorehouse.settings import REPO_ROOT, SENTENCES_PER_CANDIDATE
+from lorehouse.settings import REPO_ROOT
 from lorehouse.stores import DuckDBStore
 from lorehouse.stores.lance_index import ChunkIndex, LanceTable
 from tests.conftest import default_embedder
@@ -57,7 +57,11 @@ def _eager_search(
         rows = _flat_search(index, query_vector, where, depth, COLUMNS)
         cosine = {row["chunk_id"]: 1.0 - float(row["_distance"]) for row in rows}
         windows = _flat_search(
-            index.sentences(), query_vector, where, depth * SENTENCES_PER_CANDIDATE, ["chunk_id"]
+            index.sentences(),
+            query_vector,
+            where,
+            depth * retriever.ranking.sentences_per_candidate,
+            ["chunk_id"],
         )
         for hit in windows:
             cosine[hit["chunk_id"]] = max(cosine.get(hit["chunk_id"], -1.0), 1 - hit["_distance"])
@@ -82,14 +86,14 @@ def _eager_search(
             COLUMNS,
             fields=retriever.text_fields,
             scope=access_clause(groups),
-            question_word_weight=retriever.question_word_weight,
+            question_word_weight=retriever.ranking.question_word_weight,
         )
         for row in rows:
             candidates.setdefault(row["chunk_id"], Candidate(row)).scores["bm25"] = row["_score"]
         rankings.append([row["chunk_id"] for row in rows])
     if mode is SearchMode.HYBRID:
         fused = reciprocal_rank_fusion(
-            rankings, k=retriever.rrf_k, weights=[1.0, retriever.bm25_weight]
+            rankings, k=retriever.ranking.rrf_k, weights=[1.0, retriever.ranking.bm25_weight]
         )
         for candidate in candidates.values():
             candidate.scores["rrf"] = fused[candidate.chunk_id]
