@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import random
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -26,6 +25,7 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from lorehouse.errors import validation_summary
+from lorehouse.retry import backoff_seconds
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -222,7 +222,8 @@ class LLMClient:
             except transient_errors() as error:
                 self.usage.add(seconds=time.perf_counter() - started)
                 last_problem = f"{type(error).__name__}: {error}"
-                time.sleep(self._backoff(attempt))
+                if attempt < self.max_attempts:
+                    time.sleep(backoff_seconds(attempt, self.backoff_seconds))
                 continue
             # Auth, bad request, unknown model: retrying will not help. litellm's provider
             # errors all derive from openai's.
@@ -298,9 +299,6 @@ class LLMClient:
             **options,
             **self.call_options,
         )
-
-    def _backoff(self, attempt: int) -> float:
-        return self.backoff_seconds * (2 ** (attempt - 1)) * (0.5 + random.random())
 
 
 def _enforces_schema(model: str) -> bool:

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from lorehouse.embedding.base import EmbeddingFailure, l2_normalize
+from lorehouse.retry import backoff_seconds
 
 
 class LiteLLMEmbedder:
@@ -67,7 +68,7 @@ class LiteLLMEmbedder:
             except transient_errors() as error:
                 last_error = error
                 if attempt < self.max_attempts:
-                    time.sleep(self.backoff_seconds * 2 ** (attempt - 1))
+                    time.sleep(backoff_seconds(attempt, self.backoff_seconds))
             # Auth, bad request, unknown model: retrying will not help. litellm's provider
             # errors all derive from openai's.
             except provider_error() as error:

@@ -17,7 +17,6 @@ import hashlib
 import json
 import logging
 import os
-import random
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -31,6 +30,7 @@ import httpx
 
 from lorehouse.errors import SourceError
 from lorehouse.models import NOBODY_GROUP, PUBLIC_GROUP
+from lorehouse.retry import backoff_seconds
 from lorehouse.sources.base import SourceFile
 
 log = logging.getLogger(__name__)
@@ -528,7 +528,7 @@ def send(
             raise SourceError(f"{method} {url}: {error}") from error
         except httpx.TransportError as error:
             last = f"{type(error).__name__}: {error}"
-            wait = policy.backoff_seconds * 2**attempt
+            asked = None
         else:
             if response.status_code == 401 and refresh_auth is not None and not refreshed:
                 response.close()
@@ -539,11 +539,11 @@ def send(
                 return response
             response.close()
             last = f"HTTP {response.status_code}"
-            wait = _retry_after(response) or policy.backoff_seconds * 2**attempt
-            if wait > policy.max_wait_seconds:
-                raise SourceError(f"{method} {url}: {last}, asked to wait {wait:.0f} s")
+            asked = _retry_after(response)
+            if asked is not None and asked > policy.max_wait_seconds:
+                raise SourceError(f"{method} {url}: {last}, asked to wait {asked:.0f} s")
         if attempt + 1 < policy.attempts:
-            sleep(wait * (1 + random.random() * 0.1))
+            sleep(backoff_seconds(attempt + 1, policy.backoff_seconds, asked))
     raise SourceError(f"{method} {url}: {last} after {policy.attempts} attempts")
 
 
