@@ -57,13 +57,13 @@ TEXT_COLUMNS = ("text_embed", "text_enriched")
 FILE_NAME_FIELD = "file_name"
 
 
-_MODEL_KEY = b"lorehouse.embedding_model"
+MODEL_KEY = b"lorehouse.embedding_model"
 
 
-_DIMENSION_KEY = b"lorehouse.embedding_dimension"
+DIMENSION_KEY = b"lorehouse.embedding_dimension"
 
 
-_LAYOUT_KEY = b"lorehouse.layout"
+LAYOUT_KEY = b"lorehouse.layout"
 
 
 #: Bumped whenever a table's columns change; a table of another layout is rebuilt.
@@ -619,7 +619,7 @@ class TableSnapshot:
 
     def embedding_model(self) -> tuple[str, int]:
         """(model name, dimension) the stored vectors were made with."""
-        return self.metadata[_MODEL_KEY].decode(), int(self.metadata[_DIMENSION_KEY])
+        return self.metadata[MODEL_KEY].decode(), int(self.metadata[DIMENSION_KEY])
 
     def vector_search(
         self, vector: np.ndarray, where: str | None, limit: int, columns: Sequence[str]
@@ -1025,7 +1025,7 @@ def _digests(values: Iterable[str | None]) -> np.ndarray:
     )
 
 
-def _vector_values(column: pa.ChunkedArray) -> list[np.ndarray]:
+def vector_values(column: pa.ChunkedArray) -> list[np.ndarray]:
     """A `vector` column as arrays: float32 rows, or the raw bytes of packed token vectors."""
     if pa.types.is_binary(column.type):
         return [np.frombuffer(value, dtype=np.uint8) for value in column.to_pylist()]
@@ -1186,14 +1186,14 @@ class TableReader:
     def embedding_model(self) -> tuple[str, int]:
         """(model name, dimension) the stored vectors were made with."""
         metadata = self.table().schema.metadata or {}
-        return metadata[_MODEL_KEY].decode(), int(metadata[_DIMENSION_KEY])
+        return metadata[MODEL_KEY].decode(), int(metadata[DIMENSION_KEY])
 
     def is_current(self, model: str) -> bool:
         """Whether the table holds `model`'s vectors in today's column layout."""
         metadata = self.table().schema.metadata or {}
         return (
-            metadata.get(_MODEL_KEY, b"").decode() == model
-            and metadata.get(_LAYOUT_KEY, b"").decode() == TABLE_LAYOUT
+            metadata.get(MODEL_KEY, b"").decode() == model
+            and metadata.get(LAYOUT_KEY, b"").decode() == TABLE_LAYOUT
         )
 
     def snapshot(self) -> TableSnapshot:
@@ -1533,7 +1533,7 @@ class TokenVectorTable(TableReader):
         read = dict(
             zip(
                 taken,
-                zip(arrow["embed_key"].to_pylist(), _vector_values(arrow["vector"]), strict=True),
+                zip(arrow["embed_key"].to_pylist(), vector_values(arrow["vector"]), strict=True),
                 strict=True,
             )
         )

@@ -10,8 +10,8 @@ import pyarrow as pa
 
 from lorehouse.stores.database import (
     Database,
-    _insert_frame,
-    _key_frame,
+    insert_frame,
+    key_frame,
 )
 
 
@@ -48,7 +48,7 @@ class ChunkTables(Database):
         """Swaps the chunks of these documents for `frame`'s rows in one transaction;
         `chunkless` maps those of them cut into no chunk to the fingerprint they were cut from.
         """
-        ids = _key_frame("doc_id", doc_ids)
+        ids = key_frame("doc_id", doc_ids)
         chunkless = chunkless or {}
         empty = pa.table(
             {
@@ -61,7 +61,7 @@ class ChunkTables(Database):
             connection.execute(
                 "DELETE FROM chunkless_documents WHERE doc_id IN (SELECT doc_id FROM replaced)"
             )
-            _insert_frame(connection, "chunks", "incoming", frame)
+            insert_frame(connection, "chunks", "incoming", frame)
             connection.execute(
                 "INSERT INTO chunkless_documents SELECT doc_id, source_fingerprint FROM empty"
             )
@@ -136,7 +136,7 @@ class ChunkTables(Database):
         a large part of an enrichment run that found nothing to do
         (docs/experiments/2026-11-26-scale-20000-documents.md).
         """
-        wanted = _key_frame("doc_id", doc_ids)
+        wanted = key_frame("doc_id", doc_ids)
         with self.connect() as connection:
             connection.register("wanted", wanted)
             try:
@@ -160,7 +160,7 @@ class ChunkTables(Database):
         """Cached payloads (JSON text) for the keys that have one."""
         if not keys:
             return {}
-        wanted = _key_frame("cache_key", keys)
+        wanted = key_frame("cache_key", keys)
         with self._transaction(wanted=wanted) as connection:
             rows = connection.execute(
                 "SELECT cache_key, payload FROM enrichment_cache "
@@ -174,7 +174,7 @@ class ChunkTables(Database):
             return
         frame = pd.DataFrame(list(rows))
         with self._transaction(new_cache=frame) as connection:
-            _insert_frame(connection, "enrichment_cache", "new_cache", frame, keep_existing=True)
+            insert_frame(connection, "enrichment_cache", "new_cache", frame, keep_existing=True)
 
     def replace_enrichment(
         self, doc_ids: Sequence[str], chunk_rows: Sequence[dict], document_rows: Sequence[dict]
@@ -186,7 +186,7 @@ class ChunkTables(Database):
         frames = {
             f"new_{table}": pd.DataFrame(list(rows)) for table, rows in targets.items() if rows
         }
-        replaced = _key_frame("doc_id", doc_ids)
+        replaced = key_frame("doc_id", doc_ids)
         with self._transaction(replaced=replaced, **frames) as connection:
             for table in targets:
                 connection.execute(
@@ -194,7 +194,7 @@ class ChunkTables(Database):
                 )
                 name = f"new_{table}"
                 if name in frames:
-                    _insert_frame(connection, table, name, frames[name])
+                    insert_frame(connection, table, name, frames[name])
 
     def drop_enrichment_of_unchunked(self) -> int:
         """Deletes the enrichment of documents that no longer have chunks; returns the rows."""

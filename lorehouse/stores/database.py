@@ -101,7 +101,7 @@ class Database:
         return rows
 
 
-def _first_rows(
+def first_rows(
     connection: duckdb.DuckDBPyConnection, result: duckdb.DuckDBPyConnection, limit: int
 ) -> list[tuple]:
     """The first `limit` rows of a result, and the rest dropped so the connection is free.
@@ -115,13 +115,13 @@ def _first_rows(
     return rows
 
 
-def _key_frame(column: str, keys: Sequence[str]) -> pd.DataFrame:
+def key_frame(column: str, keys: Sequence[str]) -> pd.DataFrame:
     """One text column of keys to join against. Typed as text so that an empty list still
     compares with the VARCHAR key columns (pandas would type it as a number)."""
     return pd.DataFrame({column: pd.Series(list(keys), dtype="string")})
 
 
-def _insert_frame(
+def insert_frame(
     connection: duckdb.DuckDBPyConnection,
     table: str,
     registered: str,
@@ -138,14 +138,14 @@ def _insert_frame(
     )
 
 
-def _known(table: str) -> str:
+def known_table(table: str) -> str:
     """Table names are interpolated into SQL, so only the store's own are accepted."""
     if table not in _TABLES:
         raise ValueError(f"unknown table {table!r}")
     return table
 
 
-def _column(name: str) -> str:
+def checked_column(name: str) -> str:
     """Column names are interpolated into SQL (quoted), so only plain identifiers pass."""
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
         raise ValueError(f"not a column name: {name!r}")
@@ -169,4 +169,4 @@ def declared_columns() -> dict[str, list[tuple[str, str]]]:
 
 
 #: A document the caller's groups may read: public (no groups) or sharing one of them.
-_VISIBLE_DOCUMENT = "(len(d.acl) = 0 OR list_has_any(d.acl, ?::VARCHAR[]))"
+VISIBLE_DOCUMENT = "(len(d.acl) = 0 OR list_has_any(d.acl, ?::VARCHAR[]))"

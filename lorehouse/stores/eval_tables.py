@@ -11,7 +11,7 @@ import pandas as pd
 
 from lorehouse.stores.database import (
     Database,
-    _insert_frame,
+    insert_frame,
 )
 
 #: Counting a caller's verdicts and storing the next one take turns within a process: its
@@ -38,12 +38,12 @@ class EvalTables(Database):
     def append_eval_retrieval(self, frame: pd.DataFrame) -> None:
         """Adds one eval run's rows; runs are kept, so recall can be compared across runs."""
         with self._transaction(incoming=frame) as connection:
-            _insert_frame(connection, "eval_retrieval", "incoming", frame)
+            insert_frame(connection, "eval_retrieval", "incoming", frame)
 
     def append_eval_retrieval_misses(self, frame: pd.DataFrame) -> None:
         """Adds why one eval run's misses were missed, one row per evidence excerpt."""
         with self._transaction(incoming=frame) as connection:
-            _insert_frame(connection, "eval_retrieval_misses", "incoming", frame)
+            insert_frame(connection, "eval_retrieval_misses", "incoming", frame)
 
     def add_feedback(
         self, row: dict[str, object], quota: FeedbackQuota | None = None
@@ -87,7 +87,7 @@ class EvalTables(Database):
     def append_eval_answers(self, frame: pd.DataFrame) -> None:
         """Adds one answer-eval run's judged cases; runs are kept for comparison."""
         with self._transaction(incoming=frame) as connection:
-            _insert_frame(connection, "eval_answers", "incoming", frame)
+            insert_frame(connection, "eval_answers", "incoming", frame)
 
     def recall_history(self, k: int, golden_set: str) -> list[tuple[str, str, float]]:
         """(run_id, retriever, recall@k) of the default retriever per run, newest first."""

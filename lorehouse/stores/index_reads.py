@@ -8,9 +8,9 @@ from collections.abc import Sequence
 import pandas as pd
 
 from lorehouse.stores.database import (
-    _VISIBLE_DOCUMENT,
+    VISIBLE_DOCUMENT,
     Database,
-    _key_frame,
+    key_frame,
 )
 
 
@@ -55,7 +55,7 @@ class IndexReads(Database):
         if not doc_ids:
             return {}
         with self.connect() as connection:
-            connection.register("wanted", _key_frame("doc_id", doc_ids))
+            connection.register("wanted", key_frame("doc_id", doc_ids))
             rows = connection.execute(
                 f"SELECT {key}, acl FROM {table} WHERE doc_id IN (SELECT doc_id FROM wanted)"
             ).fetchall()
@@ -95,7 +95,7 @@ class IndexReads(Database):
         if doc_ids is None:
             with self.connect() as connection:
                 return connection.execute(query.format(where=""), list(parameters)).df()
-        wanted = _key_frame("doc_id", doc_ids)
+        wanted = key_frame("doc_id", doc_ids)
         with self.connect() as connection:
             connection.register("wanted_documents", wanted)
             try:
@@ -154,7 +154,7 @@ class IndexReads(Database):
         into the page and then dropped.
         """
         groups = list(caller_groups)
-        visible = _VISIBLE_DOCUMENT
+        visible = VISIBLE_DOCUMENT
         with self.connect() as connection:
             total_row = connection.execute(
                 f"SELECT count(*) FROM documents d WHERE {visible}", [groups]
@@ -193,7 +193,7 @@ class IndexReads(Database):
             )
             SELECT d.doc_id, d.title, d.rel_path, r.text, r.kind, r.nth
             FROM ranked r JOIN documents d USING (doc_id)
-            WHERE {_VISIBLE_DOCUMENT} AND r.nth <= ?
+            WHERE {VISIBLE_DOCUMENT} AND r.nth <= ?
             ORDER BY d.updated_at DESC, d.rel_path, r.kind, r.nth
         """
         with self.connect() as connection:

@@ -18,7 +18,7 @@ from lorehouse.models import (
 from lorehouse.sources.base import SIDECAR_SUFFIX
 from lorehouse.stores.database import (
     Database,
-    _first_rows,
+    first_rows,
 )
 
 #: The inventory's one rule for a file it need not read again: the same size and
@@ -57,7 +57,7 @@ class InventoryTables(Database):
                     f"SELECT rel_path, state FROM ({differences}) ORDER BY "
                     "CASE state WHEN 'added' THEN 0 WHEN 'changed' THEN 1 ELSE 2 END, rel_path"
                 )
-                rows = _first_rows(connection, result, shown)
+                rows = first_rows(connection, result, shown)
             finally:
                 connection.unregister("listing")
         return {state: int(counts.get(state, 0)) for state in ("added", "changed", "removed")}, rows
@@ -231,7 +231,7 @@ def _replace_inventory(connection: duckdb.DuckDBPyConnection, source: str) -> in
     return int(removed)
 
 
-def _raw_document(row: Sequence) -> RawDocument:
+def raw_document(row: Sequence) -> RawDocument:
     """A `RAW_COLUMNS` row as the model."""
     return RawDocument(
         doc_id=row[0],

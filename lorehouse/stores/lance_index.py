@@ -16,9 +16,9 @@ import pyarrow as pa
 from lorehouse.models import PUBLIC_GROUP
 from lorehouse.search.bm25 import TextAnalyzer
 from lorehouse.search.tables import (
-    _DIMENSION_KEY,
-    _LAYOUT_KEY,
-    _MODEL_KEY,
+    DIMENSION_KEY,
+    LAYOUT_KEY,
+    MODEL_KEY,
     PUBLISHED_TABLE_NAME,
     TABLE_LAYOUT,
     ChunkTable,
@@ -26,8 +26,8 @@ from lorehouse.search.tables import (
     SentenceTable,
     TableReader,
     TokenVectorTable,
-    _vector_values,
     sql_in,
+    vector_values,
 )
 from lorehouse.settings import DEFAULT_ANN_INDEX_MIN_ROWS, DEFAULT_SEARCH_WARM_MIN_ROWS
 
@@ -176,9 +176,9 @@ def token_vector_schema(dimension: int, model: str) -> pa.Schema:
 def table_metadata(dimension: int, model: str) -> dict[bytes, bytes]:
     """Schema metadata every vector table carries: model, dimension, layout version."""
     return {
-        _MODEL_KEY: model.encode(),
-        _DIMENSION_KEY: str(dimension).encode(),
-        _LAYOUT_KEY: TABLE_LAYOUT.encode(),
+        MODEL_KEY: model.encode(),
+        DIMENSION_KEY: str(dimension).encode(),
+        LAYOUT_KEY: TABLE_LAYOUT.encode(),
     }
 
 
@@ -418,7 +418,7 @@ class LanceTable(TableReader):
                 .to_arrow()
             )
             keys = arrow["embed_key"].to_pylist()
-            for key, vector in zip(keys, _vector_values(arrow["vector"]), strict=True):
+            for key, vector in zip(keys, vector_values(arrow["vector"]), strict=True):
                 found[key] = vector
         return found
 

@@ -19,9 +19,9 @@ from lorehouse.models import (
 )
 from lorehouse.stores.database import (
     Database,
-    _key_frame,
+    key_frame,
 )
-from lorehouse.stores.inventory_tables import RAW_COLUMNS, _raw_document
+from lorehouse.stores.inventory_tables import RAW_COLUMNS, raw_document
 
 #: Every inventoried document, and whether it is to be parsed: neither parsed nor failed
 #: (other than by a timeout) with its current bytes and its type's parser version.
@@ -60,7 +60,7 @@ class ParseTables(Database):
     def raw_documents_for(self, doc_ids: Sequence[str]) -> list[RawDocument]:
         """The inventory rows of `doc_ids`, in that order (those still inventoried)."""
         with self.connect() as connection:
-            connection.register("wanted_documents", _key_frame("doc_id", doc_ids))
+            connection.register("wanted_documents", key_frame("doc_id", doc_ids))
             try:
                 rows = connection.execute(
                     f"SELECT {RAW_COLUMNS} FROM documents_raw "
@@ -69,7 +69,7 @@ class ParseTables(Database):
             finally:
                 connection.unregister("wanted_documents")
         found = {row[0]: row for row in rows}
-        return [_raw_document(found[doc_id]) for doc_id in doc_ids if doc_id in found]
+        return [raw_document(found[doc_id]) for doc_id in doc_ids if doc_id in found]
 
     @contextmanager
     def _with_versions(self, versions: Mapping[str, str]) -> Iterator[duckdb.DuckDBPyConnection]:

@@ -11,9 +11,9 @@ import pyarrow as pa
 
 from lorehouse.stores.database import (
     Database,
-    _column,
-    _first_rows,
-    _known,
+    checked_column,
+    first_rows,
+    known_table,
 )
 
 
@@ -78,14 +78,14 @@ class StatusTables(Database):
         Whole tables grow with the corpus: a stage or check reads only the columns it needs,
         or goes through `table_batches`.
         """
-        selected = ", ".join("*" if c == "*" else f'"{_column(c)}"' for c in columns)
+        selected = ", ".join("*" if c == "*" else f'"{checked_column(c)}"' for c in columns)
         bound = f" LIMIT {int(limit)}" if limit is not None else ""
         with self.connect() as connection:
-            return connection.execute(f"SELECT {selected} FROM {_known(name)}{bound}").df()
+            return connection.execute(f"SELECT {selected} FROM {known_table(name)}{bound}").df()
 
     def column_values(self, name: str, column: str) -> pa.ChunkedArray:
         """One column of a whole table as Arrow (a few bytes a value, not a Python object)."""
-        query = f'SELECT "{_column(column)}" FROM {_known(name)}'
+        query = f'SELECT "{checked_column(column)}" FROM {known_table(name)}'
         with self.connect() as connection:
             return connection.sql(query).to_arrow_table()[column]
 
@@ -94,7 +94,7 @@ class StatusTables(Database):
         reading it costs the memory of a batch, not of the table. Each batch opens its own
         short connection, as every read here does, so no one waits long for the file."""
         with self.connect() as connection:
-            row = connection.execute(f"SELECT max(rowid) FROM {_known(name)}").fetchone()
+            row = connection.execute(f"SELECT max(rowid) FROM {known_table(name)}").fetchone()
         last = row[0] if row and row[0] is not None else -1
         step = max(1, rows_per_batch)
         for start in range(0, last + 1, step):
@@ -107,10 +107,10 @@ class StatusTables(Database):
 
     def duplicates(self, name: str, column: str, limit: int = 20) -> list[tuple[object, int]]:
         """Values of `column` held by more than one row, with how many (at most `limit`)."""
-        quoted = f'"{_column(column)}"'
+        quoted = f'"{checked_column(column)}"'
         with self.connect() as connection:
             return connection.execute(
-                f"SELECT {quoted}, count(*) AS n FROM {_known(name)} GROUP BY {quoted} "
+                f"SELECT {quoted}, count(*) AS n FROM {known_table(name)} GROUP BY {quoted} "
                 f"HAVING count(*) > 1 ORDER BY n DESC LIMIT {int(limit)}"
             ).fetchall()
 
@@ -133,7 +133,7 @@ class StatusTables(Database):
     def row_count(self, name: str) -> int:
         """Rows in a table, without reading them."""
         with self.connect() as connection:
-            row = connection.execute(f"SELECT count(*) FROM {_known(name)}").fetchone()
+            row = connection.execute(f"SELECT count(*) FROM {known_table(name)}").fetchone()
         return int(row[0]) if row else 0
 
     def document_statuses(
@@ -148,7 +148,7 @@ class StatusTables(Database):
                 f"SELECT * FROM ({_STATUSES}) {where} ORDER BY rel_path",
                 [status] if status is not None else [],
             )
-            rows = result.fetchall() if limit is None else _first_rows(connection, result, limit)
+            rows = result.fetchall() if limit is None else first_rows(connection, result, limit)
         return [_status(*row) for row in rows]
 
     def statuses_of(self, doc_ids: Sequence[str]) -> dict[str, DocumentStatus]:

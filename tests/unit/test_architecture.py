@@ -123,6 +123,21 @@ def _importing(package: str, forbidden: tuple[str, ...]) -> list[str]:
     ]
 
 
+def test_no_module_imports_another_modules_private_names() -> None:
+    """A leading underscore says "only this module relies on it": a name another module
+    needs is part of the interface and is named so."""
+    offenders = [
+        f"{path.relative_to(REPO_ROOT)}: {node.module}.{alias.name}"
+        for path, tree in _modules(*PRODUCT_PACKAGES)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0
+        if node.module.split(".")[0] in PRODUCT_PACKAGES
+        for alias in node.names
+        if alias.name.startswith("_")
+    ]
+    assert not offenders
+
+
 def test_search_reads_the_tables_without_the_index_side() -> None:
     """Search and the index side meet at the table readers (`lorehouse.search.tables`): the
     writers subclass them, and search never reaches a writer or a stage."""
