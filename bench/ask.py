@@ -85,16 +85,20 @@ def main() -> None:
             print("materializing the sample corpus...", file=sys.stderr)
             _materialize(data_dir)
         index = ChunkIndex(str(data_dir / "lancedb"))
-        embedder = Lorehouse().bundled_model()
+        deployment = Lorehouse()
+        embedder = deployment.bundled_model()
         retriever = Retriever(index, embedder)
+        options = deployment.ask_options()
         mock = LLMClient(
             "openai/gpt-4o-mini",
             backoff_seconds=0,
             call_options={"mock_response": "Per the documents, yes [1]."},
         )
         configurations = {
-            "offline (extractive)": AskPipeline(retriever, index.documents(), embedder, None),
-            "LLM steps mocked": AskPipeline(retriever, index.documents(), embedder, mock),
+            "offline (extractive)": AskPipeline(
+                retriever, index.documents(), embedder, None, options
+            ),
+            "LLM steps mocked": AskPipeline(retriever, index.documents(), embedder, mock, options),
         }
         configurations["offline (extractive)"].ask(QUESTIONS[0])  # warm the model up
         header = "| configuration | questions | median overhead ms | p95 overhead ms | LLM calls |"

@@ -173,10 +173,12 @@ def time_raw_sliced(embedder: Any, groups: dict[str, list[str]], batch_size: int
 
 def time_stage(store: Any, lance_dir: Path, embedder: Any, batch_size: int) -> tuple[Run, Run, Run]:
     """(model calls, end to end, as reported) of one run_embedding into an empty folder."""
+    from lorehouse.settings import Settings
     from lorehouse.stages.embed import run_embedding
     from lorehouse.stores.lance_index import ChunkIndex
 
-    index = ChunkIndex(str(lance_dir))
+    # Built as the deployment builds it: an ANN index from its threshold on.
+    index = ChunkIndex(str(lance_dir), Settings().ann_index_min_rows)
     report = run_embedding(store, index, embedder, batch_size=batch_size)
     profiles = getattr(report, "documents_embedded", 0)
     detail = {

@@ -209,6 +209,7 @@ def replicate_store(source: Path, target: Path, copies: int) -> int:
     that many distinct chunks costs; each hit has `copies - 1` twins, which changes nothing
     a load test measures.
     """
+    from lorehouse.settings import Settings
     from lorehouse.stores.lance_index import (
         ChunkIndex,
         DocumentIndex,
@@ -219,7 +220,8 @@ def replicate_store(source: Path, target: Path, copies: int) -> int:
     target.mkdir(parents=True, exist_ok=True)
     shutil.copy(source / "lorehouse.duckdb", target / "lorehouse.duckdb")
     chunks = ChunkIndex(str(source / "lancedb"))
-    copied = ChunkIndex(str(target / "lancedb"))
+    # Written as the deployment writes it: an ANN index from its threshold on.
+    copied = ChunkIndex(str(target / "lancedb"), Settings().ann_index_min_rows)
     for table_type in (ChunkIndex, DocumentIndex, SentenceIndex, TokenVectorIndex):
         original = chunks.sibling(table_type)
         if not original.exists():

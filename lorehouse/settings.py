@@ -42,12 +42,6 @@ _SNOWBALL_CODES = ("en", "de", "fr", "es", "it", "nl", "pt", "sv", "da", "no", "
 
 #: Bytes of recent queries' vectors the bundled embedder keeps (see `embed_query_cache_bytes`).
 DEFAULT_EMBED_QUERY_CACHE_BYTES = 64 * 1024 * 1024
-#: Sentence vectors: each chunk also gets one vector per window of this many consecutive
-#: sentences (its heading above them), a new window every SENTENCE_WINDOW_STRIDE sentences.
-#: The vector ranking scores a chunk by its own vector or its best window, whichever is
-#: closer to the query: a fact stated in one sentence of a long chunk is found by meaning.
-SENTENCE_WINDOW = 2
-SENTENCE_WINDOW_STRIDE = 2
 #: Extractive answers: below this cosine between the question and its best context sentence
 #: the answer is "not found". Higher values decline answerable questions long before they
 #: decline the unanswerable ones (docs/benchmarks.md, "Answers").

@@ -24,7 +24,7 @@ from lorehouse.embedding.minilm import EMBEDDING_DIMENSION
 from lorehouse.models import NOBODY_GROUP, PUBLIC_GROUP, FileType
 from lorehouse.parsing.runner import parser_version_of
 from lorehouse.search.tables import TABLE_LAYOUT, TABLE_NAME, local_folder
-from lorehouse.settings import SENTENCE_WINDOW, SENTENCE_WINDOW_STRIDE
+from lorehouse.stages.embed import SENTENCE_WINDOW, SENTENCE_WINDOW_STRIDE
 from lorehouse.stages.features import FEATURES_VERSION
 from lorehouse.stages.index_merge import INDEX_MERGE_VERSION
 from lorehouse.stores.duckdb_store import declared_columns

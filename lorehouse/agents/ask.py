@@ -40,12 +40,6 @@ from lorehouse.embedding.base import Embedder, VectorCache, query_vectors
 from lorehouse.llm import LLMClient, LLMFailure
 from lorehouse.search.retriever import Retriever, SearchFilters, SearchHit, SearchMode
 from lorehouse.search.tables import DocumentTable
-from lorehouse.settings import (
-    DEFAULT_ANSWER_ASSERT_THRESHOLD,
-    DEFAULT_ANSWER_MAX_WORDS,
-    DEFAULT_ANSWER_MIN_SIMILARITY,
-    DEFAULT_ANSWER_PASSAGES_MIN_SIMILARITY,
-)
 
 AnswerMode = Literal["llm", "extractive"]
 #: Documents shown to the LLM source identifier, pre-ranked offline, so its prompt stays small
@@ -55,17 +49,19 @@ SOURCE_CANDIDATES = 30
 
 @dataclass(frozen=True)
 class AskOptions:
-    """How the pipeline behaves; filled from Settings by the API and the CLI."""
+    """How the pipeline behaves. Built by the composition root from the deployment's
+    settings (`Lorehouse.ask_options`), which hold every default and say why: none is
+    repeated here."""
 
-    context_chunks: int = 8
-    answer_min_similarity: float = DEFAULT_ANSWER_MIN_SIMILARITY
+    context_chunks: int
+    answer_min_similarity: float
     #: Below answer_min_similarity but not this, the closest passages are shown, unasserted.
-    answer_passages_min_similarity: float = DEFAULT_ANSWER_PASSAGES_MIN_SIMILARITY
-    answer_max_words: int = DEFAULT_ANSWER_MAX_WORDS
+    answer_passages_min_similarity: float
+    answer_max_words: int
     #: Extractive answers assert their lead only when it is at least this likely to answer.
-    answer_assert_threshold: float = DEFAULT_ANSWER_ASSERT_THRESHOLD
+    answer_assert_threshold: float
     #: Extractive answers decline a question naming what no readable document mentions.
-    decline_unmentioned: bool = True
+    decline_unmentioned: bool
 
 
 class Citation(BaseModel):
@@ -188,7 +184,7 @@ class AskPipeline:
         documents: DocumentTable,
         embedder: Embedder,
         client: LLMClient | None,
-        options: AskOptions | None = None,
+        options: AskOptions,
         kept_vectors: VectorCache | None = None,
     ) -> None:
         """`kept_vectors` outlives the pipeline: the context sentences' vectors, shared by
@@ -197,7 +193,7 @@ class AskPipeline:
         self.documents = documents
         self.embedder = embedder
         self.client = client
-        self.options = options or AskOptions()
+        self.options = options
         self.kept_vectors = kept_vectors
 
     # -- the whole pipeline ---------------------------------------------------------------------

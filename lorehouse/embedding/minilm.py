@@ -26,8 +26,6 @@ import numpy as np
 from cachetools import LRUCache
 from tokenizers import Tokenizer
 
-from lorehouse.settings import DEFAULT_EMBED_QUERY_CACHE_BYTES
-
 if TYPE_CHECKING:
     import onnxruntime as ort
 
@@ -117,9 +115,11 @@ class OnnxMiniLMEmbedder:
         tokenizer_path: Path | None = None,
         intra_op_threads: int = 2,
         name: str = DEFAULT_MODEL_NAME,
-        query_cache_bytes: int = DEFAULT_EMBED_QUERY_CACHE_BYTES,
+        query_cache_bytes: int = 0,
         query_threads: int = 1,
     ) -> None:
+        """`query_cache_bytes`: recent queries' vectors kept (the deployment's
+        `embed_query_cache_bytes`, from the wiring); 0 keeps none."""
         if intra_op_threads < 1:
             raise ValueError(f"intra_op_threads must be at least 1, got {intra_op_threads}")
         if query_threads < 1:

@@ -20,7 +20,6 @@ import pyarrow as pa
 
 from lorehouse.embedding.base import Embedder, EmbeddingFailure, embed_key
 from lorehouse.search.token_vectors import CapturingEmbedder, PackedTokenEncoder, TokenEncoder
-from lorehouse.settings import SENTENCE_WINDOW, SENTENCE_WINDOW_STRIDE
 from lorehouse.stages.progress import ProgressCallback
 from lorehouse.stores.duckdb_store import DuckDBStore
 from lorehouse.stores.lance_index import (
@@ -35,6 +34,13 @@ from lorehouse.stores.lance_index import (
     token_vector_schema,
 )
 from lorehouse.text import BREADCRUMB_SEPARATOR, sentences
+
+#: Sentence vectors: each chunk also gets one vector per window of this many consecutive
+#: sentences (its heading above them), a new window every SENTENCE_WINDOW_STRIDE sentences.
+#: The vector ranking scores a chunk by its own vector or its best window, whichever is
+#: closer to the query: a fact stated in one sentence of a long chunk is found by meaning.
+SENTENCE_WINDOW = 2
+SENTENCE_WINDOW_STRIDE = 2
 
 # The stored columns come from the table schemas; the stage adds the two hashes and the vector.
 _ADDED_BY_STAGE = {"embed_key", "row_hash", "vector"}

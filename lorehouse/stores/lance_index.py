@@ -29,7 +29,6 @@ from lorehouse.search.tables import (
     sql_in,
     vector_values,
 )
-from lorehouse.settings import DEFAULT_ANN_INDEX_MIN_ROWS, DEFAULT_SEARCH_WARM_MIN_ROWS
 
 if TYPE_CHECKING:
     import lance
@@ -279,16 +278,19 @@ class LanceTable(TableReader):
     def __init__(
         self,
         uri: str,
-        ann_min_rows: int = DEFAULT_ANN_INDEX_MIN_ROWS,
+        ann_min_rows: int | None = None,
         storage_options: dict[str, str] | None = None,
         db: lancedb.DBConnection | None = None,
         search_indexes: bool = True,
         keep_versions: timedelta = _KEEP_VERSIONS,
         snapshot_folder: Path | None = None,
         cache_bytes: tuple[int, int] | None = None,
-        warm_min_rows: int | None = DEFAULT_SEARCH_WARM_MIN_ROWS,
+        warm_min_rows: int | None = None,
         analyzer: TextAnalyzer | None = None,
     ) -> None:
+        """`ann_min_rows`: rows from which a searched table gets an ANN index (the
+        deployment's `ann_index_min_rows`, from the wiring); None searches exactly at any
+        size. The other arguments are the reader's (`TableReader`)."""
         super().__init__(
             uri,
             storage_options=storage_options,
@@ -500,7 +502,11 @@ class LanceTable(TableReader):
             if (column,) not in present:
                 table.create_scalar_index(column, index_type=kind)
         rows = table.count_rows()
-        wants_ann = self.nearest_neighbour_search and rows >= self.ann_min_rows
+        wants_ann = (
+            self.nearest_neighbour_search
+            and self.ann_min_rows is not None
+            and rows >= self.ann_min_rows
+        )
         if ("vector",) not in present and wants_ann:
             table.create_index(
                 metric="cosine", vector_column_name="vector", index_type="IVF_HNSW_SQ"
@@ -526,6 +532,8 @@ class LanceTable(TableReader):
         are still searched (by scan), so this is about a build's memory, not about what
         searches find.
         """
+        if self.ann_min_rows is None:
+            return False
         if not (self.nearest_neighbour_search and self.search_indexes) or not self.exists():
             return False
         vector_index = next((s for s in self.index_state() if s.columns == ["vector"]), None)

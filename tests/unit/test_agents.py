@@ -17,6 +17,7 @@ from lorehouse.agents.trace import StepTrace
 from lorehouse.llm import LLMClient, LLMFailure
 from lorehouse.search.retriever import Retriever
 from lorehouse.stores.lance_index import ChunkIndex
+from lorehouse.wiring import Lorehouse
 from tests.conftest import default_embedder, shown
 
 
@@ -27,7 +28,11 @@ def _client(reply: str) -> LLMClient:
 def _pipeline(data_dir: Path, client: LLMClient | None) -> AskPipeline:
     index = ChunkIndex(str(data_dir / "lancedb"))
     return AskPipeline(
-        Retriever(index, default_embedder()), index.documents(), default_embedder(), client
+        Retriever(index, default_embedder()),
+        index.documents(),
+        default_embedder(),
+        client,
+        Lorehouse().ask_options(),
     )
 
 
@@ -162,13 +167,11 @@ def test_offline_every_document_is_searched_and_the_ranking_is_hybrid_search(
 ) -> None:
     """Without an LLM no source is chosen: the ask searches every document the caller may
     read, in plain hybrid order, and its trace says the step was skipped and why."""
-    from lorehouse.agents.ask import AskOptions
-
     index = ChunkIndex(str(materialized_sample / "lancedb"))
     embedder = default_embedder()
     retriever = Retriever(index, embedder)
     question = "How many weeks of parental leave do primary caregivers get?"
-    pipeline = AskPipeline(retriever, index.documents(), embedder, None, AskOptions())
+    pipeline = AskPipeline(retriever, index.documents(), embedder, None, Lorehouse().ask_options())
     prepared = pipeline.prepare(question, [], None, 8, [], None)
     assert prepared.trace.sources == "all" and not prepared.trace.sources_required
     (step,) = [s for s in prepared.trace.steps if s.step == "source_identifier"]

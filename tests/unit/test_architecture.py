@@ -144,11 +144,25 @@ def test_search_reads_the_tables_without_the_index_side() -> None:
     assert not _importing("lorehouse/search", INDEX_SIDE)
 
 
-def test_search_receives_its_defaults_and_ranks_by_one_profile() -> None:
-    """Search never imports the deployment's settings: the wiring hands it what it needs, and
-    every number it ranks by is in `lorehouse.search.ranking`, so a change of the ranking is
-    a change of that one module."""
-    assert not _importing("lorehouse/search", ("lorehouse.settings", "lorehouse.wiring"))
+def test_lower_layers_receive_their_defaults_from_the_wiring() -> None:
+    """Only the composition root reads the deployment's settings: every other module of the
+    core is handed its values (a table's thresholds, the answer options, the query cache), so
+    a default is written once, in `lorehouse/settings.py`, and a Settings built in code is
+    obeyed everywhere."""
+    readers = {"wiring.py", "settings.py", "settings_docs.py"}
+    offenders = [
+        f"{path.relative_to(REPO_ROOT)}: {name}"
+        for path, tree in _modules("lorehouse")
+        if not (path.parent.name == "lorehouse" and path.name in readers)
+        for name in _imported(tree)
+        if name in ("lorehouse.settings", "lorehouse.wiring")
+    ]
+    assert not offenders
+
+
+def test_search_ranks_by_one_profile() -> None:
+    """Every number search ranks by is in `lorehouse.search.ranking`, so a change of the
+    ranking is a change of that one module."""
     # No other module of search holds a ranking constant of its own.
     names = {"RRF_K", "MAXSIM_DEPTH", "MAXSIM_WEIGHT", "CROSS_LINGUAL_SHARE"}
     offenders = [

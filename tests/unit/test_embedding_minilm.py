@@ -220,7 +220,7 @@ def test_a_cycle_of_300_questions_is_encoded_once() -> None:
     """Late interaction asks for a query's token vectors on every search. A server cycling
     through 300 distinct questions (and their asks) once re-encoded each of them every time,
     because the cache counted 256 entries; its cap is now in bytes and fits them."""
-    embedder = OnnxMiniLMEmbedder()
+    embedder = OnnxMiniLMEmbedder(query_cache_bytes=Settings().embed_query_cache_bytes)
     runs = _counting_runs(embedder)
     questions = [f"How many vacation days do I get in year {year}?" for year in range(300)]
     first = [embedder.token_vectors([q])[0] for q in questions]
