@@ -114,8 +114,7 @@ class Service:
 
         Built once per process: building one checks the schema, a write transaction on the
         file (CPU time of its own, and a wait whenever a reindex holds the lock) that every
-        document list, feedback and health probe paid before
-        (docs/experiments/2026-11-26-request-cpu-under-load.md).
+        document list, feedback and health probe paid before.
         """
         if not self.settings.duckdb_path.exists():
             raise StoreUnavailable(NOT_MATERIALIZED.format(store="DuckDB"))

@@ -159,8 +159,7 @@ def parsed_documents(
 MERGED_PARTITIONS = "merged_partitions"
 #: Rows a contract check validates at a time: a check's memory follows this, not the table.
 #: Parsed documents carry their whole Markdown, chunks their texts and enriched chunks lists,
-#: so they go fewer at a time: pandera's checks hold about as much again as the batch's frame
-#: (docs/experiments/2026-11-26-contract-checks-in-batches.md).
+#: so they go fewer at a time: pandera's checks hold about as much again as the batch's frame.
 CONTRACT_BATCH_ROWS = 100_000
 CONTRACT_BATCH_ROWS_BY_TABLE = {
     "documents_parsed": 2_000,

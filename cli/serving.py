@@ -5,7 +5,7 @@ socket, and HTTP clients keep their connection for request after request. Uvicor
 processes accept whatever is waiting when they wake, so clients connecting at once ended up
 unevenly split between the processes: the process holding more answered its clients no
 faster than the other (each has its cores' share), so their requests waited longer, and that
-process set the 95th percentile (docs/experiments/2026-11-28-clients-split-evenly.md).
+process set the 95th percentile.
 
 Here each process waits before accepting for a time that grows with the connections it
 already holds, so the process holding fewer takes the newcomer and the clients split evenly.

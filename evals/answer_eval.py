@@ -1,7 +1,7 @@
 """Answer eval: the /v1/ask pipeline answers each golden case, then an LLM judge grades it.
 
-As in Uber's write-up, the judge sees the question, the expert's reference answer, the bot's
-answer and the source text the bot retrieved, and returns a 0-5 score with its reasoning.
+The judge sees the question, the expert's reference answer, the bot's answer and the source
+text the bot retrieved, and returns a 0-5 score with its reasoning.
 The label is derived from the score and the judge's "refused" flag, not asked for, so it is
 always consistent with the score. A case the judge could not grade keeps its answer and the
 judge's error, with no score: a failed judgement is never turned into a number.

@@ -1,8 +1,8 @@
 """Retrieval metrics that survive re-chunking: evidence excerpts matched by fuzzy text.
 
-Newfront's lesson: label the evidence as text copied from the source, not as chunk ids, so a
-new chunker or parser does not invalidate the golden set. A case is a hit at k when every
-evidence excerpt is found in the top k retrieved chunks (one chunk containing it, or a run of
+The evidence is labelled as text copied from the source, not as chunk ids, so a new chunker
+or parser does not invalidate the golden set. A case is a hit at k when every evidence
+excerpt is found in the top k retrieved chunks (one chunk containing it, or a run of
 consecutive chunks of its document covering an excerpt longer than a chunk).
 """
 

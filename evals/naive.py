@@ -1,7 +1,8 @@
 """Traditional RAG, reproduced side by side: fixed 1,000-character windows, vector search only.
 
-Every retrieval chart shows Lorehouse's gain over this baseline, as Uber's write-up does, so
-it is built from the same parsed documents and the same embedding model, in its own table.
+Every retrieval chart shows Lorehouse's gain over this baseline, so it is built from the
+same parsed documents and the same embedding model, in its own table: the gain is then the
+retrieval's own.
 """
 
 from __future__ import annotations

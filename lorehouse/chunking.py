@@ -51,7 +51,8 @@ TokenCounter = Callable[[str], int]
 
 @dataclass(frozen=True)
 class Chunk:
-    """One retrievable piece of a document, with the two texts TUM's design calls for."""
+    """One retrievable piece of a document, with two texts: plain text to embed and Markdown
+    to show and cite, each under its heading path."""
 
     chunk_id: str
     doc_id: str

@@ -57,7 +57,8 @@ class ChunkEnrichment(BaseModel):
 
 
 class TableEnrichment(BaseModel):
-    """What an LLM says about a table chunk (Uber's table summaries)."""
+    """What an LLM says about a table chunk: a summary in words, which questions match
+    better than the table's cells."""
 
     summary: str = Field(min_length=10, max_length=600)
     keywords: list[_Keyword] = Field(min_length=3, max_length=8)

@@ -1,7 +1,7 @@
 """Importing `lancedb` without paying for the Lance namespace REST client up front.
 
 `import lancedb` imports `lance_namespace_urllib3_client`, whose package `__init__` builds
-some 370 API methods validated by pydantic: about a fifth of loading the whole code location,
+some 370 API methods validated by pydantic: a large part of loading the whole code location,
 paid again by every Dagster run and step process, every `lorehouse` command and every API
 worker, for a client that an index on disk or object storage never calls
 (docs/benchmarks.md, "Start-up"). The package's `__init__` calls

@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field
 #: The group of every public row in the vector store, held by every caller. With it each
 #: access predicate is one `array_has_any` over the `acl` LABEL_LIST index, where
 #: `cardinality(acl) = 0` scanned the column on every query, at a cost growing with the
-#: table (docs/experiments/2026-11-22-search-latency.md). Access files may not name it.
+#: table. Access files may not name it.
 PUBLIC_GROUP = "__public__"
 #: The group of a document nobody may read: its access file or its source's permissions
 #: could not be read, or none of its principals maps to a group (fail closed).

@@ -689,7 +689,7 @@ class Settings(BaseSettings):
         ge=1,
         le=256,
         description=(
-            "Answers computed at once per server process; each holds ~65 MB while it runs, "
+            "Answers computed at once per server process; each holds tens of MB while it runs, "
             "so this bounds memory. Further asks wait their turn."
         ),
     )

@@ -45,9 +45,8 @@ def chunk_body(text_chat: str, heading_path: Sequence[str]) -> str:
     A chunk before its document's first heading (most PDF pages, text files) has no
     breadcrumb, so its first line is its own text and must be kept: cutting the first line
     unconditionally lost the opening paragraph of many of the passages extractive answers
-    read on the docs dev set ("We have 36 full-time employees, ...";
-    docs/experiments/2026-11-27-passage-first-line.md). A breadcrumb shortened to its nearest
-    headings still counts as one.
+    read on the docs dev set ("We have 36 full-time employees, ..."). A breadcrumb shortened
+    to its nearest headings still counts as one.
     """
     first, separator, rest = text_chat.partition("\n\n")
     if separator and heading_path:

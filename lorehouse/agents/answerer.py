@@ -313,8 +313,7 @@ def _context_units(hits: Sequence[SearchHit]) -> list[_Unit]:
 
     A passage hit is read chunk by chunk, each under its own heading: read whole, every
     sentence took the ranked chunk's heading, so a later section's sentences were read under
-    the wrong subject and the answers stated fewer of the reference's key facts
-    (docs/experiments/2026-11-27-passages.md).
+    the wrong subject and the answers stated fewer of the reference's key facts.
     """
     units: list[_Unit] = []
     for number, hit in enumerate(hits, start=1):
@@ -472,8 +471,7 @@ SLOT_WEIGHT = 0.15
 #: divided by (words / UNDISCOUNTED_WORDS) ** LENGTH_DISCOUNT: the greedy rule of budgeted
 #: extractive summarization (Lin and Bilmes, 2010), so one long sentence does not spend the
 #: word budget that two short ones holding more facts would fill. Chosen by 5-fold
-#: cross-validation over both dev sets
-#: (docs/experiments/2026-11-27-long-sentences-spend-the-budget.md).
+#: cross-validation over both dev sets.
 LENGTH_DISCOUNT = 0.2
 UNDISCOUNTED_WORDS = 20
 _ANALYZER = Analyzer()
@@ -576,8 +574,7 @@ def _similarities(
     more of the reference's key facts; under the heading alone they gained less and declined
     more answerable questions (docs/experiments/history-answers-without-a-judge.md). A list
     item alone does not say what it lists either, so it is also read under its lead-in ("The
-    SLA for remediation depends on the severity: Critical: 3 days")
-    (docs/experiments/2026-11-26-list-items-under-their-lead-in.md).
+    SLA for remediation depends on the severity: Critical: 3 days").
     """
     framed = [
         (index, f"{unit.heading[-1]}: {unit.text}")
@@ -768,8 +765,9 @@ def answer_extractively(
     if reading is None or reading.best_similarity < min(floor, min_similarity):
         return DraftAnswer(not_found(question), [], answerable=False)
     # Close enough to show, not to assert: "What should I do if I lose my laptop?" against
-    # a "Lost devices" section reads 0.35, an off-topic question 0.22. Declining there
-    # hid the passage a person needed; the passages are shown, nothing is asserted.
+    # a "Lost devices" section reads between the two bars, an off-topic question below both.
+    # Declining there hid the passage a person needed; the passages are shown, nothing is
+    # asserted.
     too_far = reading.best_similarity < min_similarity
     units, scores, fits = reading.units, reading.scores, reading.fits
     lead_scores = reading.lead_scores

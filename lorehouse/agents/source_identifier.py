@@ -1,8 +1,8 @@
 """Source Identifier: the few documents most likely to hold the answer, or "all".
 
 Restricting retrieval to the right documents is what lets a large corpus behave like a small
-one (Uber's design). The LLM chooses from the caller's documents whose profiles (titles,
-summaries, FAQs) best match the question. Without an LLM the step is skipped: a guess from
+one. The LLM chooses from the caller's documents whose profiles (titles, summaries, FAQs)
+best match the question. Without an LLM the step is skipped: a guess from
 the profiles alone moved no answer the search did not already find.
 """
 

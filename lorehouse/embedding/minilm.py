@@ -234,8 +234,7 @@ class OnnxMiniLMEmbedder:
         not entries, because a query's token vectors grow with its length: a count sized for
         short questions would let long ones take hundreds of megabytes, and one sized for long
         ones re-encoded every question of a cycle longer than it, so that a server cycling
-        through the dev and test questions encoded each query again for every search
-        (docs/experiments/2026-11-27-searches-taking-turns.md).
+        through the dev and test questions encoded each query again for every search.
         """
         with self._session_lock:
             cached = self._query_cache.get(text)
@@ -243,8 +242,7 @@ class OnnxMiniLMEmbedder:
             return cached
         # On its own session of `query_threads` (1): a second thread shortens one short text
         # only a little and then spins, spending more CPU than the text saves, which a server
-        # answering many queries at once takes from other requests
-        # (docs/experiments/2026-11-28-clients-split-evenly.md).
+        # answering many queries at once takes from other requests.
         ((_, hidden, attention_mask),) = self._hidden_states([text], 1, self._query_threads)
         cached = (
             _mean_pool_normalize(hidden, attention_mask)[0],

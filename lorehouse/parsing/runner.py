@@ -62,7 +62,7 @@ class ParseLimits:
 
         Parsing time grows with what a file holds, and more so beside another parse on the
         same cores, so one limit for every file either fails large reports or lets a hung
-        small file hold a worker for minutes (docs/experiments/2026-11-25-financebench.md).
+        small file hold a worker for minutes.
         """
         return self.timeout_seconds + self.timeout_seconds_per_mb * size_bytes / 2**20
 

@@ -148,9 +148,9 @@ def parse_text(data: bytes, rel_path: str, options: ParseOptions) -> ParseOutput
     text, encoding = decode_text(data)
     builder = MarkdownBuilder()
     # languages=[""] skips unstructured's language detection, whose result (element
-    # metadata) is never read: it took most of the parse, and a text whose language it could
-    # not settle on as a whole was detected paragraph by paragraph, so a long report took
-    # minutes (docs/experiments/2026-11-26-plain-text-without-language-detection.md).
+    # metadata) is never read: it took most of the parse, and a text whose language it
+    # could not settle on as a whole was detected paragraph by paragraph, so a long
+    # report took minutes.
     for element in partition_text(text=text, languages=[""]):
         category = element.category
         if category == "Title":

@@ -3,7 +3,7 @@
 "How long do I have to submit an expense, and what happens if it is older than that?" asks
 two things that two documents answer. Searched whole, the first document's chunks fill the
 top of the ranking and the second document's answer lands far below the hits a reader sees.
-Uber's Genie splits such questions with an LLM (query decomposition); this module does it
+Query decomposition usually splits such questions with an LLM; this module does it
 offline, from the question's own syntax: a question sentence is cut where a conjunction opens
 a new ask ("..., and what ...", "... or is ..."), a comparison is cut into its two sides
 ("What am I paid on parental leave compared with medical leave?" asks about each leave), and
@@ -12,8 +12,7 @@ statements around it ("I'm planning to move abroad.") stay with every ask as its
 The rankings are then interleaved, not fused by score: each ask's best chunks take turns
 with the whole question's, so every ask is represented in the first few hits. Fusing the
 same rankings by reciprocal rank lost the handbook dev set's multi-document questions,
-because chunks that match the whole question moderately outscore each ask's best answer
-(docs/experiments/2026-11-23-retrieval-quality-dev-sets.md).
+because chunks that match the whole question moderately outscore each ask's best answer.
 """
 
 from __future__ import annotations
@@ -48,13 +47,12 @@ MIN_ASK_WORDS = 3
 #: Hits of the whole question per turn, before each ask's next best hit: the whole
 #: question still leads (it matches what all asks share), and each ask has a place within
 #: the first 2 + n hits. Of the leads tried on the handbook dev set (1, 2 and 3), 2 found
-#: the most multi-document questions, and each found more than the question searched whole
-#: (docs/experiments/2026-11-23-retrieval-quality-dev-sets.md).
+#: the most multi-document questions, and each found more than the question searched whole.
 WHOLE_QUESTION_LEAD = 2
 #: Asks searched on their own; the rest are found by the whole question's search only. Each
 #: ask is one more search, and a question as long as the API accepts can hold dozens of
 #: them. Every dev-set question has one or two; with 8 hits and the lead above, a fifth ask
-#: would already miss the first turn (docs/experiments/2026-11-26-retrieval-after-the-changes.md).
+#: would already miss the first turn.
 MAX_ASKS = 4
 
 

@@ -9,8 +9,7 @@ and returns, for each ranked chunk, its run, each run once.
 
 Passages raise recall at 8 because 8 passages hold several times the text of 8 chunks, but
 extractive answers read from passages state no more of the reference's facts, so it is a
-choice per search, off by default (figures: docs/benchmarks.md, "Retrieval quality", and
-docs/experiments/2026-11-27-passages.md).
+choice per search, off by default (figures: docs/benchmarks.md, "Retrieval quality").
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ which the embedding stage stores per chunk, so a query reads them instead of enc
 candidates, which cost many times the rest of a search. A hosted reranker (Cohere, Voyage,
 Together, a self-hosted Infinity server...) plugs in through litellm's rerank API when one is
 configured. A field-level rank fusion was offered offline and removed: it lowered recall on
-every set it was measured on (docs/experiments/2026-11-23-retrieval-quality-dev-sets.md).
+every set it was measured on.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Hybrid retrieval over the LanceDB chunks table: dense, BM25, fused by reciprocal rank.
 
-Uber's design searches vectors and BM25 over enriched metadata and unions them; TUM's adds
-filters by file and page range and cites chunk ids. Every filter, the access control one
-included, is part of the LanceDB query itself.
+Vectors and BM25 are searched over the chunks and their enriched metadata and the results
+unioned; filters by file and page range narrow a search, and hits cite chunk ids. Every
+filter, the access control one included, is part of the LanceDB query itself.
 """
 
 from __future__ import annotations
@@ -194,8 +194,7 @@ class SearchHit(ChunkView):
         description=(
             "In the process only, never in a response: the joined chunks, each with its own "
             "text and heading, which extractive answers read one by one (read whole, every "
-            "sentence took the ranked chunk's heading: "
-            "docs/experiments/2026-11-27-passages.md)."
+            "sentence took the ranked chunk's heading)."
         ),
     )
 
@@ -286,8 +285,8 @@ class Retriever:
 
         The first search of a table version loads its vectors and builds the BM25 postings
         of the caller's scope, which takes far longer than any later search: a process
-        serving requests made its first callers wait for it, and every request queued behind
-        them (docs/experiments/2026-11-28-clients-split-evenly.md).
+        serving requests made its first callers wait for it, and every request queued
+        behind them.
         """
         started = time.perf_counter()
         # A reranker behind an API is not called: the warm-up reads only what is local.
@@ -421,8 +420,7 @@ class Retriever:
         result = self._search_one(query, top_k, plan)
         timings = dict(result.timings_ms)
         # One after the other: searched on threads beside the whole question, the searches
-        # contend for the cores and a question of two asks takes longer, not less
-        # (docs/experiments/2026-11-25-version-checks-and-shared-products.md).
+        # contend for the cores and a question of two asks takes longer, not less.
         per_ask: list[SearchResult] = _timed(
             timings,
             "asks",
@@ -503,9 +501,9 @@ class Retriever:
                     lambda: self._vector_leg(chunks, query_vector, where, depth),
                 )
             )
-        # The legs run one after the other in the calling thread. On threads beside each
-        # other a search took as long for more CPU, and under load every core is already
-        # busy (docs/experiments/2026-11-28-clients-split-evenly.md).
+        # The legs run one after the other in the calling thread. On threads beside
+        # each other a search took as long for more CPU, and under load every core is
+        # already busy.
         if mode in (SearchMode.BM25, SearchMode.HYBRID):
             rankings.append(
                 _timed(

@@ -79,9 +79,8 @@ _CACHED_MASKS = 64
 # With an ANN index, candidates proposed per result asked (and at least), rescored with the
 # full vectors: the index ranks by quantized distances, which alone miss some of the exact
 # nearest rows, and rescoring more candidates than asked finds them again
-# (tests/unit/test_vector_search.py; figures in
-# docs/experiments/2026-11-24-search-at-the-speed-of-the-store.md). Extra row ids cost the
-# index little beside the search itself.
+# (tests/unit/test_vector_search.py). Extra row ids cost the index little beside the
+# search itself.
 _ANN_CANDIDATES_PER_RESULT = 2
 
 
@@ -188,8 +187,7 @@ def local_folder(uri: str) -> Path | None:
 class VersionsFolderWatch:
     """Tells, for a table in a local folder, its latest version while no commit can have
     happened, from one `stat` of its `_versions` folder instead of LanceDB's check, which
-    costs far more and is asked for every table a search reads
-    (docs/experiments/2026-11-25-version-checks-and-shared-products.md).
+    costs far more and is asked for every table a search reads.
 
     Every commit writes a new manifest into `_versions`, which gives the folder a new
     modification time. That time ticks coarsely, so a commit in the same tick as the last
@@ -319,8 +317,7 @@ class TableSnapshot:
     * **The rows**, every column but the vector, and the vectors as one normalised float32
       matrix (1.5 KB a row at 384 dimensions). Reading even a few rows back from LanceDB
       costs more than the rest of a search, whatever the table size; from memory the rows a
-      search shows cost next to nothing
-      (docs/experiments/2026-11-24-search-at-the-speed-of-the-store.md).
+      search shows cost next to nothing.
     * **BM25 postings** of the text columns (see `lorehouse.search.bm25`).
     * **Lookups** of rows by key (and by text, for `holders`) and passage divisions.
     * **Predicate masks.** The rows matching an access or filter predicate, asked of LanceDB
@@ -333,7 +330,7 @@ class TableSnapshot:
 
     Vector search, without a vector index (below the ANN threshold), is one matrix-vector
     product with the mask applied: exact like LanceDB's flat scan, without that scan's cost
-    per query, which grows with the table (docs/experiments/2026-11-22-search-latency.md).
+    per query, which grows with the table.
     With the index, the IVF_HNSW_SQ search proposes twice the asked number of candidates (at
     least 100) by quantized distance and the product rescores them with the full vectors,
     which is what LanceDB's `refine_factor` does by reading the vectors back from disk.
@@ -703,7 +700,7 @@ class TableSnapshot:
         if where:
             query = query.where(where, prefilter=True)
         # Row ids alone: asking for the key column too costs a read of those rows, a large
-        # part of the search (docs/experiments/2026-11-24-search-at-the-speed-of-the-store.md).
+        # part of the search.
         arrow = query.select(["_distance"]).with_row_id(True).limit(limit).to_arrow()
         return self._positions_of(arrow["_rowid"].to_numpy())
 
@@ -1089,8 +1086,7 @@ class TableReader:
         self.snapshot_folder = snapshot_folder
         # Every read of the latest version sees what another process (a materialization)
         # committed since: LanceDB checks for a newer version on each call, which costs less
-        # than a checkout_latest() before each read
-        # (docs/experiments/2026-11-24-search-at-the-speed-of-the-store.md).
+        # than a checkout_latest() before each read.
         # Imported here, not with the module: a process that loads the code location but
         # reads no table (the webserver, the daemon, most step processes) never loads it.
         import lancedb
@@ -1548,8 +1544,7 @@ class TokenVectorTable(TableReader):
 
         A take by offset skips what LanceDB's query builder does for each read (the schema
         fetched three times, a filter planned and run against the chunk_id index), which was
-        the largest part of a question the server has not seen before
-        (docs/experiments/2026-11-28-lighter-load-generator.md).
+        the largest part of a question the server has not seen before.
         """
         with self._offsets_lock:
             offsets = self._offsets

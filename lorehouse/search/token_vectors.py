@@ -84,10 +84,9 @@ def maxsim_of_packed(
     2b - 1, so the product is taken of the bits and corrected once per query token
     (2 b.q - sum(q)), which spares a pass over the block. The product is taken as passage
     tokens x query tokens: OpenBLAS computes a tall matrix times a narrow one faster than the
-    same numbers the other way round (docs/experiments/2026-11-27-searches-taking-turns.md).
-    It runs in blocks of 512 tokens (see `_token_blocks`), so a block's float copy stays in
-    the core's own cache instead of streaming through the cache both cores share
-    (docs/experiments/2026-11-28-lighter-load-generator.md).
+    same numbers the other way round. It runs in blocks of 512 tokens (see `_token_blocks`),
+    so a block's float copy stays in the core's own cache instead of streaming through the
+    cache both cores share.
     """
     split = [split_packed(packed, dimension) for packed in passages]
     counts = np.array([len(bits) for bits in split], dtype=np.int64)

@@ -55,7 +55,7 @@ def run_chunking(
 
     `batch_size` documents are held at a time, read over one connection and written in one
     transaction: opening the store per document or writing in small batches cost more than
-    chunking itself (docs/experiments/2026-11-26-scale-20000-documents.md).
+    chunking itself.
     """
     started = time.perf_counter()
     report = ChunkReport()

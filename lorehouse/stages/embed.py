@@ -120,7 +120,7 @@ def enriched_text(title: str | None, summary: str | None, faqs: list, keywords: 
     """What BM25 sees beside the chunk itself: its document's title and its enrichment.
 
     Questions users ask and the FAQs written for a chunk share words the chunk may not use,
-    which is why Uber's design searches this metadata alongside the text.
+    which is why this metadata is searched alongside the text.
     """
     parts = [title or "", summary or "", "\n".join(faqs), ", ".join(keywords)]
     return "\n".join(part for part in parts if part.strip())
@@ -197,7 +197,7 @@ def sentence_rows(
     cut again: a document's windows are written in one commit, so every window it would cut
     is there, and those rows are listed by key and hashes only (unchanged rows are never
     rewritten). Cutting is what a run that finds nothing changed spent most on, in segtok's
-    sentence splitter (docs/experiments/2026-11-26-scale-20000-documents.md).
+    sentence splitter.
     """
     stored_by_chunk: dict[str, list[tuple[str, StoredRow]]] = defaultdict(list)
     for key, row in (stored or {}).items():

@@ -107,8 +107,7 @@ class ChunkTables(Database):
         under the same title, by the same enricher (`enrichment_fingerprint` of those, stored
         with it), and neither it nor any of its chunks failed. Checked here in one query, a
         run that finds nothing changed reads no chunk and rewrites no row, where it had read
-        every chunk and rewritten its enrichment to learn that
-        (docs/experiments/2026-11-26-enrichment-fingerprints.md).
+        every chunk and rewritten its enrichment to learn that.
         """
         with self.connect() as connection:
             rows = connection.execute(
@@ -133,8 +132,7 @@ class ChunkTables(Database):
         """(doc_id, rel_path, title, chunks in order) for these chunked documents.
 
         Grouped from Arrow rows in Python: pandas' groupby with a `to_dict` per document took
-        a large part of an enrichment run that found nothing to do
-        (docs/experiments/2026-11-26-scale-20000-documents.md).
+        a large part of an enrichment run that found nothing to do.
         """
         wanted = key_frame("doc_id", doc_ids)
         with self.connect() as connection:

@@ -156,9 +156,8 @@ def token_vector_schema(dimension: int, model: str) -> pa.Schema:
 
     The packed vectors are written uncompressed: sign bits hardly compress, so Lance's
     default saves little disk and slows every read of the candidates' rows that no earlier
-    query left in memory (docs/experiments/2026-11-27-searches-taking-turns.md has the
-    figures). A table written before keeps its compressed files; rows added to it follow its
-    schema.
+    query left in memory. A table written before keeps its compressed files; rows added to it
+    follow its schema.
     """
     return pa.schema(
         [

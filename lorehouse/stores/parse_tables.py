@@ -173,8 +173,7 @@ class ParseTables(Database):
 
         Read over one connection: opening the database file and closing it again costs
         several times what chunking a document costs, and more as the file grows, so the
-        chunk stage reads its documents a batch at a time
-        (docs/experiments/2026-11-26-scale-20000-documents.md).
+        chunk stage reads its documents a batch at a time.
         """
         with self.connect() as connection:
             rows = connection.execute(
