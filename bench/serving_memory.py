@@ -74,7 +74,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from machine import machine_info, write_raw_numbers  # noqa: E402
 
 if TYPE_CHECKING:
-    from lorehouse.search.tables import TableSnapshot
+    from lorehouse.search.snapshot import TableSnapshot
     from lorehouse.settings import Settings
 
 DIMENSION = 384

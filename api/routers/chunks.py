@@ -20,7 +20,7 @@ from api.openapi import NOT_READY, UNAUTHORIZED
 from lorehouse.errors import SourceError
 from lorehouse.page_images import RenderFailed, render_page
 from lorehouse.search.retriever import ChunkSince, ChunkView
-from lorehouse.search.tables import VersionGone
+from lorehouse.search.versions import VersionGone
 
 log = logging.getLogger("lorehouse.api")
 router = APIRouter(prefix="/v1")

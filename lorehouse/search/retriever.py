@@ -31,16 +31,10 @@ from lorehouse.search.rerankers import (
     RerankFailure,
     build_reranker,
 )
-from lorehouse.search.tables import (
-    FILE_NAME_FIELD,
-    ChunkTable,
-    IndexNotBuilt,
-    TableSnapshot,
-    VersionGone,
-    sql_in,
-    sql_string,
-)
+from lorehouse.search.snapshot import TableSnapshot
+from lorehouse.search.tables import FILE_NAME_FIELD, ChunkTable, IndexNotBuilt, sql_in, sql_string
 from lorehouse.search.token_vectors import TokenEncoder
+from lorehouse.search.versions import VersionGone
 
 log = logging.getLogger(__name__)
 

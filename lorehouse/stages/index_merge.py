@@ -10,7 +10,7 @@ is called here.
 
 Those are many commits, so search does not read the tables' latest versions: the merge
 publishes the version of every table at its end, in one commit, and searches read the
-published versions (`lorehouse.search.tables.PublishedVersions`). Until then, and after a
+published versions (`lorehouse.search.versions.PublishedVersions`). Until then, and after a
 merge stopped before its end, they read what the last finished merge published.
 """
 

@@ -15,11 +15,8 @@ import pyarrow as pa
 
 from lorehouse.models import PUBLIC_GROUP
 from lorehouse.search.bm25 import TextAnalyzer
+from lorehouse.search.snapshot import DIMENSION_KEY, LAYOUT_KEY, MODEL_KEY
 from lorehouse.search.tables import (
-    DIMENSION_KEY,
-    LAYOUT_KEY,
-    MODEL_KEY,
-    PUBLISHED_TABLE_NAME,
     TABLE_LAYOUT,
     ChunkTable,
     DocumentTable,
@@ -29,6 +26,7 @@ from lorehouse.search.tables import (
     sql_in,
     vector_values,
 )
+from lorehouse.search.versions import PUBLISHED_TABLE_NAME
 
 if TYPE_CHECKING:
     import lance

@@ -26,7 +26,8 @@ from lorehouse.search.retriever import (
     access_clause,
     where_clause,
 )
-from lorehouse.search.tables import TableSnapshot, sql_in
+from lorehouse.search.snapshot import TableSnapshot
+from lorehouse.search.tables import sql_in
 from lorehouse.settings import REPO_ROOT
 from lorehouse.stores import DuckDBStore
 from lorehouse.stores.lance_index import ChunkIndex, LanceTable

@@ -14,7 +14,7 @@ import pytest
 
 from lorehouse.search import tables
 from lorehouse.search.retriever import Retriever, access_clause
-from lorehouse.search.tables import VersionGone, VersionsFolderWatch
+from lorehouse.search.versions import VersionGone, VersionsFolderWatch
 from lorehouse.stores.lance_index import ChunkIndex, chunk_schema
 from tests.conftest import default_embedder
 

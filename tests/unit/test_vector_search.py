@@ -12,7 +12,8 @@ import pyarrow as pa
 import pytest
 
 from lorehouse.search.retriever import access_clause
-from lorehouse.search.tables import best_by_position, sql_string
+from lorehouse.search.snapshot import best_by_position
+from lorehouse.search.tables import sql_string
 from lorehouse.stores.lance_index import ChunkIndex, chunk_schema
 
 DIMENSION = 32
