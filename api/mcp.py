@@ -48,7 +48,8 @@ from lorehouse.agents.ask import AskResponse
 from lorehouse.agents.query_optimizer import Turn
 from lorehouse.api_keys import ANONYMOUS, Caller
 from lorehouse.errors import field_errors, validation_summary
-from lorehouse.search.retriever import SearchMode, SearchResult
+from lorehouse.search.hits import SearchResult
+from lorehouse.search.retriever import SearchMode
 from lorehouse.settings import Settings
 
 log = logging.getLogger("lorehouse.mcp")

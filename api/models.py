@@ -21,7 +21,9 @@ from lorehouse.agents.ask import AskResponse, Citation
 from lorehouse.agents.query_optimizer import Turn
 from lorehouse.api_keys import ANONYMOUS
 from lorehouse.models import MAX_QUESTION_CHARS
-from lorehouse.search.retriever import ChunkSince, ChunkView, SearchFilters, SearchMode
+from lorehouse.search.filters import SearchFilters
+from lorehouse.search.hits import ChunkSince, ChunkView
+from lorehouse.search.retriever import SearchMode
 
 FileTypeName = Literal[
     "pdf", "docx", "pptx", "xlsx", "html", "md", "txt", "rst", "eml", "msg", "rtf", "odt", "epub"

@@ -55,7 +55,7 @@ def build(mode: str, rows: int, batch: int, ann_min_rows: int, folder: Path) -> 
     """One build in this process: returns its peak RSS, indexing's rise and recall@10."""
     import pyarrow as pa
 
-    from lorehouse.search.retriever import access_clause
+    from lorehouse.search.filters import access_clause
     from lorehouse.stores.lance_index import ChunkIndex, chunk_schema
 
     schema = chunk_schema(DIMENSION, "bench-384")

@@ -50,7 +50,8 @@ def _ms(started: float) -> float:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    from lorehouse.search.retriever import Retriever, access_clause
+    from lorehouse.search.filters import access_clause
+    from lorehouse.search.retriever import Retriever
     from lorehouse.settings import DEFAULT_SEARCH_WARM_MIN_ROWS
     from lorehouse.stores.lance_index import ChunkIndex
 

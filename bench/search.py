@@ -56,7 +56,8 @@ import numpy as np
 import psutil
 import pyarrow as pa
 
-from lorehouse.search.retriever import Retriever, SearchMode, access_clause
+from lorehouse.search.filters import access_clause
+from lorehouse.search.retriever import Retriever, SearchMode
 from lorehouse.stores.lance_index import ChunkIndex, chunk_schema
 
 REPO_ROOT = Path(__file__).resolve().parent.parent

@@ -718,8 +718,9 @@ def _hybrid_search(
     """One hybrid search as the Retriever makes it, snapshot calls only: both legs under the
     caller's access (BM25 scoped by it), fused, the shown rows read by key and their
     passages looked up and read. Returns the vector leg's ids and each step's ms."""
+    from lorehouse.search.filters import access_clause, where_clause
+    from lorehouse.search.hits import HIT_COLUMNS
     from lorehouse.search.ranking import RankingProfile
-    from lorehouse.search.retriever import HIT_COLUMNS, access_clause, where_clause
 
     ranking = RankingProfile()
 

@@ -29,7 +29,7 @@ from lorehouse.display import cut_right, pages_label, printable
 from lorehouse.text import chunk_body, is_data_row, plain_text, table_cells, unwrap_soft_breaks
 
 if TYPE_CHECKING:
-    from lorehouse.search.retriever import SearchHit
+    from lorehouse.search.hits import SearchHit
 
 #: Words of a hit's passage shown by default: about five lines at 100 columns.
 PASSAGE_WORDS = 60

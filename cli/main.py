@@ -476,7 +476,7 @@ def search(
     is its title, section, page and short chunk id, then its passage around the lines that
     match (the rest marked "…"); `lorehouse show ID` prints the chunk in full.
     """
-    from lorehouse.search.retriever import SearchFilters
+    from lorehouse.search.filters import SearchFilters
 
     _question_text(query, "query")
     file_types = [

@@ -15,7 +15,7 @@ import pyarrow as pa
 
 from evals.metrics import RetrievedChunk
 from lorehouse.embedding.base import Embedder
-from lorehouse.search.retriever import access_clause
+from lorehouse.search.filters import access_clause
 from lorehouse.stages.embed import EmbedReport, keyed_rows, sync_table
 from lorehouse.stores.duckdb_store import DuckDBStore
 from lorehouse.stores.lance_index import LanceTable, table_metadata

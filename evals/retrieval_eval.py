@@ -22,7 +22,8 @@ from evals.metrics import (
     recall_at,
 )
 from lorehouse.agents.ask import AskPipeline
-from lorehouse.search.retriever import Retriever, SearchHit
+from lorehouse.search.hits import SearchHit
+from lorehouse.search.retriever import Retriever
 
 Ranker = Callable[[str, int], list[RetrievedChunk]]
 DEFAULT_RETRIEVER = "hybrid"

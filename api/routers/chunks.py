@@ -19,7 +19,7 @@ from api.models import MAX_PAGE, MAX_VERSION, ChunkPreview, ErrorResponse
 from api.openapi import NOT_READY, UNAUTHORIZED
 from lorehouse.errors import SourceError
 from lorehouse.page_images import RenderFailed, render_page
-from lorehouse.search.retriever import ChunkSince, ChunkView
+from lorehouse.search.hits import ChunkSince, ChunkView
 from lorehouse.search.versions import VersionGone
 
 log = logging.getLogger("lorehouse.api")

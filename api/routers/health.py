@@ -12,7 +12,8 @@ from fastapi.responses import JSONResponse
 from api.deps import NOT_MATERIALIZED, CallerDep, Service, ServiceDep, StoreUnavailable
 from api.models import Health, Liveness, StoreHealth
 from api.openapi import UNAUTHORIZED
-from lorehouse.search.retriever import IndexModelMismatch, access_clause
+from lorehouse.search.filters import access_clause
+from lorehouse.search.retriever import IndexModelMismatch
 
 log = logging.getLogger("lorehouse.api")
 router = APIRouter()

@@ -12,8 +12,8 @@ from api.deps import CallerDep, ServiceDep
 from api.errors import invalid_field
 from api.models import SearchRequest
 from api.openapi import NOT_READY, SEARCH_EXAMPLES, UNAUTHORIZED, UNREADABLE_BODY
+from lorehouse.search.hits import SearchResult
 from lorehouse.search.rerankers import available_rerankers
-from lorehouse.search.retriever import SearchResult
 
 router = APIRouter(prefix="/v1")
 

@@ -31,7 +31,7 @@ from lorehouse.embedding.base import Embedder, VectorCache
 from lorehouse.llm import LLMClient
 from lorehouse.search.asks import QuestionAsks, question_asks
 from lorehouse.search.bm25 import STOP_WORDS, Analyzer
-from lorehouse.search.retriever import ChunkView, SearchHit
+from lorehouse.search.hits import ChunkView, SearchHit
 from lorehouse.text import chunk_body, is_data_row, plain_text, sentences, unwrap_soft_breaks
 
 PROMPT_VERSION = "answerer.v2"

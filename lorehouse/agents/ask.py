@@ -38,7 +38,9 @@ from lorehouse.agents.source_identifier import Sources, choose_with_llm, rank_do
 from lorehouse.agents.trace import AskTrace, StepTrace, timed_step
 from lorehouse.embedding.base import Embedder, VectorCache, query_vectors
 from lorehouse.llm import LLMClient, LLMFailure
-from lorehouse.search.retriever import Retriever, SearchFilters, SearchHit, SearchMode
+from lorehouse.search.filters import SearchFilters
+from lorehouse.search.hits import SearchHit
+from lorehouse.search.retriever import Retriever, SearchMode
 from lorehouse.search.tables import DocumentTable
 
 AnswerMode = Literal["llm", "extractive"]

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from rapidfuzz import fuzz
 
-from lorehouse.search.retriever import SearchHit
+from lorehouse.search.hits import SearchHit
 from lorehouse.text import chunk_body
 
 #: Normalized texts at least this similar (rapidfuzz ratio, 0-100) count as the same passage.

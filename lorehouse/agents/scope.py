@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from lorehouse.search.bm25 import SNOWBALL_LANGUAGES
-from lorehouse.search.retriever import SearchFilters, SearchHit
+from lorehouse.search.filters import SearchFilters
+from lorehouse.search.hits import SearchHit
 
 
 def narrows(filters: SearchFilters | None) -> bool:

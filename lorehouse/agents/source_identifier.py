@@ -15,8 +15,8 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from lorehouse.llm import LLMClient
+from lorehouse.search.filters import access_clause
 from lorehouse.search.ranking import reciprocal_rank_fusion
-from lorehouse.search.retriever import access_clause
 from lorehouse.search.tables import DocumentTable
 
 PROMPT_VERSION = "source_identifier.v1"

@@ -8,20 +8,19 @@ filter, the access control one included, is part of the LanceDB query itself.
 from __future__ import annotations
 
 import logging
-import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, Field
 
 from lorehouse.embedding.base import Embedder, EmbeddingFailure, query_vectors
-from lorehouse.models import PUBLIC_GROUP, SearchMode
+from lorehouse.models import SearchMode
 from lorehouse.search.asks import interleave, question_asks
 from lorehouse.search.bm25 import MultilingualAnalyzer
+from lorehouse.search.filters import SearchFilters, access_clause, where_clause
+from lorehouse.search.hits import HIT_COLUMNS, ChunkSince, SearchHit, SearchResult, hit_from_row
 from lorehouse.search.passages import passage_text
 from lorehouse.search.ranking import RankingProfile
 from lorehouse.search.rerankers import (
@@ -32,7 +31,7 @@ from lorehouse.search.rerankers import (
     build_reranker,
 )
 from lorehouse.search.snapshot import TableSnapshot
-from lorehouse.search.tables import FILE_NAME_FIELD, ChunkTable, IndexNotBuilt, sql_in, sql_string
+from lorehouse.search.tables import FILE_NAME_FIELD, ChunkTable, IndexNotBuilt, sql_string
 from lorehouse.search.token_vectors import TokenEncoder
 from lorehouse.search.versions import VersionGone
 
@@ -41,25 +40,9 @@ log = logging.getLogger(__name__)
 #: What `Retriever.warm` searches for: any text loads the same tables.
 WARM_UP_QUERY = "warm up"
 
-HIT_COLUMNS = [
-    "chunk_id",
-    "doc_id",
-    "title",
-    "rel_path",
-    "source_uri",
-    "file_type",
-    "position",
-    "heading_path",
-    "page_start",
-    "page_end",
-    "is_table",
-    "language",
-    "text_chat",
-]
 #: Chunks ranked per passage asked for: a passage's chunks often rank together, and each
 #: passage is shown once.
 PASSAGE_CANDIDATES_PER_HIT = 5
-_GROUP_NAME = re.compile(r"^[A-Za-z0-9_.:@-]{1,128}$")
 
 
 def _cross_lingual(chunks: TableSnapshot, query: str, scope: str, share: float) -> str | None:
@@ -84,143 +67,6 @@ class TranslationFailure(RuntimeError):
 
 class IndexModelMismatch(RuntimeError):
     """The index was built with another embedding model than the one configured."""
-
-
-class SearchFilters(BaseModel):
-    """Restrictions a caller may add; all of them are evaluated inside the store."""
-
-    doc_ids: list[str] | None = Field(default=None, max_length=1000)
-    page_from: int | None = Field(default=None, ge=1, description="First page, inclusive.")
-    page_to: int | None = Field(default=None, ge=1, description="Last page, inclusive.")
-    file_types: list[str] | None = Field(default=None, max_length=20)
-    is_table: bool | None = None
-    #: Chunks in these languages (ISO 639-1), as told when the chunk was cut.
-    languages: list[str] | None = Field(default=None, max_length=20)
-
-    def clauses(self) -> list[str]:
-        """SQL predicates for LanceDB, with every value quoted."""
-        clauses = []
-        if self.doc_ids is not None:
-            clauses.append(sql_in("doc_id", self.doc_ids))
-        if self.file_types is not None:
-            clauses.append(sql_in("file_type", self.file_types))
-        # A chunk overlapping the range counts: a table starting on page 4 and ending on 5 is
-        # on page 5.
-        if self.page_from is not None:
-            clauses.append(f"page_end >= {int(self.page_from)}")
-        if self.page_to is not None:
-            clauses.append(f"page_start <= {int(self.page_to)}")
-        if self.is_table is not None:
-            clauses.append(f"is_table = {str(self.is_table).lower()}")
-        if self.languages is not None:
-            clauses.append(sql_in("language", self.languages))
-        return clauses
-
-
-def access_clause(caller_groups: Sequence[str]) -> str:
-    """Public chunks, plus restricted ones sharing a group with the caller.
-
-    Every caller holds PUBLIC_GROUP, the group of public rows, so the clause is one
-    `array_has_any` the `acl` LABEL_LIST index answers.
-    """
-    groups = dict.fromkeys([PUBLIC_GROUP, *(g for g in caller_groups if _GROUP_NAME.match(g))])
-    listed = ", ".join(sql_string(g) for g in groups)
-    return f"array_has_any(acl, [{listed}])"
-
-
-def where_clause(filters: SearchFilters | None, caller_groups: Sequence[str]) -> str:
-    """The full predicate of a search: access control always, the caller's filters if any.
-
-    Without filters it is the access clause itself (one function call, which needs no
-    parentheses): a snapshot then holds one mask and one set of BM25 statistics a caller,
-    for the search's `where` and its BM25 scope alike, not two of the same rows."""
-    access = access_clause(caller_groups)
-    clauses = [access, *(filters.clauses() if filters else [])]
-    return access if len(clauses) == 1 else " AND ".join(f"({c})" for c in clauses)
-
-
-class ChunkView(BaseModel):
-    """A chunk as a reader sees it: its text and where it sits in its document."""
-
-    chunk_id: str
-    doc_id: str
-    title: str | None
-    rel_path: str
-    position: int
-    heading_path: list[str]
-    page_start: int | None
-    page_end: int | None
-    is_table: bool
-    text_chat: str
-    language: str | None = Field(
-        default=None,
-        description="ISO 639-1 code of the chunk's language, told among the deployment's.",
-    )
-
-
-class SearchHit(ChunkView):
-    """One retrieved chunk with what a citation needs and a score per stage."""
-
-    rank: int
-    source_uri: str = Field(
-        description="The file's path relative to its source: server paths never leave it."
-    )
-    file_type: str
-    score: float = Field(description="The score of the stage that decided the order.")
-    scores: dict[str, float] = Field(description="vector (cosine), bm25, rrf, maxsim, rerank.")
-    citation: str = Field(
-        description="Path of the chunk's preview in the API, pinned to the index version the "
-        "hit was read from, so it opens the same passage after a reindex."
-    )
-    index_version: int | None = Field(
-        default=None, description="The version of the chunks table the hit was read from."
-    )
-    passage_chunk_ids: list[str] = Field(
-        default_factory=list,
-        description=(
-            "For a search asking for passages: the chunks the hit's text joins, in reading "
-            "order (`chunk_id` is the one that ranked). Empty when the search returns chunks."
-        ),
-    )
-    passage_parts: list[ChunkView] = Field(
-        default_factory=list,
-        exclude=True,
-        description=(
-            "In the process only, never in a response: the joined chunks, each with its own "
-            "text and heading, which extractive answers read one by one (read whole, every "
-            "sentence took the ranked chunk's heading)."
-        ),
-    )
-
-
-#: What became of a cited chunk since the version it was cited from.
-ChunkSince = Literal["unchanged", "changed", "removed"]
-
-
-class SearchResult(BaseModel):
-    """Hits in order plus how they were found."""
-
-    query: str
-    mode: SearchMode
-    rerank: str
-    hits: list[SearchHit]
-    timings_ms: dict[str, float]
-    warnings: list[str] = Field(default_factory=list)
-    asks: list[str] = Field(
-        default_factory=list,
-        description=(
-            "The queries of a question with several asks, each also searched; its hits take "
-            "turns with the whole question's. Empty for a single ask."
-        ),
-    )
-    translations: dict[str, str] = Field(
-        default_factory=dict,
-        description=(
-            "For a question in a language almost none of your passages are in, searched with "
-            "a translator configured: the language (ISO 639-1) its keyword (BM25) leg ranked "
-            "in, and the translation it ranked."
-        ),
-    )
 
 
 class Retriever:
@@ -799,38 +645,3 @@ def _decisive_stage(mode: SearchMode, rerank: str, warnings: list[str]) -> str:
 
 def _hit(rank: int, candidate: Candidate, decisive: str, version: int) -> SearchHit:
     return hit_from_row(candidate.row, rank, candidate.scores, decisive, version)
-
-
-def hit_from_row(
-    row: dict,
-    rank: int = 0,
-    scores: dict[str, float] | None = None,
-    decisive: str = "",
-    version: int | None = None,
-) -> SearchHit:
-    """A stored chunk row as a hit (scores empty for rows not ranked, e.g. neighbours),
-    read from `version` of the chunks table."""
-    scores = scores or {}
-    citation = f"/v1/chunks/{row['chunk_id']}"
-    return SearchHit(
-        rank=rank,
-        chunk_id=row["chunk_id"],
-        doc_id=row["doc_id"],
-        title=row["title"],
-        rel_path=row["rel_path"],
-        # The stored URI names the server's folders (or a bucket); a caller is told only
-        # where the file sits in its source.
-        source_uri=row["rel_path"],
-        file_type=row["file_type"],
-        position=int(row["position"]),
-        heading_path=list(row["heading_path"] or []),
-        page_start=row["page_start"],
-        page_end=row["page_end"],
-        is_table=bool(row["is_table"]),
-        language=row["language"],
-        text_chat=row["text_chat"],
-        score=round(scores.get(decisive, 0.0), 6),
-        scores={k: round(v, 6) for k, v in scores.items()},
-        citation=citation if version is None else f"{citation}?version={version}",
-        index_version=version,
-    )

@@ -14,7 +14,7 @@ from evals.metrics import (
     recall_at,
 )
 from evals.retrieval_eval import as_retrieved
-from lorehouse.search.retriever import SearchHit
+from lorehouse.search.hits import SearchHit
 
 SOURCE = (
     "Employees receive 20 days of paid vacation per year. Unused days carry over to the "

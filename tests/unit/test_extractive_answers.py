@@ -15,7 +15,7 @@ from lorehouse.agents.answerer import (
 )
 from lorehouse.agents.lead import named_terms, spelled_out
 from lorehouse.embedding.base import VectorCache
-from lorehouse.search.retriever import SearchHit
+from lorehouse.search.hits import SearchHit
 from lorehouse.settings import DEFAULT_ANSWER_MAX_WORDS, DEFAULT_ANSWER_MIN_SIMILARITY
 from lorehouse.text import BREADCRUMB_SEPARATOR
 from tests.conftest import default_embedder

@@ -17,7 +17,8 @@ import pandas as pd
 import pytest
 
 from lorehouse.embedding.minilm import OnnxMiniLMEmbedder
-from lorehouse.search.retriever import Retriever, access_clause
+from lorehouse.search.filters import access_clause
+from lorehouse.search.retriever import Retriever
 from lorehouse.stages.embed import (
     EmbedReport,
     keyed_rows,

@@ -9,7 +9,8 @@ import pytest
 
 from evals.metrics import Evidence, RetrievedChunk, first_hit_rank
 from lorehouse.search.asks import MAX_ASKS, QuestionAsks, interleave, question_asks
-from lorehouse.search.retriever import Retriever, SearchResult
+from lorehouse.search.hits import SearchResult
+from lorehouse.search.retriever import Retriever
 from lorehouse.stores.lance_index import ChunkIndex
 from tests.conftest import default_embedder
 

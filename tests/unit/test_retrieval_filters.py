@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from lorehouse.search.filters import SearchFilters, access_clause, where_clause
 from lorehouse.search.ranking import RankingProfile, reciprocal_rank_fusion
-from lorehouse.search.retriever import SearchFilters, access_clause, where_clause
 from lorehouse.stores.lance_index import ChunkIndex, chunk_schema
 
 

@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 
 from lorehouse.embedding.base import EmbeddingFailure
+from lorehouse.search.filters import access_clause, where_clause
+from lorehouse.search.hits import HIT_COLUMNS
 from lorehouse.search.ranking import reciprocal_rank_fusion
 from lorehouse.search.rerankers import (
     MAXSIM,
@@ -19,13 +21,7 @@ from lorehouse.search.rerankers import (
     LateInteractionReranker,
     by_score,
 )
-from lorehouse.search.retriever import (
-    HIT_COLUMNS,
-    Retriever,
-    SearchMode,
-    access_clause,
-    where_clause,
-)
+from lorehouse.search.retriever import Retriever, SearchMode
 from lorehouse.search.snapshot import TableSnapshot
 from lorehouse.search.tables import sql_in
 from lorehouse.settings import REPO_ROOT

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from lorehouse.agents.scope import narrows, scope_not_saying
-from lorehouse.search.retriever import SearchFilters, SearchHit
+from lorehouse.search.filters import SearchFilters
+from lorehouse.search.hits import SearchHit
 
 
 def _hit(doc_id: str, rel_path: str) -> SearchHit:

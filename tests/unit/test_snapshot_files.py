@@ -14,7 +14,7 @@ import pyarrow as pa
 import pytest
 
 import lorehouse.search.snapshot_files as snapshot_files
-from lorehouse.search.retriever import access_clause
+from lorehouse.search.filters import access_clause
 from lorehouse.stores.lance_index import ChunkIndex
 from tests.unit.test_vector_search import CHUNKS_PER_DOCUMENT, DIMENSION, _table_rows
 

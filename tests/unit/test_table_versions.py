@@ -13,7 +13,8 @@ import pyarrow as pa
 import pytest
 
 from lorehouse.search import tables
-from lorehouse.search.retriever import Retriever, access_clause
+from lorehouse.search.filters import access_clause
+from lorehouse.search.retriever import Retriever
 from lorehouse.search.versions import VersionGone, VersionsFolderWatch
 from lorehouse.stores.lance_index import ChunkIndex, chunk_schema
 from tests.conftest import default_embedder

@@ -11,7 +11,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from lorehouse.search.retriever import access_clause
+from lorehouse.search.filters import access_clause
 from lorehouse.search.snapshot import best_by_position
 from lorehouse.search.tables import sql_string
 from lorehouse.stores.lance_index import ChunkIndex, chunk_schema
