@@ -1,7 +1,12 @@
 """Lorehouse configuration: one Settings object read from LOREHOUSE_* variables and `.env`.
 
-Every other module takes its configuration from `get_settings()` so that a deployment is
-described in one place and tests can build a Settings of their own.
+Only the composition root (`lorehouse.wiring`) reads it, and hands every other module its
+values, so a deployment is described in one place and a Settings built in code is obeyed as
+one read from the environment.
+
+Longer than most modules because every setting is here with its description, which the
+configuration page and `.env.example` are rendered from: split, a default would have more
+than one place to be looked for.
 """
 
 from __future__ import annotations

@@ -7,6 +7,9 @@ code base constructs a store, a model client or a pipeline from settings (a test
 
 Objects are built on first use and kept: a process that only reads the feature store never
 loads the embedding model, and one that serves requests builds the retriever once.
+
+Longer than most modules because it is the one place every client is built: each is a
+few lines, and together they are the whole deployment.
 """
 
 from __future__ import annotations

@@ -5,6 +5,11 @@ checked (cites only passages it was given, cites at least one, or says "not foun
 retried otherwise. Without an LLM the answer is made of the context sentences that best answer
 the question (similar, sharing its rare words, holding the number or name it asks for), each
 with its citation, and "not found" when none is similar enough.
+
+Longer than most modules because the extractive answer is one algorithm over one set of
+context units: reading the hits into units, scoring them against the question, choosing
+the lead and the sentences within the word budget all read the same units and citations,
+and the LLM answer's checks cite the same way. The lead's pattern tables are in lead.py.
 """
 
 from __future__ import annotations

@@ -4,6 +4,9 @@ Each step is a small function of its own module; this module runs them in order,
 trace, and decides what happens when a step cannot run: steps that need an LLM are `skipped`
 without one, and an LLM step that fails after its retries falls back to the offline method
 (`fallback`) so a question is always answered, never a 500.
+
+Longer than most modules because the pipeline's typed response and trace, which the API
+returns as they are, sit with the runner that fills them.
 """
 
 from __future__ import annotations

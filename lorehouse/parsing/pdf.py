@@ -3,6 +3,10 @@
 PyMuPDF is used rather than unstructured because unstructured's offline PDF strategy gives no
 table structure and its layout strategy needs a model download; PyMuPDF reads text with font
 sizes, finds ruled tables, exposes the outline and opens RC4/AES files with an empty password.
+
+Longer than most modules because a PDF has no markup: headings (from the outline and font
+sizes), tables, lists and running text are each recovered from the same page layout, and
+they share its text blocks.
 """
 
 from __future__ import annotations

@@ -3,6 +3,10 @@
 Vectors and BM25 are searched over the chunks and their enriched metadata and the results
 unioned; filters by file and page range narrow a search, and hits cite chunk ids. Every
 filter, the access control one included, is part of the LanceDB query itself.
+
+Longer than most modules because the Retriever is the one object searches, previews and
+citations ask, under one access clause: a search whole and by ask, as chunks or passages,
+its legs and their fusion, the rows it reads, and the cited chunks shown again.
 """
 
 from __future__ import annotations

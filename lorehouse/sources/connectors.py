@@ -9,6 +9,10 @@ while the inventory still sees the whole source (and drops what left it).
 
 Permissions become Lorehouse groups through a `PermissionMap`. An item whose permissions
 could not be read is indexed as readable by nobody (fail closed), never as public.
+
+Longer than most modules because it holds what every connector shares beside the protocol
+it implements: the checkpoint and item-state file, the permission map and the HTTP sender
+with its retries, which each connector would otherwise repeat.
 """
 
 from __future__ import annotations

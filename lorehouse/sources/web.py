@@ -15,6 +15,9 @@ size cap) is still listed, with the reason, and the parse stage records it again
 nothing is skipped silently, and one bad page never fails the crawl. Only robots.txt itself
 answering 5xx stops the crawl (RFC 9309 reads that as "disallow everything"), with an error
 that keeps the last inventory as it was rather than dropping the whole site.
+
+Longer than most modules because a safe crawl is several rules that must agree on every
+URL: its scope, redirects one hop at a time, robots.txt, the sitemaps and the validators.
 """
 
 from __future__ import annotations

@@ -3,6 +3,10 @@
 Only text the current model has not embedded before is sent to the model (keyed by a hash of
 the model name and the text), rows whose content did not change are not rewritten at all, and
 a different model rebuilds the whole table in one commit instead of mixing vector spaces.
+
+Longer than most modules because one sync keeps four tables in step with the chunks
+(chunks, documents, sentence windows, token vectors), and each needs the same keyed
+comparison, batching and resume after a crash.
 """
 
 from __future__ import annotations

@@ -1,6 +1,10 @@
 """The write side of the LanceDB tables: schemas, rows written and deleted, indexes and
 compaction. Each writer is its table's reader (`lorehouse.search.tables`) with the writes
-the stages need; search and answering hold only the readers."""
+the stages need; search and answering hold only the readers.
+
+Longer than most modules because the tables share their upkeep (scalar and vector indexes,
+compaction, versions kept for citations), and each table's schema sits with its writer.
+"""
 
 from __future__ import annotations
 

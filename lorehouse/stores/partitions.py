@@ -14,6 +14,9 @@ another's file lock. The inventory stays one global listing; it publishes each b
 as a Parquet slice, which a bucket's run adopts without opening the shared file. The merge
 copies the stage tables of buckets whose content changed since their last merge into the
 shared file, where the feature tables, the search index and the API read them as before.
+
+Longer than most modules because the bucket layout, the bucket files and their copies to
+and from a bucket store are one protocol that each side must read the same way.
 """
 
 from __future__ import annotations

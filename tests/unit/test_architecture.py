@@ -138,6 +138,22 @@ def test_no_module_imports_another_modules_private_names() -> None:
     assert not offenders
 
 
+#: Lines from which a module of lorehouse/ must say, in its opening docstring, why it is one
+#: module ("Longer than most modules because ..."): past it a file usually holds several
+#: concerns, and a reader should learn which it is before reading it.
+LONG_MODULE_LINES = 500
+
+
+def test_a_long_module_says_why_it_is_one() -> None:
+    unexplained = [
+        f"{path.relative_to(REPO_ROOT)} ({lines} lines)"
+        for path, tree in _modules("lorehouse")
+        if (lines := len(path.read_text().splitlines())) > LONG_MODULE_LINES
+        and "longer than" not in (ast.get_docstring(tree) or "").lower()
+    ]
+    assert not unexplained
+
+
 def test_search_reads_the_tables_without_the_index_side() -> None:
     """Search and the index side meet at the table readers (`lorehouse.search.tables`): the
     writers subclass them, and search never reaches a writer or a stage."""
