@@ -41,11 +41,6 @@ if TYPE_CHECKING:
     from lorehouse.stores.partitions import PartitionLayout
 
 
-#: The URI starts of the connected services' sources (a web site, Drive, Confluence,
-#: SharePoint); any other URI is an S3 prefix or a local folder.
-_CONNECTED = ("http://", "https://", "gdrive://", "confluence+", "sharepoint://")
-
-
 def lance_storage_options(
     uri: str, endpoint_url: str | None, region: str | None
 ) -> dict[str, str] | None:
@@ -185,8 +180,9 @@ class Lorehouse:
 
     def _source(self, uri: str, s3_client: Any = None, name: str | None = None) -> DocumentSource:
         from lorehouse.sources import LocalFolderSource, S3PrefixSource
+        from lorehouse.sources.registry import CONNECTED_STARTS
 
-        if uri.startswith(_CONNECTED):
+        if uri.startswith(CONNECTED_STARTS):
             return self._connector_source(uri, name)
         if not uri.startswith("s3://"):
             return LocalFolderSource(uri)
@@ -208,6 +204,7 @@ class Lorehouse:
         hold, or that is not a local folder, which the API and the runs must share."""
         from lorehouse.errors import SourceError
         from lorehouse.sources.composite import named_sources
+        from lorehouse.sources.registry import CONNECTED_STARTS
         from lorehouse.sources.uploads import UploadFolder
 
         settings = self.settings
@@ -224,7 +221,7 @@ class Lorehouse:
                     f"name of one of the sources: {', '.join(named)}"
                 )
             uri = named[name]
-        if uri.startswith((*_CONNECTED, "s3://")):
+        if uri.startswith((*CONNECTED_STARTS, "s3://")):
             raise SourceError(
                 f"LOREHOUSE_UPLOAD_FOLDER {settings.upload_folder!r} is in {uri}, which is not "
                 "a local folder: uploads go into a folder the API and the runs share"
@@ -257,61 +254,19 @@ class Lorehouse:
         return self._s3_client
 
     def _connector_source(self, uri: str, name: str | None = None) -> DocumentSource:
-        """A connected service's source: its checkpoint and item state (and a web site's
-        page bodies) kept under the data dir, one folder per source URI."""
+        """A connected service's source (`lorehouse.sources.registry` picks its connector):
+        its checkpoint and item state (and a web site's page bodies) kept under the data dir,
+        one folder per source URI."""
         import hashlib
-        from urllib.parse import urlsplit
 
-        from lorehouse.sources.connectors import Connector, ConnectorSource, PermissionMap
+        from lorehouse.sources.connectors import ConnectorSource, PermissionMap
+        from lorehouse.sources.registry import build_connector
 
         settings = self.settings
         folder = settings.data_dir / "connectors" / hashlib.sha256(uri.encode()).hexdigest()[:16]
-        connector: Connector
-        if uri.startswith("gdrive://"):
-            from lorehouse.sources.gdrive import GoogleDriveConnector
-
-            connector = GoogleDriveConnector(
-                uri.removeprefix("gdrive://").strip("/"),
-                settings.gdrive_service_account_file,
-                settings.gdrive_subject,
-                settings.gdrive_api_url,
-            )
-            anyone_default = None  # "anyone with the link" is not the whole company
-        elif uri.startswith("confluence+"):
-            from lorehouse.sources.confluence import ConfluenceConnector, parse_confluence_uri
-
-            site, spaces = parse_confluence_uri(uri)
-            cloud = settings.confluence_cloud
-            if cloud is None:
-                cloud = urlsplit(site).hostname.endswith(".atlassian.net")  # type: ignore[union-attr]
-            connector = ConfluenceConnector(
-                site, spaces, cloud, settings.confluence_token, settings.confluence_email
-            )
-            anyone_default = None
-        elif uri.startswith("sharepoint://"):
-            from lorehouse.sources.sharepoint import SharePointConnector
-
-            connector = SharePointConnector(
-                uri.removeprefix("sharepoint://").strip("/"),
-                settings.msgraph_tenant_id,
-                settings.msgraph_client_id,
-                settings.msgraph_client_secret,
-                settings.msgraph_api_url,
-                settings.msgraph_login_url,
-            )
-            anyone_default = None
-        else:
-            from lorehouse.sources.web import WebSiteConnector
-
-            connector = WebSiteConnector(
-                uri,
-                cache_dir=folder / "pages",
-                max_pages=settings.web_max_pages,
-                max_bytes=settings.max_file_bytes,
-                allowed_networks=settings.web_allowed_networks,
-                page_seconds=settings.web_page_seconds,
-            )
-            anyone_default = "public"
+        connector, anyone_default = build_connector(
+            uri, lambda setting: getattr(settings, setting), folder
+        )
         return ConnectorSource(
             connector,
             folder / "state.json",

@@ -26,8 +26,9 @@ from __future__ import annotations
 
 import html
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urljoin, urlsplit
 
@@ -318,3 +319,21 @@ def _error_message(response: httpx.Response) -> str:
     except (ValueError, AttributeError):
         message = ""
     return f"HTTP {response.status_code} {message}".strip()
+
+
+#: The deployment settings this connector reads (`lorehouse.sources.registry`).
+SETTINGS = ("confluence_cloud", "confluence_token", "confluence_email")
+#: Confluence has no "anyone" of its own beyond its users.
+ANYONE_DEFAULT: str | None = None
+
+
+def connector_for(uri: str, options: Mapping[str, Any], folder: Path) -> ConfluenceConnector:
+    """The connector of `confluence+https://SITE?spaces=...`; a site on atlassian.net is
+    Cloud unless `confluence_cloud` says otherwise."""
+    site, spaces = parse_confluence_uri(uri)
+    cloud = options["confluence_cloud"]
+    if cloud is None:
+        cloud = (urlsplit(site).hostname or "").endswith(".atlassian.net")
+    return ConfluenceConnector(
+        site, spaces, cloud, options["confluence_token"], options["confluence_email"]
+    )

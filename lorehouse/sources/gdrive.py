@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from datetime import datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -271,3 +271,19 @@ def _error_message(response: httpx.Response) -> str:
         return f"HTTP {response.status_code} {reason}: {error.get('message', '')}".strip()
     except (ValueError, KeyError, TypeError):
         return f"HTTP {response.status_code}"
+
+
+#: The deployment settings this connector reads (`lorehouse.sources.registry`).
+SETTINGS = ("gdrive_service_account_file", "gdrive_subject", "gdrive_api_url")
+#: "Anyone with the link" is not the whole company.
+ANYONE_DEFAULT: str | None = None
+
+
+def connector_for(uri: str, options: Mapping[str, Any], folder: Path) -> GoogleDriveConnector:
+    """The connector of `gdrive://FOLDER_ID` (nothing is cached under `folder`)."""
+    return GoogleDriveConnector(
+        uri.removeprefix("gdrive://").strip("/"),
+        options["gdrive_service_account_file"],
+        options["gdrive_subject"],
+        options["gdrive_api_url"],
+    )

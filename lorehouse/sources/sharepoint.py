@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Mapping
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -304,3 +306,27 @@ def _error_message(response: httpx.Response) -> str:
         return f"HTTP {response.status_code} {error}: {body.get('error_description', '')}"
     except (ValueError, AttributeError):
         return f"HTTP {response.status_code}"
+
+
+#: The deployment settings this connector reads (`lorehouse.sources.registry`).
+SETTINGS = (
+    "msgraph_tenant_id",
+    "msgraph_client_id",
+    "msgraph_client_secret",
+    "msgraph_api_url",
+    "msgraph_login_url",
+)
+#: A link for the whole organization maps through the permission map, not to everyone.
+ANYONE_DEFAULT: str | None = None
+
+
+def connector_for(uri: str, options: Mapping[str, Any], folder: Path) -> SharePointConnector:
+    """The connector of `sharepoint://SITE_ID` or `sharepoint://drives/DRIVE_ID`."""
+    return SharePointConnector(
+        uri.removeprefix("sharepoint://").strip("/"),
+        options["msgraph_tenant_id"],
+        options["msgraph_client_id"],
+        options["msgraph_client_secret"],
+        options["msgraph_api_url"],
+        options["msgraph_login_url"],
+    )

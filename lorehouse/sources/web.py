@@ -28,11 +28,12 @@ import logging
 import time
 import zlib
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from pathlib import Path, PurePosixPath
+from typing import Any
 from urllib.parse import quote, unquote, urldefrag, urljoin, urlsplit
 
 import httpx
@@ -573,3 +574,21 @@ def _modified(page: _Page) -> datetime:
         except (TypeError, ValueError):
             pass
     return datetime.fromisoformat(page.seen_at)
+
+
+#: The deployment settings this connector reads (`lorehouse.sources.registry`).
+SETTINGS = ("web_max_pages", "max_file_bytes", "web_allowed_networks", "web_page_seconds")
+#: A page anyone on the network may read is public.
+ANYONE_DEFAULT: str | None = "public"
+
+
+def connector_for(uri: str, options: Mapping[str, Any], folder: Path) -> WebSiteConnector:
+    """The crawler of a start URL, keeping the page bodies it fetched under `folder`."""
+    return WebSiteConnector(
+        uri,
+        cache_dir=folder / "pages",
+        max_pages=options["web_max_pages"],
+        max_bytes=options["max_file_bytes"],
+        allowed_networks=options["web_allowed_networks"],
+        page_seconds=options["web_page_seconds"],
+    )
