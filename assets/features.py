@@ -21,7 +21,7 @@ from lorehouse.stages.features import (
     corpus_languages,
     run_document_features,
 )
-from lorehouse.stages.merge import run_merge
+from lorehouse.stages.partition_merge import run_merge
 
 
 @dg.asset(

@@ -158,7 +158,7 @@ def _step(data_dir: Path, step: str) -> dict[str, float]:
     """Runs one merge in this (child) process; its seconds and peak RSS."""
     from lorehouse.stages.features import run_document_features
     from lorehouse.stages.index_merge import run_index_merge
-    from lorehouse.stages.merge import run_merge
+    from lorehouse.stages.partition_merge import run_merge
     from lorehouse.stores.partitions import record_indexed
     from lorehouse.wiring import Lorehouse
 

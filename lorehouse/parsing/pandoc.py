@@ -18,8 +18,8 @@ from pathlib import Path
 from lorehouse.errors import ParseError
 from lorehouse.models import FailureReason
 from lorehouse.parsing.html import parse_html
+from lorehouse.parsing.markdown_and_text import parse_text
 from lorehouse.parsing.registry import ParseOptions, ParseOutput, register_parser
-from lorehouse.parsing.text import parse_text
 from lorehouse.sniffing import decode_text
 
 

@@ -105,7 +105,16 @@ def load_builtin_parsers() -> None:
     Deferred to first use so that importing the registry does not load PyMuPDF, python-docx
     and friends into processes that never parse.
     """
-    from lorehouse.parsing import docx, html, mail, pandoc, pdf, pptx, text, xlsx  # noqa: F401
+    from lorehouse.parsing import (  # noqa: F401
+        docx,
+        html,
+        mail,
+        markdown_and_text,
+        pandoc,
+        pdf,
+        pptx,
+        xlsx,
+    )
 
 
 def import_parser_libraries() -> None:

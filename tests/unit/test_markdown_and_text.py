@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from lorehouse.parsing.markdown_and_text import parse_markdown
 from lorehouse.parsing.registry import ParseOptions
-from lorehouse.parsing.text import parse_markdown
 
 ROLES = """# Roles
 
