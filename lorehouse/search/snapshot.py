@@ -517,9 +517,10 @@ class TableSnapshot:
 
     def language_share(self, language: str, scope: str | None) -> float:
         """The share of the rows matching `scope` (the caller's access clause) that their
-        chunks record as in `language`; 1.0 for a table that records none."""
+        chunks record as in `language`; 1.0 for a table that records none or a scope that
+        matches no row (a caller who may read nothing is told nothing of languages)."""
         shares = self.language_shares(scope)
-        return 1.0 if shares is None else shares.get(language, 0.0)
+        return shares.get(language, 0.0) if shares else 1.0
 
     def main_language(self, scope: str | None) -> str | None:
         """The language most rows matching `scope` record; None for a table that records

@@ -533,9 +533,8 @@ class LanceTable(TableReader):
         are still searched (by scan), so this is about a build's memory, not about what
         searches find.
         """
-        if self.ann_min_rows is None:
-            return False
-        if not (self.nearest_neighbour_search and self.search_indexes) or not self.exists():
+        wanted = self.nearest_neighbour_search and self.search_indexes
+        if self.ann_min_rows is None or not wanted or not self.exists():
             return False
         vector_index = next((s for s in self.index_state() if s.columns == ["vector"]), None)
         outside = self.table().count_rows() if vector_index is None else vector_index.unindexed_rows

@@ -175,3 +175,15 @@ def test_a_deployment_translates_with_its_llm_only_when_one_is_set(tmp_path: Pat
     assert translator() is None
     assert isinstance(translator(llm_model="openai/gpt-4o-mini"), QuestionTranslator)
     assert translator(llm_model="openai/gpt-4o-mini", search_translate_questions=False) is None
+
+
+def test_a_scope_that_matches_no_passage_counts_as_no_other_language(
+    tmp_path: Path, embedder: OnnxMiniLMEmbedder
+) -> None:
+    """A caller who may read nothing is not told that the passages are in another language:
+    only a scope holding passages can be cross-lingual."""
+    snapshot = Retriever(_index(tmp_path, embedder, ("de", "en")), embedder).index.snapshot()
+    assert snapshot.language_shares("false") == {}
+    assert snapshot.language_share("en", "false") == 1.0
+    assert snapshot.main_language("false") is None
+    assert snapshot.main_language(None) == "de"
