@@ -114,7 +114,7 @@ def render_configuration_page() -> str:
         "keys are not Lorehouse settings: litellm reads each provider's own variable "
         "(`OPENAI_API_KEY`, `ANTHROPIC_API_KEY`, `AWS_*` for Bedrock).",
         "",
-        "This page is generated from `lorehouse/settings.py` by "
+        "This page is generated from `lorehouse/settings/`, a heading per module, by "
         "`python -m lorehouse.settings_docs`.",
     ]
     for group, fields in SETTING_GROUPS.items():

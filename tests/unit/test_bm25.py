@@ -13,7 +13,7 @@ from lorehouse.search.bm25 import (
     TextAnalyzer,
     analyzer_of,
 )
-from lorehouse.settings import _SNOWBALL_CODES
+from lorehouse.settings import STEMMED_LANGUAGES
 
 PUBLIC = {
     "p1": "Primary caregivers get 20 weeks of parental leave.",
@@ -193,6 +193,6 @@ def test_german_question_words_never_outweigh_what_is_asked_about() -> None:
 
 
 def test_the_settings_languages_are_those_bm25_stems() -> None:
-    assert set(_SNOWBALL_CODES) == set(SNOWBALL_LANGUAGES)
+    assert set(STEMMED_LANGUAGES) == set(SNOWBALL_LANGUAGES)
     with pytest.raises(ValueError, match="no stemmer"):
         Analyzer("xx")

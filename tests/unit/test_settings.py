@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from lorehouse.settings import REPO_ROOT, SETTING_GROUPS, Settings, get_settings
+from lorehouse.settings import GROUPS, REPO_ROOT, SETTING_GROUPS, Settings, get_settings
 from lorehouse.settings_docs import generated_files, render_configuration_page, render_env_example
 from tests.conftest import default_embedder
 
@@ -31,9 +31,12 @@ def test_the_configuration_page_and_env_example_are_generated_from_the_settings(
     assert not stale, f"run `python -m lorehouse.settings_docs`: {stale} are out of date"
 
 
-def test_every_setting_is_listed_once_under_a_group() -> None:
-    listed = [name for names in SETTING_GROUPS.values() for name in names]
-    assert sorted(listed) == sorted(Settings.model_fields)
+def test_every_setting_is_declared_by_exactly_one_group() -> None:
+    """A setting's group is the model that declares it: one declared on Settings itself would
+    have no heading, and one declared by two groups would be merged without a word."""
+    declared = [name for group in GROUPS for name in group.model_fields]
+    assert sorted(declared) == sorted(Settings.model_fields)
+    assert list(SETTING_GROUPS) == [group.heading for group in GROUPS]  # type: ignore[attr-defined]
     page = render_configuration_page()
     for name in Settings.model_fields:
         assert page.count(f"`LOREHOUSE_{name.upper()}`") == 1, name
