@@ -24,8 +24,8 @@ from pydantic import BaseModel, Field
 from evals.golden_set import GoldenCase
 from evals.key_facts import score_key_facts
 from evals.metrics import DEFAULT_THRESHOLD, Evidence, contains, normalize
-from lorehouse.agents.answerer import CITATION
 from lorehouse.agents.ask import AskResponse
+from lorehouse.agents.citations import CITATION
 from lorehouse.llm import LLMClient, LLMFailure
 from lorehouse.stages.progress import ProgressCallback
 

@@ -27,8 +27,9 @@ import numpy as np
 
 from evals.golden_set import jsonl_cases
 from evals.key_facts import score_key_facts
-from lorehouse.agents.answerer import CITATION, answer_extractively
 from lorehouse.agents.assertion import FEATURES, AssertionModel
+from lorehouse.agents.citations import CITATION
+from lorehouse.agents.extractive.answer import answer_extractively
 from lorehouse.settings import DEFAULT_ANSWER_ASSERT_THRESHOLD, Settings
 from lorehouse.wiring import Lorehouse
 

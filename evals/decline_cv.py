@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from evals.golden_set import jsonl_cases
-from lorehouse.agents.answerer import read_context
+from lorehouse.agents.extractive.reading import read_context
 from lorehouse.settings import Settings
 from lorehouse.wiring import Lorehouse
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from lorehouse.agents.answerer import CITATION
+from lorehouse.agents.citations import CITATION
 
 # 16 weeks, $2,000, 100%, 2.5yrs, 2026-10-25: a number with its thousands separators.
 _NUMBER = re.compile(r"(?<![\w.])\d{1,3}(?:,\d{3})+(?:\.\d+)?|(?<![\w.])\d+(?:\.\d+)?")

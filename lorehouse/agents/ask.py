@@ -21,18 +21,17 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from lorehouse.agents.answerer import (
-    DraftAnswer,
-    DraftExcerpt,
-    answer_extractively,
+from lorehouse.agents.assertion import LEAD_MODEL
+from lorehouse.agents.citations import DraftAnswer, DraftExcerpt
+from lorehouse.agents.extractive.answer import answer_extractively
+from lorehouse.agents.extractive.lead import named_terms, spelled_out
+from lorehouse.agents.llm_answer import (
     answer_with_llm,
     check_llm_answer,
     draft_from_llm_text,
     stream_llm_answer,
     with_excerpts,
 )
-from lorehouse.agents.assertion import LEAD_MODEL
-from lorehouse.agents.lead import named_terms, spelled_out
 from lorehouse.agents.post_processor import post_process
 from lorehouse.agents.query_optimizer import Turn, carry_over_offline, optimize_query
 from lorehouse.agents.replies import ReplyLanguage, not_found, not_mentioned, reply_language

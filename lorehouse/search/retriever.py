@@ -25,6 +25,7 @@ from lorehouse.search.asks import interleave, question_asks
 from lorehouse.search.bm25 import MultilingualAnalyzer
 from lorehouse.search.filters import SearchFilters, access_clause, where_clause
 from lorehouse.search.hits import HIT_COLUMNS, ChunkSince, SearchHit, SearchResult, hit_from_row
+from lorehouse.search.legs import KeywordLeg, Leg, VectorLeg
 from lorehouse.search.passages import passage_text
 from lorehouse.search.ranking import RankingProfile
 from lorehouse.search.rerankers import (
@@ -286,8 +287,8 @@ class Retriever:
         )
 
     def _search_one(self, query: str, top_k: int, plan: _SearchPlan) -> SearchResult:
-        """One query's top_k in the plan's snapshot: both legs (`plan.depth` candidates
-        each), fusion, the reranker."""
+        """One query's top_k in the plan's snapshot: its legs (`plan.depth` candidates each,
+        `lorehouse.search.legs`), their fusion, the reranker."""
         chunks, depth, where = plan.chunks, plan.depth, plan.where
         mode = SearchMode(plan.mode)
         rerank = plan.rerank or self.default_rerank
@@ -304,7 +305,6 @@ class Retriever:
             self.check_model(chunks)
 
         query_vector = np.zeros(0, dtype=np.float32)
-        rankings: list[list[tuple[str, float]]] = []
         # Late interaction reads the text as it was embedded (title and headings included).
         columns = [*HIT_COLUMNS, "text_embed"] if rerank == MAXSIM else HIT_COLUMNS
         if mode is not SearchMode.BM25:
@@ -319,50 +319,16 @@ class Retriever:
                     raise
                 mode, rerank, reranker = SearchMode.BM25, NONE, build_reranker(NONE)
                 warnings.append(f"query embedding failed, keyword (BM25) results only: {error}")
-        # Terms are weighted by what the caller may see, whatever the filters narrow to.
-        scope = access_clause(plan.caller_groups)
-        keywords = query
         translations: dict[str, str] = {}
-        if mode is SearchMode.HYBRID and (
-            language := _cross_lingual(chunks, query, scope, self.ranking.cross_lingual_share)
-        ):
-            translated = self._translated(query, chunks.main_language(scope), warnings)
-            if translated is None:
-                mode = SearchMode.VECTOR
-                warnings.append(
-                    f"keyword (BM25) ranking left out: almost none of the passages you may "
-                    f"read are in the question's language ({language}), so only the meaning "
-                    f"can match"
-                )
-            else:
-                keywords = translated[1]
-                translations[translated[0]] = translated[1]
-        if mode in (SearchMode.VECTOR, SearchMode.HYBRID):
-            rankings.append(
-                _timed(
-                    timings,
-                    "vector",
-                    lambda: self._vector_leg(chunks, query_vector, where, depth),
-                )
-            )
+        legs = self._legs(query, mode, query_vector, plan, warnings, translations)
+        mode = _mode_of(legs)
         # The legs run one after the other in the calling thread. On threads beside
         # each other a search took as long for more CPU, and under load every core is
         # already busy.
-        if mode in (SearchMode.BM25, SearchMode.HYBRID):
-            rankings.append(
-                _timed(
-                    timings,
-                    "bm25",
-                    lambda: chunks.text_ranking(
-                        keywords,
-                        where,
-                        depth,
-                        fields=self.text_fields,
-                        scope=scope,
-                        question_word_weight=self.ranking.question_word_weight,
-                    ),
-                )
-            )
+        rankings = [
+            _timed(timings, leg.name, lambda leg=leg: leg.rank(chunks, where, depth))
+            for leg in legs
+        ]
 
         ordered = self._first_stage_order(mode, rankings)
         # Legs rank ids: only the rows shown, and those the reranker reads, are taken from the
@@ -408,37 +374,53 @@ class Retriever:
             return None
         return (language, translated) if translated else None
 
-    def _vector_leg(
+    def _legs(
         self,
-        chunks: TableSnapshot,
+        query: str,
+        mode: SearchMode,
         query_vector: np.ndarray,
-        where: str,
-        depth: int,
-    ) -> list[tuple[str, float]]:
-        """The `depth` chunks closest to the query as (chunk id, cosine), best first, each by
-        its own vector or its closest sentence window, whichever is closer. Rows are read
-        later, for the hits shown only.
+        plan: _SearchPlan,
+        warnings: list[str],
+        translations: dict[str, str],
+    ) -> list[Leg]:
+        """The legs `mode` names, vector first, less the keyword leg where it cannot rank.
 
-        A question about one sentence of a long chunk matches that sentence far better than
-        the chunk's average. The windows table copies the chunks' access and filter columns,
-        so both searches apply the same predicate; an index built before sentence vectors
-        existed is searched by chunk vectors alone.
+        BM25 matches words: on a question in a language under a tenth of the caller's
+        passages are in, it ranks the question translated into the language most of them are
+        in (recorded in `translations`), or is left out, said in `warnings`, when there is no
+        translation.
         """
-        cosine = dict(chunks.vector_ranking(query_vector, where, depth))
-        windows_table = self._sentence_windows_table()
-        windows = (
-            []
-            if windows_table is None
-            else windows_table.vector_ranking(
-                query_vector, where, depth * self.ranking.sentences_per_candidate, "chunk_id"
+        # Terms are weighted by what the caller may see, whatever the filters narrow to.
+        scope = access_clause(plan.caller_groups)
+        keywords: str | None = query if mode is not SearchMode.VECTOR else None
+        if mode is SearchMode.HYBRID and (
+            language := _cross_lingual(plan.chunks, query, scope, self.ranking.cross_lingual_share)
+        ):
+            translated = self._translated(query, plan.chunks.main_language(scope), warnings)
+            if translated is None:
+                keywords = None
+                warnings.append(
+                    f"keyword (BM25) ranking left out: almost none of the passages you may "
+                    f"read are in the question's language ({language}), so only the meaning "
+                    f"can match"
+                )
+            else:
+                keywords = translated[1]
+                translations[translated[0]] = translated[1]
+        legs: list[Leg] = []
+        if mode is not SearchMode.BM25:
+            legs.append(
+                VectorLeg(
+                    query_vector,
+                    self._sentence_windows_table,
+                    self.ranking.sentences_per_candidate,
+                )
             )
-        )
-        # Best first: a chunk's first window is its closest.
-        for chunk_id, value in windows:
-            if value > cosine.get(chunk_id, -1.0):
-                cosine[chunk_id] = value
-        best = sorted(cosine, key=lambda chunk_id: (-cosine[chunk_id], chunk_id))[:depth]
-        return [(chunk_id, cosine[chunk_id]) for chunk_id in best]
+        if keywords is not None:
+            legs.append(
+                KeywordLeg(keywords, self.text_fields, scope, self.ranking.question_word_weight)
+            )
+        return legs
 
     def _sentence_windows_table(self) -> TableSnapshot | None:
         """The sentence windows' latest version; None for an index built without them."""
@@ -639,6 +621,14 @@ def _timed(timings: dict[str, float], stage: str, action: object) -> object:
     value = action()  # type: ignore[operator]
     timings[stage] = 1000 * (time.perf_counter() - started)
     return value
+
+
+def _mode_of(legs: Sequence[Leg]) -> SearchMode:
+    """The mode a search ran in: the legs it kept."""
+    names = [leg.name for leg in legs]
+    if names == ["vector"]:
+        return SearchMode.VECTOR
+    return SearchMode.BM25 if names == ["bm25"] else SearchMode.HYBRID
 
 
 def _decisive_stage(mode: SearchMode, rerank: str, warnings: list[str]) -> str:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from lorehouse.agents.answerer import answer_with_llm, check_llm_answer
 from lorehouse.agents.ask import AskPipeline, AskResponse
+from lorehouse.agents.llm_answer import answer_with_llm, check_llm_answer
 from lorehouse.agents.post_processor import post_process
 from lorehouse.agents.query_optimizer import Turn, optimize_query
 from lorehouse.agents.source_identifier import DocumentProfile, choose_with_llm
@@ -183,7 +183,7 @@ def test_offline_every_document_is_searched_and_the_ranking_is_hybrid_search(
 def test_extractive_citations_are_numbered_in_the_order_the_answer_uses_them(
     materialized_sample: Path,
 ) -> None:
-    from lorehouse.agents.answerer import DraftAnswer, citations_in, numbered_by_use
+    from lorehouse.agents.citations import DraftAnswer, citations_in, numbered_by_use
 
     draft = numbered_by_use(DraftAnswer("B is so [5]. A is so [3]. B again [5].", [5, 3], True))
     assert draft.text == "B is so [1]. A is so [2]. B again [1]."

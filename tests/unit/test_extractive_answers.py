@@ -7,13 +7,10 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from lorehouse.agents.answerer import (
-    DraftAnswer,
-    answer_extractively,
-    citations_in,
-    context_block,
-)
-from lorehouse.agents.lead import named_terms, spelled_out
+from lorehouse.agents.citations import DraftAnswer, citations_in
+from lorehouse.agents.extractive.answer import answer_extractively
+from lorehouse.agents.extractive.lead import named_terms, spelled_out
+from lorehouse.agents.llm_answer import context_block
 from lorehouse.embedding.base import VectorCache
 from lorehouse.search.hits import SearchHit
 from lorehouse.settings import DEFAULT_ANSWER_MAX_WORDS, DEFAULT_ANSWER_MIN_SIMILARITY
@@ -469,7 +466,7 @@ ENCYCLOPEDIA = [
 def test_a_sources_own_reference_markers_never_read_as_citations() -> None:
     """A quoted "[2]" of the source would be renumbered as a citation of the wrong passage,
     and "[107]" would cite a passage that does not exist."""
-    from lorehouse.agents.answerer import context_block
+    from lorehouse.agents.llm_answer import context_block
 
     draft = answer_extractively(
         default_embedder(),
@@ -489,7 +486,7 @@ def test_a_sources_own_reference_markers_never_read_as_citations() -> None:
 
 
 def test_an_index_in_code_is_not_a_reference_marker() -> None:
-    from lorehouse.agents.answerer import without_source_markers
+    from lorehouse.agents.citations import without_source_markers
 
     assert without_source_markers("Read items[0] and grid[1][2] first.") == (
         "Read items[0] and grid[1][2] first."
@@ -655,7 +652,7 @@ def test_the_question_form_decides_what_is_asked_before_its_topic_words(
 ) -> None:
     """Read as asking an amount, "Does the hotel limit include breakfast?" was led by a
     row of hotel limits instead of "The limit ... includes taxes and breakfast"."""
-    from lorehouse.agents.lead import asked_kind
+    from lorehouse.agents.extractive.lead import asked_kind
 
     assert asked_kind(question) == kind
 
@@ -745,7 +742,7 @@ def test_a_lead_from_a_list_brings_the_items_beside_it_that_answer_alike() -> No
 
 
 def test_a_question_about_a_named_section_leads_from_that_section() -> None:
-    from lorehouse.agents.answerer import asked_section
+    from lorehouse.agents.extractive.reading import asked_section
 
     assert asked_section("What does “Travel Policy” say about Trip Approval?") == "trip approval"
     assert asked_section("What does the handbook say about sick leave?") == "sick leave"

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from lorehouse.agents.answerer import draft_from_llm_text
-from lorehouse.agents.lead import asked_kind, asked_unit, range_fit, states_kind
+from lorehouse.agents.extractive.lead import asked_kind, asked_unit, range_fit, states_kind
+from lorehouse.agents.llm_answer import draft_from_llm_text
 from lorehouse.agents.replies import NOT_FOUND, not_found, not_mentioned, passages_only
 
 
@@ -48,7 +48,7 @@ def test_german_amounts_durations_and_dates_are_read() -> None:
 
 
 def test_a_german_questions_nouns_are_not_names_but_its_acronyms_are() -> None:
-    from lorehouse.agents.lead import named_terms
+    from lorehouse.agents.extractive.lead import named_terms
 
     assert named_terms("Bis zu welchem Betrag werden Hotelkosten pro Nacht erstattet?") == []
     assert named_terms("Wie richte ich das VPN für das Büro 2026 ein?") == ["VPN", "2026"]
