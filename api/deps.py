@@ -23,11 +23,11 @@ from lorehouse.api_keys import ANONYMOUS, Caller, KeysFileWatch
 from lorehouse.embedding.base import Embedder
 from lorehouse.llm import LLMClient
 from lorehouse.search.retriever import Retriever
+from lorehouse.search.tables import ChunkTable
 from lorehouse.settings import Settings
 from lorehouse.sources.uploads import UploadFolder
 from lorehouse.stores import DuckDBStore
 from lorehouse.stores.conversations import ConversationStore
-from lorehouse.stores.lance_index import ChunkIndex
 from lorehouse.wiring import Lorehouse
 
 log = logging.getLogger("lorehouse.api")
@@ -88,7 +88,7 @@ class Service:
 
     settings: Settings
     lorehouse: Lorehouse
-    index: ChunkIndex
+    index: ChunkTable
     embedder: Embedder
     retriever: Retriever
     #: The keys file as it is now (read again when it changes); None: no keys required.
@@ -163,7 +163,7 @@ def open_service(settings: Settings, llm_client: LLMClient | None = None) -> Ser
     return Service(
         settings,
         lorehouse,
-        lorehouse.chunk_index(),
+        lorehouse.chunk_reader(),
         embedder,
         pipeline.retriever,
         keys,

@@ -40,8 +40,8 @@ if TYPE_CHECKING:
     from evals.explain import EvidenceMiss
     from lorehouse.agents.ask import Citation
     from lorehouse.search.retriever import Retriever
+    from lorehouse.search.tables import ChunkTable
     from lorehouse.stores import DuckDBStore
-    from lorehouse.stores.lance_index import ChunkIndex
 
 #: Characters of a chunk id `search` shows; `show` takes them back.
 SHORT_ID = 10
@@ -716,10 +716,10 @@ def _retriever(settings: Settings) -> Retriever:
     return lorehouse.retriever()
 
 
-def _require_index(settings: Settings, lorehouse: Lorehouse | None = None) -> ChunkIndex:
-    """The chunk index (`lorehouse`'s, opened once for the command), or a clear exit telling
-    the user to materialize first."""
-    index = (lorehouse or Lorehouse(settings)).chunk_index()
+def _require_index(settings: Settings, lorehouse: Lorehouse | None = None) -> ChunkTable:
+    """The chunk index as search reads it (`lorehouse`'s, opened once for the command), or a
+    clear exit telling the user to materialize first."""
+    index = (lorehouse or Lorehouse(settings)).chunk_reader()
     if not index.exists():
         chosen = (
             "LOREHOUSE_DATA_DIR"

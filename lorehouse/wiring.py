@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from lorehouse.parsing.runner import ParseLimits
     from lorehouse.search.bm25 import TextAnalyzer
     from lorehouse.search.retriever import QueryTranslator, Retriever
+    from lorehouse.search.tables import ChunkTable
     from lorehouse.search.token_vectors import TokenEncoder
     from lorehouse.sources import DocumentSource
     from lorehouse.sources.uploads import UploadFolder
@@ -144,6 +145,30 @@ class Lorehouse:
             analyzer=self.text_analyzer(),
         )
 
+    @cached_property
+    def _chunk_reader(self) -> ChunkTable:
+        from lorehouse.search.tables import ChunkTable
+
+        uri = self.settings.lancedb_location
+        return ChunkTable(
+            uri,
+            lance_storage_options(uri, self.settings.s3_endpoint_url, self.settings.s3_region),
+            snapshot_folder=self.settings.snapshot_folder,
+            cache_bytes=(
+                self.settings.search_index_cache_mib << 20,
+                self.settings.search_metadata_cache_mib << 20,
+            ),
+            warm_min_rows=self.settings.search_warm_min_rows,
+            analyzer=self.text_analyzer(),
+            keep_versions=timedelta(hours=self.settings.citation_retention_hours),
+        )
+
+    def chunk_reader(self) -> ChunkTable:
+        """The chunk index as search reads it: the published version, its snapshot and
+        cited rows, and nothing that writes. What the API, `lorehouse search` and the answer
+        pipeline hold."""
+        return self._chunk_reader
+
     def text_analyzer(self) -> TextAnalyzer:
         """How BM25 reads chunks and queries: each in its own language, among the
         deployment's (LOREHOUSE_LANGUAGES)."""
@@ -152,7 +177,8 @@ class Lorehouse:
         return analyzer_of(self.settings.language_codes)
 
     def chunk_index(self) -> ChunkIndex:
-        """The LanceDB chunk index the embedding stage writes and searches read."""
+        """The LanceDB chunk index the embedding stage and the index merge write (searches
+        read it through `chunk_reader`)."""
         return self._chunk_index
 
     def document_source(self, s3_client: Any = None) -> DocumentSource:
@@ -413,7 +439,7 @@ class Lorehouse:
         from lorehouse.search.retriever import Retriever
 
         return Retriever(
-            self.chunk_index(),
+            self.chunk_reader(),
             self.embedder(),
             candidates=self.settings.search_candidates,
             query_cache_size=self.settings.search_query_cache_size,
@@ -463,10 +489,9 @@ class Lorehouse:
         """The agentic answer pipeline over `retriever()`, answering with `answer_llm()`."""
         from lorehouse.agents.ask import AskPipeline
 
-        index = self.chunk_index()
         return AskPipeline(
             self.retriever(),
-            index.documents(),
+            self.chunk_reader().documents(),
             self.embedder(),
             self.answer_llm(),
             self.ask_options(),

@@ -180,8 +180,11 @@ class TableReader:
         cache_bytes: tuple[int, int] | None = None,
         warm_min_rows: int | None = None,
         analyzer: TextAnalyzer | None = None,
+        keep_versions: timedelta | None = None,
     ) -> None:
-        """`cache_bytes`: (index, metadata) cache bounds of the connection opened here
+        """`keep_versions`: how long a replaced version stays readable by `rows_at` (the
+        deployment's citation retention; None: as long as its files are kept).
+        `cache_bytes`: (index, metadata) cache bounds of the connection opened here
         (LanceDB's defaults, 6 GiB and 1 GiB, when None); a `db` given keeps its own.
         `warm_min_rows`: rows of the snapshot searched from which a new version loads in the
         background (see `snapshot`; the deployment's `search_warm_min_rows`); None loads
@@ -189,6 +192,7 @@ class TableReader:
         columns and queries (English when None)."""
         self.uri = uri
         self.warm_min_rows = warm_min_rows
+        self.keep_versions = keep_versions
         self.analyzer = analyzer or _ANALYZER
         self._storage_options = storage_options
         #: Where this host's processes share searched versions' snapshots
@@ -278,6 +282,11 @@ class TableReader:
         if self._folder is not None and not self._folder.is_dir():
             return False
         return self.name in self._db.list_tables().tables
+
+    def count(self, where: str | None = None) -> int:
+        """Rows of the latest version under `where` (all when None); 0 before the first
+        build."""
+        return self.table().count_rows(where) if self.exists() else 0
 
     def table(self) -> lancedb.table.Table:
         """The table at its latest version; raises IndexNotBuilt before the first build."""

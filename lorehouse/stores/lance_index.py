@@ -324,9 +324,6 @@ class LanceTable(TableReader):
         table._published = self._published
         return table
 
-    def count(self, where: str | None = None) -> int:
-        return self.table().count_rows(where) if self.exists() else 0
-
     def stored_keys(self, doc_ids: Sequence[str] | None = None) -> dict[str, StoredRow]:
         """key -> what identifies the stored row's content, without reading vectors; only the
         rows of `doc_ids` when given (the embedding stage compares a batch at a time)."""

@@ -160,6 +160,15 @@ def test_search_reads_the_tables_without_the_index_side() -> None:
     assert not _importing("lorehouse/search", INDEX_SIDE)
 
 
+def test_the_api_serves_from_the_table_readers() -> None:
+    """The HTTP API holds the chunk index as search reads it (`Lorehouse.chunk_reader`), not
+    the writer the stages use: a route cannot write the index, and a server process opens
+    no writer's state."""
+    assert not _importing("api", ("lorehouse.stores.lance_index", "lorehouse.stages"))
+    deps = (REPO_ROOT / "api" / "deps.py").read_text(encoding="utf-8")
+    assert "chunk_index()" not in deps
+
+
 def _within(name: str, package: str) -> bool:
     """Whether the imported `name` is `package` or one of its modules."""
     return name == package or name.startswith(package + ".")
