@@ -784,7 +784,7 @@ def mcp() -> None:
     _require_index(settings)
     from cli.serving import serve_mcp_stdio
 
-    serve_mcp_stdio(settings)
+    serve_mcp_stdio()
 
 
 def _served_files_or_exit(settings: Settings) -> None:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
-import importlib
 import logging
 import os
 import socket
@@ -26,8 +25,6 @@ from collections.abc import Callable
 from typing import Any
 
 import uvloop
-
-from lorehouse.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -209,13 +206,14 @@ def serve_api(app: str, host: str, port: int, workers: int, keep_alive_seconds: 
     )
 
 
-def serve_mcp_stdio(settings: Settings) -> None:
-    """Serves the API's MCP tools over stdio (`lorehouse mcp`).
+def serve_mcp_stdio() -> None:
+    """Serves the API's MCP tools over stdio (`lorehouse mcp`): this process becomes
+    `python -m api.stdio`, with the same standard streams and environment.
 
-    The tools are the API's (`api/mcp.py`), loaded here by name at run time as `serve_api`
-    hands uvicorn its application: every other command runs without the web layer.
+    The tools are the API's (`api/mcp.py`), so the server is the API's entry point, run as
+    `serve_api` hands uvicorn the API's application by name: the command line never imports
+    the web layer, and every other command runs without it.
     """
-    logging.basicConfig(
-        level=logging.INFO, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr
-    )
-    importlib.import_module("api.mcp").run_stdio(settings)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(sys.executable, [sys.executable, "-m", "api.stdio"])

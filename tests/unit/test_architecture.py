@@ -52,6 +52,21 @@ def test_lorehouse_imports_no_dagster_or_fastapi() -> None:
     assert not offenders
 
 
+def test_parsing_calls_no_model() -> None:
+    """Parsing turns bytes into Markdown alone: no parser imports a model client, nor
+    names one among the libraries the registry loads for it when it runs."""
+    from lorehouse.models import FileType
+    from lorehouse.parsing.registry import load_builtin_parsers, parser_for
+
+    models = ("lorehouse.embedding", "lorehouse.llm", "litellm", "onnxruntime")
+    assert not _importing("lorehouse/parsing", models)
+    load_builtin_parsers()
+    parsers = [parser for kind in FileType if (parser := parser_for(kind)) is not None]
+    loaded = [library for parser in parsers for library in parser.libraries]
+    assert loaded
+    assert not [library for library in loaded if library.startswith(models)]
+
+
 def test_the_cli_does_not_import_the_api() -> None:
     offenders = [
         f"{path.name}: {name}"
