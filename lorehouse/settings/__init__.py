@@ -77,20 +77,6 @@ __all__ = [
     "unknown_variables",
 ]
 
-#: The settings' groups, in the order the configuration page lists them.
-GROUPS: tuple[type[BaseModel], ...] = (
-    SourceSettings,
-    ParseSettings,
-    LLMSettings,
-    EmbeddingSettings,
-    SearchSettings,
-    AskSettings,
-    APISettings,
-    OrchestrationSettings,
-    EvaluationSettings,
-)
-
-
 class Settings(
     SourceSettings,
     ParseSettings,
@@ -105,7 +91,8 @@ class Settings(
 ):
     """Everything a Lorehouse deployment can change, with defaults that run offline.
 
-    What follows combines settings of several groups; each group's own settings and checks
+    Its bases are the groups, in the order the configuration page lists them. What follows
+    combines settings of several groups; each group's own settings and checks
     are in its module.
     """
 
@@ -149,6 +136,11 @@ class Settings(
         """The SQLAlchemy URL of the saved conversations' database."""
         return self.conversations_url or f"sqlite:///{self.data_dir / 'conversations.sqlite3'}"
 
+
+#: The settings' groups, in the order the configuration page lists them: Settings' bases.
+GROUPS: tuple[type[BaseModel], ...] = tuple(
+    base for base in Settings.__bases__ if issubclass(base, BaseModel) and base is not BaseSettings
+)
 
 #: Each group's heading -> its settings, in the order its model declares them: what the
 #: configuration page and `.env.example` are generated from (`python -m lorehouse.settings_docs`).
