@@ -19,7 +19,8 @@ from lorehouse.agents.citations import (
     without_source_markers,
 )
 from lorehouse.agents.extractive.excerpts import excerpts_of
-from lorehouse.agents.extractive.units import ANALYZER, context_units
+from lorehouse.agents.extractive.question import ANALYZER
+from lorehouse.agents.extractive.units import context_units
 from lorehouse.agents.replies import not_found
 from lorehouse.llm import LLMClient
 from lorehouse.search.hits import SearchHit

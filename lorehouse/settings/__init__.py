@@ -77,6 +77,7 @@ __all__ = [
     "unknown_variables",
 ]
 
+
 class Settings(
     SourceSettings,
     ParseSettings,

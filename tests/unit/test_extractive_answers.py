@@ -742,7 +742,7 @@ def test_a_lead_from_a_list_brings_the_items_beside_it_that_answer_alike() -> No
 
 
 def test_a_question_about_a_named_section_leads_from_that_section() -> None:
-    from lorehouse.agents.extractive.reading import asked_section
+    from lorehouse.agents.extractive.question import asked_section
 
     assert asked_section("What does “Travel Policy” say about Trip Approval?") == "trip approval"
     assert asked_section("What does the handbook say about sick leave?") == "sick leave"

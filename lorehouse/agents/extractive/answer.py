@@ -17,11 +17,12 @@ import numpy as np
 from lorehouse.agents.assertion import AssertionModel
 from lorehouse.agents.citations import DraftAnswer, numbered_by_use
 from lorehouse.agents.extractive.excerpts import excerpts_of
+from lorehouse.agents.extractive.question import read_question
 from lorehouse.agents.extractive.reading import ContextReading, embedded, lead_signals, read_context
 from lorehouse.agents.extractive.units import Unit, row_sentence
 from lorehouse.agents.replies import not_found, passages_only
 from lorehouse.embedding.base import Embedder, VectorCache
-from lorehouse.search.asks import QuestionAsks, question_asks
+from lorehouse.search.asks import QuestionAsks
 from lorehouse.search.hits import SearchHit
 
 #: After the best sentence, a sentence longer than UNDISCOUNTED_WORDS competes with its score
@@ -106,7 +107,7 @@ def answer_extractively(
     too_far = reading.best_similarity < min_similarity
     units, scores, fits = reading.units, reading.scores, reading.fits
     lead_scores = reading.lead_scores
-    asks = question_asks(question)
+    asks = read_question(question).asks
     if asks is not None:
         max_words *= len(asks.asks)
         max_sentences *= len(asks.asks)

@@ -19,12 +19,12 @@ from lorehouse.agents.assertion import LeadSignals
 from lorehouse.agents.extractive.lead import (
     NAME,
     AskedKind,
-    asked_kind,
     asked_unit,
     range_fit,
     states_kind,
 )
-from lorehouse.agents.extractive.units import ANALYZER, Unit, context_units, question_names, word_in
+from lorehouse.agents.extractive.question import ANALYZER, read_question
+from lorehouse.agents.extractive.units import Unit, context_units, question_names, word_in
 from lorehouse.embedding.base import Embedder, VectorCache
 from lorehouse.search.hits import SearchHit
 
@@ -63,7 +63,7 @@ def _lexical_overlap(question: str, units: Sequence[Unit]) -> np.ndarray:
     Rarity is counted over the context itself (BM25's IDF), so a word every passage repeats
     ("Sourcegraph", "teammates") decides nothing.
     """
-    question_terms = set(ANALYZER.terms(question))
+    question_terms = set(read_question(question).terms)
     unit_terms = [set(ANALYZER.terms(unit.text)) for unit in units]
     total = len(units)
     weights = {}
@@ -191,12 +191,12 @@ def read_context(
         + LEXICAL_WEIGHT * overlaps
         + SLOT_WEIGHT * _holds_what_is_asked(question, units)
     )
-    kind = asked_kind(question)
+    kind = read_question(question).kind
     unit_of_time = asked_unit(question)
     states = np.array([states_kind(unit.text, kind, unit_of_time) for unit in units])
     fits = np.array([range_fit(question, unit.text) for unit in units])
     lead_scores = scores + KIND_WEIGHT * states + RANGE_WEIGHT * fits
-    section = asked_section(question)
+    section = read_question(question).section
     if section:
         # "What does the handbook say about Trip Approval?" asks what that section says:
         # its own sentences lead, not the document's opening line that names its subject.
@@ -218,14 +218,14 @@ def lead_signals(
     hit = hits[unit.passage - 1]
     where = " ".join([unit.text, *unit.heading, hit.title or "", hit.rel_path])
     found = sum(word_in(name, where) for name in names)
-    section = asked_section(question)
+    section = read_question(question).section
     headings = [Unit(u.passage, u.order, " ".join(u.heading)) for u in reading.units]
     earlier = [u for u in reading.units[:lead] if (u.passage, u.part) == (unit.passage, unit.part)]
     return LeadSignals(
         similarity=float(reading.similarities[lead]),
         margin=float(reading.lead_scores[lead]) - max(others, default=0.0),
         overlap=float(reading.overlaps[lead]),
-        kind_asked=asked_kind(question) is not AskedKind.OTHER,
+        kind_asked=read_question(question).kind is not AskedKind.OTHER,
         kind_stated=bool(reading.states[lead]),
         names_found=found / len(names) if names else 1.0,
         names_asked=bool(names),
@@ -255,7 +255,7 @@ def _heading_asks(question: str, heading: tuple[str, ...], section: str) -> bool
     # "laptop refresh" find its section, not necessarily a sentence answering anything.
     own = heading[-1].strip()
     asked = set(ANALYZER.terms(own))
-    return own.endswith("?") and bool(asked) and asked <= set(ANALYZER.terms(question))
+    return own.endswith("?") and bool(asked) and asked <= read_question(question).terms
 
 
 #: Bonus for a unit stating the asked kind of fact, and for one whose range holds the
@@ -270,19 +270,6 @@ RANGE_WEIGHT = 0.3
 SECTION_WEIGHT = 0.5
 
 
-_SAY_ABOUT = re.compile(
-    r"\b(?:say|says|said|tell me|write|writes)\s+about\s+(?:the\s+)?[\"“']?(.+?)[\"”']?\s*\??$",
-    re.I,
-)
-
-
 def _under_section(heading: Sequence[str], section: str) -> bool:
     """Whether a unit under `heading` is in the section a question asks about ("" for none)."""
     return bool(section) and section in " > ".join(heading).lower()
-
-
-def asked_section(question: str) -> str:
-    """The section a question asks about by name ("What does X say about Sick Leave?"), in
-    lower case; "" when it names none."""
-    match = _SAY_ABOUT.search(question.strip())
-    return match.group(1).strip().lower() if match else ""

@@ -14,11 +14,11 @@ from functools import cached_property
 from lorehouse.agents.citations import source_text, without_source_markers
 from lorehouse.agents.extractive.lead import (
     AskedKind,
-    asked_kind,
     asked_unit,
     states_kind,
 )
-from lorehouse.search.bm25 import STOP_WORDS, Analyzer
+from lorehouse.agents.extractive.question import ANALYZER, read_question
+from lorehouse.search.bm25 import STOP_WORDS
 from lorehouse.search.hits import ChunkView, SearchHit
 from lorehouse.text import is_data_row, plain_text, sentences, unwrap_soft_breaks
 
@@ -184,13 +184,13 @@ def row_sentence(question: str, cells: Sequence[tuple[str, str]]) -> str | None:
     Any other question ("How is the meal allowance paid?") leads with the whole row, whose
     other cells may hold the answer. The raw row stays in the excerpt, so nothing is lost.
     """
-    kind = asked_kind(question)
+    kind = read_question(question).kind
     if len(cells) < 2 or kind in (AskedKind.OTHER, AskedKind.YES_NO, AskedKind.PROCEDURE):
         return None
     (_, key), rest = cells[0], list(cells[1:])
     if not re.search(r"[^\W\d]", key):  # a number or a date names no row for a reader
         return None
-    asked = set(ANALYZER.terms(question))
+    asked = set(read_question(question).terms)
     unit_of_time = asked_unit(question)
     stating = [(name, cell) for name, cell in rest if states_kind(cell, kind, unit_of_time)]
     named = [pair for pair in stating if set(ANALYZER.terms(pair[0])) & asked]
@@ -229,9 +229,6 @@ def _common_noun(name: str) -> bool:
 
 #: What a reader checks in an answer: amounts, limits, dates and names.
 _FACT = re.compile(r"\$?\d[\d,.]*%?|(?<=[a-z,;:] )[A-Z][A-Za-z0-9&]+|\b[A-Z]{2,}\b")
-
-
-ANALYZER = Analyzer()
 
 
 @dataclass(frozen=True)
