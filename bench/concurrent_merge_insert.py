@@ -11,7 +11,13 @@ version. This script measures both, at the installed lance and lancedb.
 
     .venv/bin/python bench/concurrent_merge_insert.py [--writers 4] [--keys 200] [--runs 3]
 
-Exits 1 when the declared key still lets a key be stored twice.
+With `--replace`, each writer instead replaces one document's rows in one commit, as a
+partition publishing its documents would: half its keys kept, half new, and the rows of its
+document it no longer has deleted (`when_not_matched_by_source_delete`), all writers at once
+on rows of the same fragments. Every document must end with exactly its writer's rows.
+
+Exits 1 when the declared key still lets a key be stored twice, or a replacement loses or
+keeps a row it should not.
 """
 
 from __future__ import annotations
@@ -59,6 +65,86 @@ def upsert(root: str, declared: bool, writer: int, keys: int, start: float) -> N
     )
 
 
+def replace_document(root: str, writer: int, keys: int, start: float) -> None:
+    """One partition's publish of document `d{writer}`: keys keys/2.. 3*keys/2 of it, in one
+    commit that also deletes its keys under keys/2."""
+    import lancedb
+
+    table = lancedb.connect(root).open_table("chunks")
+    ids = [f"d{writer}-{n}" for n in range(keys // 2, keys + keys // 2)]
+    rows = pa.table(
+        {
+            "chunk_id": ids,
+            "doc": [f"d{writer}"] * keys,
+            "writer": [f"w{writer}"] * keys,
+            "vector": [[float(writer)] * 8] * keys,
+        },
+        schema=document_schema(),
+    )
+    while time.time() < start:
+        time.sleep(0.001)
+    (
+        table.merge_insert("chunk_id")
+        .when_matched_update_all()
+        .when_not_matched_insert_all()
+        .when_not_matched_by_source_delete(f"doc = 'd{writer}'")
+        .execute(rows)
+    )
+
+
+def document_schema() -> pa.Schema:
+    key = pa.field("chunk_id", pa.string(), nullable=False, metadata=PRIMARY_KEY)
+    return pa.schema(
+        [
+            key,
+            pa.field("doc", pa.string()),
+            pa.field("writer", pa.string()),
+            pa.field("vector", pa.list_(pa.float32(), 8)),
+        ]
+    )
+
+
+def run_replace(writers: int, keys: int) -> tuple[int, int, list[int | None]]:
+    """(rows wrong, rows stored, exit codes) of `writers` documents replaced at once, each
+    seeded with `keys` rows in one shared table."""
+    import lancedb
+
+    root = tempfile.mkdtemp(prefix="lorehouse-replace-")
+    seed = pa.table(
+        {
+            "chunk_id": [f"d{w}-{n}" for w in range(writers) for n in range(keys)],
+            "doc": [f"d{w}" for w in range(writers) for _ in range(keys)],
+            "writer": ["seed"] * (writers * keys),
+            "vector": [[0.0] * 8] * (writers * keys),
+        }
+    )
+    lancedb.connect(root).create_table("chunks", seed.cast(document_schema()))
+    start = time.time() + START_DELAY
+    processes = [
+        multiprocessing.Process(target=replace_document, args=(root, n, keys, start))
+        for n in range(writers)
+    ]
+    for process in processes:
+        process.start()
+    for process in processes:
+        process.join()
+    stored = lancedb.connect(root).open_table("chunks").to_arrow().to_pylist()
+    expected = {
+        f"d{w}-{n}": f"w{w}" for w in range(writers) for n in range(keys // 2, keys + keys // 2)
+    }
+    keys_found = [row["chunk_id"] for row in stored]
+    doubled = len(keys_found) - len(set(keys_found))
+    kept = len(set(keys_found) - set(expected))
+    lost = len(set(expected) - set(keys_found))
+    stale = sum(
+        1
+        for row in stored
+        if row["chunk_id"] in expected and row["writer"] != expected[row["chunk_id"]]
+    )
+    wrong = doubled + kept + lost + stale
+    return wrong, len(stored), [process.exitcode for process in processes]
+
+
 def run(declared: bool, writers: int, keys: int) -> tuple[int, int, list[int | None]]:
     """(rows stored, distinct keys, the writers' exit codes) of one concurrent upsert."""
     import lancedb
@@ -84,10 +170,27 @@ def main() -> int:
     parser.add_argument("--writers", type=int, default=4)
     parser.add_argument("--keys", type=int, default=200, help="keys each writer upserts")
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument(
+        "--replace", action="store_true", help="each writer replaces one document's rows"
+    )
     args = parser.parse_args()
     # Forked children would share lancedb's async runtime with the parent.
     multiprocessing.set_start_method("spawn")
     print(f"lance {version('pylance')}, lancedb {version('lancedb')}, {args.writers} writers")
+    if args.replace:
+        print(
+            "| run | rows stored | rows expected | rows wrong (lost, left behind, doubled, stale) |"
+        )
+        print("|---:|---:|---:|---:|")
+        failed = False
+        for number in range(1, args.runs + 1):
+            wrong, stored, codes = run_replace(args.writers, args.keys)
+            if any(code != 0 for code in codes):
+                print(f"a writer failed: exit codes {codes}", file=sys.stderr)
+                return 1
+            print(f"| {number} | {stored} | {args.writers * args.keys} | {wrong} |")
+            failed |= wrong > 0
+        return 1 if failed else 0
     print("| key column | run | rows stored | distinct keys | rows of a key stored again |")
     print("|---|---:|---:|---:|---:|")
     duplicated_with_key = False
