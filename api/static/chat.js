@@ -1440,12 +1440,14 @@ function toggleConversations(open = $("conversations").hidden) {
   $("conversations").hidden = !open;
   $("conversations-toggle").setAttribute("aria-expanded", String(open));
   if (open) {
-    loadConversations();
+    loadConversations({ keepEdits: true });
     $("close-conversations").focus();
   }
 }
 
-async function loadConversations() {
+// Opening the panel shows the last list at once and asks for the current one; a rename or a
+// delete the reader began on the shown list meanwhile is kept, not wiped by the answer.
+async function loadConversations({ keepEdits = false } = {}) {
   const status = $("conversations-status");
   let page;
   try {
@@ -1457,7 +1459,9 @@ async function loadConversations() {
   status.textContent = !page.total ? "No saved conversations yet."
     : page.total > page.conversations.length
       ? `The latest ${page.conversations.length} of ${page.total}.` : "";
-  $("conversation-list").replaceChildren(...page.conversations.map(conversationItem));
+  const list = $("conversation-list");
+  if (keepEdits && list.querySelector("form, [data-testid=confirm-delete]")) return;
+  list.replaceChildren(...page.conversations.map(conversationItem));
 }
 
 function conversationItem(saved) {
