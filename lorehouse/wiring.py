@@ -130,19 +130,20 @@ class Lorehouse:
     def _chunk_index(self) -> ChunkIndex:
         from lorehouse.stores.lance_index import ChunkIndex
 
-        uri = self.settings.lancedb_location
+        reader = self.chunk_reader()
+        # On the reader's connection: a process that searches and writes (an eval, an asset
+        # run) holds one LanceDB cache, not two.
         return ChunkIndex(
-            uri,
+            reader.uri,
             self.settings.ann_index_min_rows,
-            lance_storage_options(uri, self.settings.s3_endpoint_url, self.settings.s3_region),
+            lance_storage_options(
+                reader.uri, self.settings.s3_endpoint_url, self.settings.s3_region
+            ),
+            db=reader.connection,
             keep_versions=timedelta(hours=self.settings.citation_retention_hours),
             snapshot_folder=self.settings.snapshot_folder,
             warm_min_rows=self.settings.search_warm_min_rows,
-            cache_bytes=(
-                self.settings.search_index_cache_mib << 20,
-                self.settings.search_metadata_cache_mib << 20,
-            ),
-            analyzer=self.text_analyzer(),
+            analyzer=reader.analyzer,
         )
 
     @cached_property

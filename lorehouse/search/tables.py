@@ -167,9 +167,6 @@ class TableReader:
     derived_text_fields: tuple[tuple[str, str, Callable[[str | None], str]], ...] = ()
     #: Whether `vector` is searched by nearness (and so has a snapshot to search).
     nearest_neighbour_search: bool = True
-    #: How long a version stays readable by `rows_at` after a later one replaced it; None:
-    #: for as long as its files are kept.
-    keep_versions: timedelta | None = None
 
     def __init__(
         self,
@@ -282,6 +279,12 @@ class TableReader:
         if self._folder is not None and not self._folder.is_dir():
             return False
         return self.name in self._db.list_tables().tables
+
+    @property
+    def connection(self) -> lancedb.DBConnection:
+        """The LanceDB connection this table reads through, with its caches: a writer of the
+        same database opened on it shares them instead of holding a second copy."""
+        return self._db
 
     def count(self, where: str | None = None) -> int:
         """Rows of the latest version under `where` (all when None); 0 before the first

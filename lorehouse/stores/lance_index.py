@@ -300,9 +300,8 @@ class LanceTable(TableReader):
             cache_bytes=cache_bytes,
             warm_min_rows=warm_min_rows,
             analyzer=analyzer,
+            keep_versions=keep_versions,
         )
-        #: How long a version outlives the next one: what `rows_at` can still read.
-        self.keep_versions = keep_versions
         #: Whether the table gets its scalar and vector indexes: not for a partition's own
         #: tables, which are only read whole, by the merge into the shared ones.
         self.search_indexes = search_indexes

@@ -41,7 +41,6 @@ def asked_section(question: str) -> str:
 class AskedQuestion:
     """What the extractive answer reads of a question."""
 
-    text: str
     #: Its analyzed words (ANALYZER.terms).
     terms: frozenset[str]
     #: The kind of fact it asks for (`lead.asked_kind`).
@@ -56,7 +55,6 @@ class AskedQuestion:
 def read_question(question: str) -> AskedQuestion:
     """`question` read once (kept: the same text is read the same way)."""
     return AskedQuestion(
-        text=question,
         terms=frozenset(ANALYZER.terms(question)),
         kind=asked_kind(question),
         section=asked_section(question),
