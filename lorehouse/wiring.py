@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from lorehouse.llm import LLMClient
     from lorehouse.parsing.registry import ParseOptions
     from lorehouse.parsing.runner import ParseLimits
+    from lorehouse.search.ann import NeighbourSearch
     from lorehouse.search.bm25 import TextAnalyzer
     from lorehouse.search.retriever import QueryTranslator, Retriever
     from lorehouse.search.tables import ChunkTable
@@ -144,6 +145,7 @@ class Lorehouse:
             snapshot_folder=self.settings.snapshot_folder,
             warm_min_rows=self.settings.search_warm_min_rows,
             analyzer=reader.analyzer,
+            neighbours=reader.neighbours,
         )
 
     @cached_property
@@ -162,6 +164,17 @@ class Lorehouse:
             warm_min_rows=self.settings.search_warm_min_rows,
             analyzer=self.text_analyzer(),
             keep_versions=timedelta(hours=self.settings.citation_retention_hours),
+            neighbours=self.neighbour_search(),
+        )
+
+    def neighbour_search(self) -> NeighbourSearch:
+        """From what size and through which index vector searches propose candidates."""
+        from lorehouse.search.ann import NeighbourSearch
+
+        return NeighbourSearch(
+            min_rows=self.settings.ann_index_min_rows,
+            probes=self.settings.search_ann_probes,
+            engine=self.settings.search_ann_engine,
         )
 
     def chunk_reader(self) -> ChunkTable:

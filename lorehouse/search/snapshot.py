@@ -21,6 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lorehouse.search import ann
 from lorehouse.search.bm25 import BM25Index, FieldPostings
 from lorehouse.search.passages import passage_runs
 from lorehouse.search.snapshot_files import SnapshotFiles, regrouped
@@ -53,6 +54,12 @@ _ANN_CANDIDATES_PER_RESULT = 2
 
 
 _ANN_MIN_CANDIDATES = 100
+
+
+# Allowed rows up to which a mapped-index search scores each of them instead of probing the
+# index (a filter on a few documents): exact, and cheaper than reading lists that hold few
+# of them; also bounded by a quarter of the codes a probe reads.
+_EXACT_MAX_ALLOWED = 20_000
 
 
 # From this share of rows allowed, the ANN index is searched unfiltered and the mask applied.
@@ -131,8 +138,14 @@ class TableSnapshot:
         self._snapshot_folder = owner.snapshot_folder
         self._files: SnapshotFiles | None = None
         self.metadata: dict[bytes, bytes] = pinned.schema.metadata or {}
-        #: Whether vector search goes through the ANN index (else it scores every row).
-        self.vector_indexed = any(list(i.columns) == ["vector"] for i in pinned.list_indices())
+        #: What proposes a vector search's candidates: "mapped" (`lorehouse.search.ann`),
+        #: "lancedb" (LanceDB's index) or None (every row scored).
+        self.ann_engine = _engine_for(owner.neighbours, pinned)
+        self._probes = owner.neighbours.probes if owner.neighbours else 0
+        #: The mapped index, built (or mapped) at the first search that needs it.
+        self._neighbours: ann.NeighbourIndex | None = None
+        #: Another version's mapped index whose training this one's reuses (`warm_like`).
+        self._trained_like: ann.NeighbourIndex | None = None
         self._lock = threading.Lock()
         #: Held while arrays derived from the rows are computed: once per version.
         self._derive_lock = threading.Lock()
@@ -154,6 +167,11 @@ class TableSnapshot:
         self._languages: tuple[np.ndarray, list[str]] | None = None
         #: scope -> each language's share of the scope's rows (None: none recorded).
         self._language_shares: dict[str, dict[str, float] | None] = {}
+
+    @property
+    def vector_indexed(self) -> bool:
+        """Whether vector search goes through an ANN index (else it scores every row)."""
+        return self.ann_engine is not None
 
     # -- what is held in memory ------------------------------------------------------------------
 
@@ -390,6 +408,10 @@ class TableSnapshot:
                 wheres.update(dict.fromkeys(old._masks))
         for where in list(wheres)[-_CACHED_MASKS:]:
             self._predicate(where or None)
+        built = next((old._neighbours for old in replaced if old._neighbours is not None), None)
+        if built is not None and self.ann_engine == "mapped":
+            self._trained_like = built
+            self._neighbour_index()
 
     def _positions_of(self, row_ids: np.ndarray) -> np.ndarray:
         """Positions in this snapshot's rows of LanceDB row ids of the same version."""
@@ -434,9 +456,14 @@ class TableSnapshot:
         allowed, hidden = self._predicate(where)
         assert self._unit_vectors is not None
         unit_query = np.asarray(vector, dtype=np.float32) / norm
-        if self.vector_indexed:
-            # Candidates proposed by the ANN index, rescored exactly.
+        rows = None
+        if self.ann_engine == "mapped":
+            rows = self._mapped_candidates(unit_query, allowed, limit)
+        elif self.ann_engine == "lancedb":
             rows = self._ann_candidates(vector, where, allowed, limit)
+        if rows is not None:
+            # Candidates proposed by the ANN index (or every allowed row of a narrow
+            # predicate), rescored exactly.
             scores = self._unit_vectors[rows] @ unit_query
             count = min(limit, len(rows))
         else:
@@ -453,6 +480,50 @@ class TableSnapshot:
         positions = best if rows is None else rows[best]
         order = np.lexsort((positions, -scores[best]))
         return positions[order], scores[best[order]]
+
+    def _mapped_candidates(
+        self, unit_query: np.ndarray, allowed: np.ndarray, limit: int
+    ) -> np.ndarray:
+        """Positions of the candidates for the `limit` nearest allowed rows: the mapped
+        index's, searched with the caller's mask as a prefilter, so no row outside it is
+        proposed; or every allowed row where few are (a filter on a document), which is
+        exact and cheaper than probing lists that hold few of them."""
+        wanted = max(_ANN_CANDIDATES_PER_RESULT * limit, _ANN_MIN_CANDIDATES)
+        permitted = int(np.count_nonzero(allowed))
+        index = self._neighbour_index()
+        # A full vector costs about four codes to score.
+        if permitted <= min(_EXACT_MAX_ALLOWED, index.rows_probed(len(allowed)) / 4):
+            return np.flatnonzero(allowed)
+        rows = index.search(unit_query, allowed, wanted)
+        if len(rows) < min(limit, permitted):
+            # The probed lists held too few of the caller's rows: all of them are scored.
+            return np.flatnonzero(allowed)
+        return rows
+
+    def _neighbour_index(self) -> ann.NeighbourIndex:
+        """This version's mapped index: from the host's snapshot folder where there is one
+        (built by the first process to ask, mapped by the others), else built here."""
+        found = self._neighbours
+        if found is not None:
+            return found
+        self._load()
+        with self._derive_lock:
+            if self._neighbours is None:
+                assert self._unit_vectors is not None
+                vectors = self._unit_vectors
+                trained = None if self._trained_like is None else self._trained_like.index
+                files = self._files
+                path = None
+                if files is not None:
+                    path = files.index_file(
+                        ann.INDEX_FILE, lambda out: ann.write(ann.build(vectors, trained), out)
+                    )
+                index = None if path is None else ann.open_mapped(path)
+                if index is None:
+                    index = ann.build(vectors, trained)
+                self._neighbours = ann.NeighbourIndex(index, self._probes)
+                self._trained_like = None
+        return self._neighbours
 
     def _ann_candidates(
         self, vector: np.ndarray, where: str | None, allowed: np.ndarray, limit: int
@@ -804,3 +875,15 @@ def _digests(values: Iterable[str | None]) -> np.ndarray:
         ),
         dtype=np.uint64,
     )
+
+
+def _engine_for(neighbours: ann.NeighbourSearch | None, pinned: lancedb.table.Table) -> str | None:
+    """What proposes the candidates of a vector search of `pinned`: the mapped index from
+    `neighbours.min_rows` rows; LanceDB's index where the engine is "lancedb" and the table
+    has one; else nothing (every row scored)."""
+    if neighbours is None:
+        return None
+    if neighbours.engine == "lancedb":
+        indexed = any(list(i.columns) == ["vector"] for i in pinned.list_indices())
+        return "lancedb" if indexed else None
+    return "mapped" if pinned.count_rows() >= neighbours.min_rows else None

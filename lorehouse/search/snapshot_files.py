@@ -191,6 +191,33 @@ class SnapshotFiles:
         partial.write_text(json.dumps(sorted(arrays)))
         partial.replace(manifest)
 
+    # -- files written by a library ---------------------------------------------------------------
+
+    def index_file(self, name: str, write: Callable[[Path], None]) -> Path | None:
+        """The path of this version's file `name` (an index another library writes and
+        maps, `lorehouse.search.ann`): written by the first process that asks, through
+        `write(path)` beside its place and renamed over it, under the table's lock, and only
+        opened by the others. None where the folder cannot be written."""
+        path = self.folder / name
+        if path.exists():
+            return path
+        with self._arrays_lock:
+            try:
+                self.folder.mkdir(parents=True, exist_ok=True)
+                with self._turn():
+                    if not path.exists():
+                        partial = path.with_name(f".{name}.{os.getpid()}")
+                        try:
+                            write(partial)
+                            partial.replace(path)
+                        finally:
+                            partial.unlink(missing_ok=True)
+                        _release_freed_memory()
+            except OSError as error:
+                logger.warning("search index %s held per process: %s", name, error)
+                return None
+        return path
+
     # -- housekeeping ----------------------------------------------------------------------------
 
     @contextmanager

@@ -28,6 +28,7 @@ import numpy as np
 import pyarrow as pa
 from cachetools import LRUCache
 
+from lorehouse.search.ann import NeighbourSearch
 from lorehouse.search.bm25 import Analyzer, TextAnalyzer
 from lorehouse.search.snapshot import DIMENSION_KEY, LAYOUT_KEY, MODEL_KEY, TableSnapshot
 from lorehouse.search.versions import (
@@ -178,8 +179,11 @@ class TableReader:
         warm_min_rows: int | None = None,
         analyzer: TextAnalyzer | None = None,
         keep_versions: timedelta | None = None,
+        neighbours: NeighbourSearch | None = None,
     ) -> None:
-        """`keep_versions`: how long a replaced version stays readable by `rows_at` (the
+        """`neighbours`: from what size and how a vector search goes through an ANN index
+        (the deployment's, from the wiring); None scores every row at any size.
+        `keep_versions`: how long a replaced version stays readable by `rows_at` (the
         deployment's citation retention; None: as long as its files are kept).
         `cache_bytes`: (index, metadata) cache bounds of the connection opened here
         (LanceDB's defaults, 6 GiB and 1 GiB, when None); a `db` given keeps its own.
@@ -191,6 +195,7 @@ class TableReader:
         self.warm_min_rows = warm_min_rows
         self.keep_versions = keep_versions
         self.analyzer = analyzer or _ANALYZER
+        self.neighbours = neighbours
         self._storage_options = storage_options
         #: Where this host's processes share searched versions' snapshots
         #: (`SnapshotFiles`); None: each process holds its own.
@@ -248,6 +253,7 @@ class TableReader:
             snapshot_folder=self.snapshot_folder,
             warm_min_rows=self.warm_min_rows,
             analyzer=self.analyzer,
+            neighbours=self.neighbours,
         )
         table._published = self._published
         return table

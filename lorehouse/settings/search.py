@@ -6,7 +6,7 @@ are ranked, and the reranker.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 from pydantic import BaseModel, Field
 
@@ -19,6 +19,10 @@ DEFAULT_ANN_INDEX_MIN_ROWS = 50_000
 #: vectors, building its postings) takes minutes, and a smaller one loads quicker than a
 #: search would notice the difference.
 DEFAULT_SEARCH_WARM_MIN_ROWS = 20_000
+#: Inverted lists a search of the mapped ANN index reads: with about sqrt(rows) lists, a
+#: probe of 32 reads 3 % of a million rows' codes, which finds the exact top 10 of clustered
+#: embeddings once the candidates are rescored (docs/benchmarks.md, "Serving memory").
+DEFAULT_SEARCH_ANN_PROBES = 32
 
 
 class SearchSettings(BaseModel):
@@ -37,6 +41,26 @@ class SearchSettings(BaseModel):
         description=(
             "Rows from which the vector column gets an ANN index; below it search is exact, "
             "over the vectors held in memory, and faster than the index."
+        ),
+    )
+    search_ann_engine: Literal["mapped", "lancedb"] = Field(
+        default="mapped",
+        description=(
+            'What proposes the nearest rows of a table past ann_index_min_rows: "mapped", '
+            "an IVF index with 8-bit codes (faiss) in the host's snapshot files, which every "
+            "API process maps, so `--workers N` hold one copy and a process's own memory does "
+            'not grow with the table; or "lancedb", LanceDB\'s IVF_HNSW_SQ index, built by '
+            "the index merge and cached by each process (search_index_cache_mib)."
+        ),
+    )
+    search_ann_probes: int = Field(
+        default=DEFAULT_SEARCH_ANN_PROBES,
+        ge=1,
+        le=65_536,
+        description=(
+            "Inverted lists of the mapped index a vector search reads (of about the square "
+            "root of the table's rows): more finds more of the exact nearest rows, at a cost "
+            "that grows with the probes; candidates are rescored with the full vectors."
         ),
     )
     search_index_cache_mib: int = Field(

@@ -18,6 +18,7 @@ import numpy as np
 import pyarrow as pa
 
 from lorehouse.models import PUBLIC_GROUP
+from lorehouse.search.ann import NeighbourSearch
 from lorehouse.search.bm25 import TextAnalyzer
 from lorehouse.search.snapshot import DIMENSION_KEY, LAYOUT_KEY, MODEL_KEY
 from lorehouse.search.tables import (
@@ -288,10 +289,12 @@ class LanceTable(TableReader):
         cache_bytes: tuple[int, int] | None = None,
         warm_min_rows: int | None = None,
         analyzer: TextAnalyzer | None = None,
+        neighbours: NeighbourSearch | None = None,
     ) -> None:
-        """`ann_min_rows`: rows from which a searched table gets an ANN index (the
-        deployment's `ann_index_min_rows`, from the wiring); None searches exactly at any
-        size. The other arguments are the reader's (`TableReader`)."""
+        """`ann_min_rows`: rows from which a searched table gets LanceDB's vector index
+        (the deployment's `ann_index_min_rows`, from the wiring), which searches read when
+        `neighbours` says the "lancedb" engine; None builds none. The other arguments are
+        the reader's (`TableReader`)."""
         super().__init__(
             uri,
             storage_options=storage_options,
@@ -301,6 +304,7 @@ class LanceTable(TableReader):
             warm_min_rows=warm_min_rows,
             analyzer=analyzer,
             keep_versions=keep_versions,
+            neighbours=neighbours,
         )
         #: Whether the table gets its scalar and vector indexes: not for a partition's own
         #: tables, which are only read whole, by the merge into the shared ones.
@@ -319,6 +323,7 @@ class LanceTable(TableReader):
             snapshot_folder=self.snapshot_folder,
             warm_min_rows=self.warm_min_rows,
             analyzer=self.analyzer,
+            neighbours=self.neighbours,
         )
         table._published = self._published
         return table

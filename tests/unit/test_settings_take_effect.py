@@ -45,6 +45,7 @@ from cli.main import app as cli
 from lorehouse import llm
 from lorehouse.errors import SourceError
 from lorehouse.llm import LLMClient, Prompt
+from lorehouse.search.tables import SentenceTable
 from lorehouse.settings import Settings, get_settings
 from lorehouse.sources import DocumentSource
 from lorehouse.stores.duckdb_store import DuckDBStore
@@ -208,16 +209,37 @@ EFFECTS = [
         needs={"judge_model": "openai/gpt-4o"},
         resources=EVAL_RESOURCES,
     ),
-    # The chunks table and the tables beside it get their ANN index from this many rows.
+    # The chunks table and the tables beside it get their ANN index from this many rows,
+    # and searches read it from as many, in the API's reader as in the writer.
     Effect(
         "ann_index_min_rows",
         "1000",
-        (1000, 1000),
+        (1000, 1000, 1000, 1000),
         lambda house: (
             house.chunk_index().ann_min_rows,
             house.chunk_index().sentences().ann_min_rows,
+            house.chunk_reader().neighbours.min_rows,
+            house.chunk_reader().sibling(SentenceTable).neighbours.min_rows,
         ),
         resources=("vector_index",),
+    ),
+    Effect(
+        "search_ann_engine",
+        "lancedb",
+        ("lancedb", "lancedb"),
+        lambda house: (
+            house.chunk_reader().neighbours.engine,
+            house.chunk_index().neighbours.engine,
+        ),
+    ),
+    Effect(
+        "search_ann_probes",
+        "7",
+        (7, 7),
+        lambda house: (
+            house.chunk_reader().neighbours.probes,
+            house.chunk_index().documents().neighbours.probes,
+        ),
     ),
     Effect(
         "citation_retention_hours",

@@ -11,6 +11,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from lorehouse.search.ann import NeighbourSearch
 from lorehouse.search.filters import access_clause
 from lorehouse.search.snapshot import best_by_position
 from lorehouse.search.tables import sql_string
@@ -44,7 +45,11 @@ def _table_rows(vectors: np.ndarray, restricted: np.ndarray) -> pa.Table:
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
-@pytest.fixture(scope="module", params=["at once", "batch by batch"])
+@pytest.fixture(
+    scope="module",
+    params=[("at once", "mapped"), ("batch by batch", "mapped"), ("batch by batch", "lancedb")],
+    ids=lambda param: "-".join(param),
+)
 def indexed(
     tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
 ) -> tuple[ChunkIndex, np.ndarray, np.ndarray]:
@@ -60,9 +65,12 @@ def indexed(
     restricted_documents = rng.random(documents) < RESTRICTED_DOCUMENT_SHARE
     restricted = np.repeat(restricted_documents, CHUNKS_PER_DOCUMENT)
     path: Path = tmp_path_factory.mktemp("ann") / "lancedb"
-    index = ChunkIndex(str(path), ann_min_rows=256)
+    writing, engine = request.param
+    index = ChunkIndex(
+        str(path), ann_min_rows=256, neighbours=NeighbourSearch(256, probes=32, engine=engine)
+    )
     rows = _table_rows(vectors, restricted)
-    if request.param == "at once":
+    if writing == "at once":
         index.upsert(rows, [])
     else:
         steps = []
