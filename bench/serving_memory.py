@@ -83,23 +83,34 @@ BATCH = 50_000
 LIBRARIES = ["lancedb", "pylance", "pyarrow", "numpy"]
 
 
-def api_settings(folder: Path, ann_min_rows: int, shared: bool) -> Settings:
+def api_settings(
+    folder: Path, ann_min_rows: int, shared: bool, engine: str | None = None
+) -> Settings:
     """The Settings of an API process serving the database under `folder`: its defaults
     (the LanceDB cache bounds among them) and the environment's LOREHOUSE_ variables, with
-    the data folder, the ANN threshold and whether the snapshot is shared set here."""
+    the data folder, the ANN threshold, whether the snapshot is shared and (when given) the
+    ANN engine set here."""
     from lorehouse.settings import Settings
 
+    chosen = {} if engine is None else {"search_ann_engine": engine}
     return Settings(
         data_dir=folder,
         lancedb_uri=str(folder / "lancedb"),
         ann_index_min_rows=ann_min_rows,
         search_shared_snapshot=shared,
+        **chosen,
     )
 
 
 def api_settings_shown(settings: Settings) -> dict[str, Any]:
     """The settings a worker's memory depends on, as this version names them."""
-    names = ("ann_index_min_rows", "search_index_cache_mib", "search_metadata_cache_mib")
+    names = (
+        "ann_index_min_rows",
+        "search_ann_engine",
+        "search_ann_probes",
+        "search_index_cache_mib",
+        "search_metadata_cache_mib",
+    )
     shown: dict[str, Any] = {n: getattr(settings, n) for n in names}
     folder = settings.snapshot_folder
     shown["snapshot_folder"] = None if folder is None else str(folder)
@@ -774,7 +785,9 @@ def hybrid_worker(config_file: str, number: int) -> None:
     # The fields and weights a Retriever searches BM25 with (its constructor only stores
     # what it is given; no embedder is called).
     fields = Retriever(None, None).text_fields  # type: ignore[arg-type]
-    settings = api_settings(Path(config["folder"]), config["ann_min_rows"], config["shared"])
+    settings = api_settings(
+        Path(config["folder"]), config["ann_min_rows"], config["shared"], config["engine"]
+    )
     memory = {"imports": _own_memory()}
 
     # The chunk index as the composition root opens it for the API's Retriever: the shared
@@ -809,6 +822,7 @@ def hybrid_worker(config_file: str, number: int) -> None:
         "pid": os.getpid(),
         "warm_s": round(warm_s, 2),
         "vector_indexed": table.snapshot().vector_indexed,
+        "engine": table.snapshot().ann_engine,
         "queries": len(queries),
         "p50_ms": round(float(np.percentile(latencies, 50)), 2),
         "p95_ms": round(float(np.percentile(latencies, 95)), 2),
@@ -901,33 +915,38 @@ def run_hybrid(args: argparse.Namespace) -> None:
                 exact_file.write_text(json.dumps(exact))
             np.save(folder / "query-vectors.npy", vectors)
             (folder / "queries.json").write_text(json.dumps(queries))
-            config = {
-                "folder": str(folder),
-                "ann_min_rows": args.ann_min_rows,
-                "shared": not args.own_copy,
-                "vectors": str(folder / "query-vectors.npy"),
-                "queries": str(folder / "queries.json"),
-                "exact": str(exact_file),
-            }
-            scratch = folder / "scratch"
-            scratch.mkdir(exist_ok=True)
-            reports = measure_hybrid(config, args.workers, scratch, args.worker_timeout)
-            run = {
-                "rows": rows,
-                "table": table,
-                "snapshot_folder": not args.own_copy,
-                "workers": reports,
-                "rss_total": round(sum(r["memory"]["end"]["rss"] for r in reports), 1),
-                "pss_total": round(sum(r["memory"]["end"]["pss"] for r in reports), 1),
-                "rss_anon_total": round(sum(r["memory"]["end"]["rss_anon"] for r in reports), 1),
-            }
-            results.append(run)
-            print(json.dumps(run), flush=True)
+            for engine in args.engines:
+                config = {
+                    "folder": str(folder),
+                    "ann_min_rows": args.ann_min_rows,
+                    "shared": not args.own_copy,
+                    "engine": engine,
+                    "vectors": str(folder / "query-vectors.npy"),
+                    "queries": str(folder / "queries.json"),
+                    "exact": str(exact_file),
+                }
+                scratch = folder / "scratch"
+                scratch.mkdir(exist_ok=True)
+                reports = measure_hybrid(config, args.workers, scratch, args.worker_timeout)
+                run = {
+                    "rows": rows,
+                    "engine": engine,
+                    "table": table,
+                    "snapshot_folder": not args.own_copy,
+                    "workers": reports,
+                    "rss_total": round(sum(r["memory"]["end"]["rss"] for r in reports), 1),
+                    "pss_total": round(sum(r["memory"]["end"]["pss"] for r in reports), 1),
+                    "rss_anon_total": round(
+                        sum(r["memory"]["end"]["rss_anon"] for r in reports), 1
+                    ),
+                }
+                results.append(run)
+                print(json.dumps(run), flush=True)
     print(
-        "| rows | worker | ANN | warm s | RSS | USS | PSS "
+        "| rows | ANN engine | worker | ANN | warm s | RSS | USS | PSS "
         "| RssAnon (imports / warm / end / trimmed) | RssFile | p50 ms | p95 ms | recall@10 |"
     )
-    print("|---:|---:|---|---:|---:|---:|---:|---|---:|---:|---:|---:|")
+    print("|---:|---|---:|---|---:|---:|---:|---:|---|---:|---:|---:|---:|")
     for run in results:
         for r in run["workers"]:
             m = r["memory"]
@@ -936,7 +955,8 @@ def run_hybrid(args: argparse.Namespace) -> None:
             anon += "" if trimmed is None else f" / {trimmed:.0f}"
             recall = "-" if r["recall_at_10"] is None else f"{r['recall_at_10']:.3f}"
             print(
-                f"| {run['rows']:,} | {r['worker']} | {'yes' if r['vector_indexed'] else 'no'} "
+                f"| {run['rows']:,} | {run['engine']} | {r['worker']} "
+                f"| {'yes' if r['vector_indexed'] else 'no'} "
                 f"| {r['warm_s']:.1f} | {m['end']['rss']:.0f} | {m['end']['uss']:.0f} "
                 f"| {m['end']['pss']:.0f} | {anon} | {m['end']['rss_file']:.0f} "
                 f"| {r['p50_ms']:.1f} | {r['p95_ms']:.1f} | {recall} |"
@@ -944,7 +964,8 @@ def run_hybrid(args: argparse.Namespace) -> None:
     print("MiB. All workers' PSS / RSS / RssAnon:")
     for run in results:
         print(
-            f"  {run['rows']:,} rows: {run['pss_total']:.0f} / {run['rss_total']:.0f} "
+            f"  {run['rows']:,} rows, {run['engine']}: {run['pss_total']:.0f} "
+            f"/ {run['rss_total']:.0f} "
             f"/ {run['rss_anon_total']:.0f}"
         )
     if args.json:
@@ -993,6 +1014,13 @@ def main() -> None:
         type=int,
         default=DEFAULT_ANN_INDEX_MIN_ROWS,
         help="rows from which the vector index is built (the setting's default)",
+    )
+    hybrid.add_argument(
+        "--engines",
+        nargs="+",
+        choices=("mapped", "lancedb"),
+        default=["mapped", "lancedb"],
+        help="ANN engines measured one after another on each table (LOREHOUSE_SEARCH_ANN_ENGINE)",
     )
     hybrid.add_argument("--batch-rows", type=int, default=HYBRID_BATCH, help="rows written at once")
     hybrid.add_argument("--seed", type=int, default=11)

@@ -190,3 +190,49 @@ def test_a_mapped_snapshot_reads_what_one_held_in_memory_reads(tmp_path: Path) -
     ).stdout
     assert pickle.loads(found) == held
     assert {name for _, name in _files(cache)} == names
+
+
+def test_the_ann_index_is_written_once_and_every_other_process_maps_it(tmp_path: Path) -> None:
+    """Past the ANN threshold the first process writes the version's IVF index beside its
+    vectors; another process maps that file (its own memory holds none of the codes) and
+    proposes the same rows, never one outside the caller's access."""
+    from lorehouse.search import ann
+
+    rows = 4000
+    centres = np.random.default_rng(8).standard_normal((40, DIMENSION))
+    noise = np.random.default_rng(9).standard_normal((rows, DIMENSION))
+    vectors = centres[np.arange(rows) % 40] + 0.4 * noise
+    vectors = (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
+    restricted = np.arange(rows) // CHUNKS_PER_DOCUMENT % 5 == 0
+    cache = tmp_path / "cache"
+    search = ann.NeighbourSearch(min_rows=1000, probes=8)
+    first = ChunkIndex(str(tmp_path / "lancedb"), neighbours=search, snapshot_folder=cache)
+    first.upsert(_table_rows(vectors, restricted), [])
+    outsider = access_clause([])
+    query = vectors[17] + 0.05
+    expected = _nearest(first, query, outsider)
+    assert first.snapshot().ann_engine == "mapped"
+    (index_file,) = cache.glob(f"*/{ann.INDEX_FILE}")
+    written = index_file.stat().st_mtime_ns
+    assert all(not restricted[int(key[1:])] for key in expected)
+    script = (
+        "import pathlib, numpy as np, resource\n"
+        "from lorehouse.search.ann import NeighbourSearch\n"
+        "from lorehouse.search.filters import access_clause\n"
+        "from lorehouse.stores.lance_index import ChunkIndex\n"
+        f"index = ChunkIndex({str(tmp_path / 'lancedb')!r}, "
+        "neighbours=NeighbourSearch(min_rows=1000, probes=8), "
+        f"snapshot_folder=pathlib.Path({str(cache)!r}))\n"
+        f"query = np.array({query.tolist()!r}, dtype=np.float32)\n"
+        "rows = index.snapshot().vector_search(query, access_clause([]), 10, ['chunk_id'])\n"
+        "maps = [line for line in open('/proc/self/maps') if line.rstrip().endswith("
+        f"{ann.INDEX_FILE!r})]\n"
+        "print(' '.join(row['chunk_id'] for row in rows))\n"
+        "print(len(maps))\n"
+    )
+    found = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    assert found[0].split() == expected
+    assert int(found[1]) >= 1, "the index's codes were read into memory, not mapped"
+    assert index_file.stat().st_mtime_ns == written, "a second process wrote the index again"
