@@ -12,6 +12,7 @@ from assets.resources import FeatureStoreResource, VectorIndexResource
 from lorehouse.stages.embed import EmbedReport, run_embedding
 from lorehouse.stages.features import run_document_features
 from lorehouse.stages.index_merge import run_index_merge
+from lorehouse.stores.lance_index import ChunkIndex
 from lorehouse.stores.partitions import (
     BUSY_PARTITION_WAIT_SECONDS,
     bucket_of,
@@ -161,11 +162,21 @@ def search_index(
                     ],
                 )
             ),
-            "ann_index": "built"
-            if index.has_vector_index()
-            else f"exact search (below {index.ann_min_rows} rows)",
+            "ann_index": _ann_index_state(index, report.rows),
         }
     )
+
+
+def _ann_index_state(index: ChunkIndex, rows: int) -> str:
+    """What proposes the shared chunks' nearest rows to searches, in words."""
+    neighbours = index.neighbours
+    if neighbours is not None and neighbours.engine == "mapped":
+        if rows < neighbours.min_rows:
+            return f"exact search (below {neighbours.min_rows} rows)"
+        return "mapped IVF index, built by the first search of each version"
+    if index.has_vector_index():
+        return "LanceDB's index, built"
+    return f"exact search (below {index.ann_min_rows} rows)"
 
 
 @asset_check(asset=search_index, blocking=True)

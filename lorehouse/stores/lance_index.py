@@ -503,12 +503,7 @@ class LanceTable(TableReader):
         for column, kind in self.scalar_indexes:
             if (column,) not in present:
                 table.create_scalar_index(column, index_type=kind)
-        rows = table.count_rows()
-        wants_ann = (
-            self.nearest_neighbour_search
-            and self.ann_min_rows is not None
-            and rows >= self.ann_min_rows
-        )
+        wants_ann = self.builds_vector_index and table.count_rows() >= (self.ann_min_rows or 0)
         if ("vector",) not in present and wants_ann:
             table.create_index(
                 metric="cosine", vector_column_name="vector", index_type="IVF_HNSW_SQ"
@@ -522,6 +517,21 @@ class LanceTable(TableReader):
         version = None if published is None else published.get(self.name)
         return _cleanup_age(self.table(), self.keep_versions, version)
 
+    @property
+    def builds_vector_index(self) -> bool:
+        """Whether this table gets LanceDB's vector index: only where searches read it (the
+        "lancedb" engine, or a table opened without the deployment's `neighbours`). The
+        mapped index searches read by default is built from the snapshot's vectors by the
+        first process that searches a version (`lorehouse.search.ann`), so the merge
+        spends nothing on an index no search would read."""
+        reads_lancedb = self.neighbours is None or self.neighbours.engine == "lancedb"
+        return (
+            self.nearest_neighbour_search
+            and self.search_indexes
+            and self.ann_min_rows is not None
+            and reads_lancedb
+        )
+
     def index_new_vectors(self) -> bool:
         """Folds rows into the vector index once `ann_min_rows` of them are outside it.
 
@@ -534,8 +544,7 @@ class LanceTable(TableReader):
         are still searched (by scan), so this is about a build's memory, not about what
         searches find.
         """
-        wanted = self.nearest_neighbour_search and self.search_indexes
-        if self.ann_min_rows is None or not wanted or not self.exists():
+        if not self.builds_vector_index or not self.exists():
             return False
         vector_index = next((s for s in self.index_state() if s.columns == ["vector"]), None)
         outside = self.table().count_rows() if vector_index is None else vector_index.unindexed_rows
