@@ -55,11 +55,20 @@ def build(mode: str, rows: int, batch: int, ann_min_rows: int, folder: Path) -> 
     """One build in this process: returns its peak RSS, indexing's rise and recall@10."""
     import pyarrow as pa
 
+    from lorehouse.search.ann import NeighbourSearch
     from lorehouse.search.filters import access_clause
+    from lorehouse.settings import DEFAULT_SEARCH_ANN_PROBES
     from lorehouse.stores.lance_index import ChunkIndex, chunk_schema
 
     schema = chunk_schema(DIMENSION, "bench-384")
-    index = ChunkIndex(str(folder), ann_min_rows=ann_min_rows)
+    # LanceDB's own index is what this measures the build of, and what its searches read.
+    index = ChunkIndex(
+        str(folder),
+        ann_min_rows=ann_min_rows,
+        neighbours=NeighbourSearch(
+            ann_min_rows, probes=DEFAULT_SEARCH_ANN_PROBES, engine="lancedb"
+        ),
+    )
     rng = np.random.default_rng(0)
     centres = rng.standard_normal((CENTRES, DIMENSION)).astype(np.float32)
     process = psutil.Process()

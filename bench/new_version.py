@@ -50,9 +50,10 @@ def _ms(started: float) -> float:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
+    from lorehouse.search.ann import NeighbourSearch
     from lorehouse.search.filters import access_clause
     from lorehouse.search.retriever import Retriever
-    from lorehouse.settings import DEFAULT_SEARCH_WARM_MIN_ROWS
+    from lorehouse.settings import DEFAULT_SEARCH_ANN_PROBES, DEFAULT_SEARCH_WARM_MIN_ROWS
     from lorehouse.stores.lance_index import ChunkIndex
 
     source, _ = hybrid_table(args.workdir, args.rows, args)
@@ -67,6 +68,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             mode: ChunkIndex(
                 str(uri),
                 ann_min_rows=args.ann_min_rows,
+                neighbours=NeighbourSearch(
+                    args.ann_min_rows, probes=DEFAULT_SEARCH_ANN_PROBES, engine=args.engine
+                ),
                 snapshot_folder=scratch / f"snapshots-{mode}",
                 warm_min_rows=warm,
             )
@@ -140,6 +144,9 @@ def main() -> None:
     parser.add_argument("--workdir", type=Path, required=True)
     parser.add_argument("--queries", type=int, default=40)
     parser.add_argument("--ann-min-rows", type=int, default=50_000)
+    parser.add_argument(
+        "--engine", choices=("mapped", "lancedb"), default="mapped", help="the readers' ANN engine"
+    )
     parser.add_argument("--batch-rows", type=int, default=HYBRID_BATCH)
     parser.add_argument("--seed", type=int, default=11)
     parser.add_argument("--json", type=Path)

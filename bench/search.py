@@ -56,8 +56,10 @@ import numpy as np
 import psutil
 import pyarrow as pa
 
+from lorehouse.search.ann import NeighbourSearch
 from lorehouse.search.filters import access_clause
 from lorehouse.search.retriever import Retriever, SearchMode
+from lorehouse.settings import DEFAULT_SEARCH_ANN_PROBES
 from lorehouse.stores.lance_index import ChunkIndex, chunk_schema
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -257,7 +259,8 @@ class SizeResult:
     rows: int
     restricted_rows: int
     ann_min_rows: int
-    ann_index: bool
+    #: What proposed the vector candidates: "mapped", "lancedb" or "" (exact).
+    ann_index: str
     write_seconds: float
     index_seconds: float
     indexes: list[str]
@@ -311,7 +314,12 @@ def measure_size(
     # Searched as an API process does: from the version's snapshot files (unless asked not).
     folder = None if args.held_in_memory else workdir / f"snapshots-{rows}"
     index = ChunkIndex(
-        str(workdir / f"lance-{rows}"), ann_min_rows=args.ann_min_rows, snapshot_folder=folder
+        str(workdir / f"lance-{rows}"),
+        ann_min_rows=args.ann_min_rows,
+        snapshot_folder=folder,
+        neighbours=NeighbourSearch(
+            args.ann_min_rows, probes=DEFAULT_SEARCH_ANN_PROBES, engine=args.engine
+        ),
     )
     started = time.perf_counter()
     index.upsert(table, [])
@@ -324,7 +332,7 @@ def measure_size(
         rows=rows,
         restricted_rows=int(corpus.restricted.sum()),
         ann_min_rows=args.ann_min_rows,
-        ann_index=index.has_vector_index(),
+        ann_index=index.snapshot().ann_engine or "",
         write_seconds=write_seconds,
         index_seconds=index_ms / 1000,
         indexes=[f"{s.name} ({s.kind})" for s in states],
@@ -449,7 +457,9 @@ def print_report(
     )
     print("|---:|---:|---|---:|---:|---:|---:|")
     for r in results:
-        ann = "IVF_HNSW_SQ (cosine)" if r.ann_index else f"none (exact, < {r.ann_min_rows:,})"
+        ann = {"mapped": "mapped IVF, 8-bit codes", "lancedb": "LanceDB IVF_HNSW_SQ"}.get(
+            r.ann_index, f"none (exact, < {r.ann_min_rows:,})"
+        )
         print(
             f"| {r.rows:,} | {r.restricted_rows:,} | {ann} | {r.write_seconds:.1f} | "
             f"{r.index_seconds:.1f} | {r.first_search_seconds:.1f} | "
@@ -486,7 +496,7 @@ def print_report(
         rec = r.recall
         unrefined = rec.get("index_without_refine")
         print(
-            f"| {r.rows:,} | {'yes' if r.ann_index else 'no (exact)'} | "
+            f"| {r.rows:,} | {r.ann_index or 'no (exact)'} | "
             f"{rec['vector_search']:.4f} | {rec['vector_search_access_filter']:.4f} | "
             f"{rec['retriever_vector']:.4f} | "
             f"{'n/a' if unrefined is None else f'{unrefined:.4f}'} |"
@@ -524,6 +534,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         type=int,
         default=50_000,
         help="ChunkIndex ann_min_rows: the ANN index is built from this many rows (default 50000)",
+    )
+    parser.add_argument(
+        "--engine",
+        choices=("mapped", "lancedb"),
+        default="mapped",
+        help="what proposes candidates past --ann-min-rows (LOREHOUSE_SEARCH_ANN_ENGINE)",
     )
     parser.add_argument("--candidates", type=int, default=50, help="Retriever candidates")
     parser.add_argument(
