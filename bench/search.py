@@ -394,7 +394,7 @@ def measure_size(
         "retriever_vector": _recall([set(f) for f in found_by["vector"]], exact_public),
         "brute_force_check": _recall([set(f) for f in found_by["brute"]], exact_public),
     }
-    if result.ann_index:
+    if result.ann_index == "lancedb":
         # What the ANN index alone finds, by its quantized distances, without the rescoring
         # with full vectors that TableSnapshot.vector_search adds: the same query, straight
         # through LanceDB.
