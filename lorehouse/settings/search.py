@@ -67,10 +67,10 @@ class SearchSettings(BaseModel):
         default=1024,
         ge=1,
         description=(
-            "Memory each process lets LanceDB keep of the index pages it has read (ANN "
-            "partitions, scalar indexes), instead of LanceDB's 6 GiB. Keep it above the "
-            "vector index's size (about 0.65 KB a chunk): below it every search reads "
-            "partitions again, many times slower."
+            "Memory each process lets LanceDB keep of the index pages it has read (scalar "
+            "indexes; ANN partitions with the lancedb engine), instead of LanceDB's 6 GiB. "
+            "With that engine keep it above the vector index's size (about 0.65 KB a "
+            "chunk): below it every search reads partitions again, many times slower."
         ),
     )
     search_metadata_cache_mib: int = Field(
