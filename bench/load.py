@@ -216,12 +216,18 @@ def replicate_store(source: Path, target: Path, copies: int) -> int:
         SentenceIndex,
         TokenVectorIndex,
     )
+    from lorehouse.wiring import Lorehouse
 
     target.mkdir(parents=True, exist_ok=True)
     shutil.copy(source / "lorehouse.duckdb", target / "lorehouse.duckdb")
     chunks = ChunkIndex(str(source / "lancedb"))
-    # Written as the deployment writes it: an ANN index from its threshold on.
-    copied = ChunkIndex(str(target / "lancedb"), Settings().ann_index_min_rows)
+    # Written as the deployment writes it: LanceDB's ANN index from its threshold on where
+    # the deployment's engine reads it.
+    copied = ChunkIndex(
+        str(target / "lancedb"),
+        Settings().ann_index_min_rows,
+        neighbours=Lorehouse(Settings()).neighbour_search(),
+    )
     for table_type in (ChunkIndex, DocumentIndex, SentenceIndex, TokenVectorIndex):
         original = chunks.sibling(table_type)
         if not original.exists():
