@@ -19,10 +19,11 @@ DEFAULT_ANN_INDEX_MIN_ROWS = 50_000
 #: vectors, building its postings) takes minutes, and a smaller one loads quicker than a
 #: search would notice the difference.
 DEFAULT_SEARCH_WARM_MIN_ROWS = 20_000
-#: Inverted lists a search of the mapped ANN index reads: with about sqrt(rows) lists, a
-#: probe of 32 reads 3 % of a million rows' codes, which finds the exact top 10 of clustered
-#: embeddings once the candidates are rescored (docs/benchmarks.md, "Serving memory").
-DEFAULT_SEARCH_ANN_PROBES = 32
+#: Inverted lists a search of the mapped ANN index reads. Recall follows the lists read more
+#: than their share of the table: on sentence-embedding vectors, 64 lists keep about 99 % of
+#: the exact top 10 even where there are a thousand lists (a million rows), and cost a few
+#: milliseconds there (docs/benchmarks.md, "Serving memory with several workers").
+DEFAULT_SEARCH_ANN_PROBES = 64
 
 
 class SearchSettings(BaseModel):
