@@ -14,13 +14,16 @@ a child process of its own and reads its time and peak RSS (`ru_maxrss`):
     .venv/bin/python bench/merge_scale.py --chunks 100000 1000000 [--json F]
 
 Three chunks a document, 16 partitions, 384 dimensions, the `chunks` table only (sentence
-windows and token vectors go through the same code per table).
+windows and token vectors go through the same code per table). `--engines` measures each
+ANN engine on its own copy (LOREHOUSE_SEARCH_ANN_ENGINE): with `lancedb` the index merge
+builds LanceDB's vector index, with `mapped` (the default) searches build their own.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -185,35 +188,36 @@ def _step(data_dir: Path, step: str) -> dict[str, float]:
     }
 
 
-def _child(data_dir: Path, step: str) -> dict[str, float]:
+def _child(data_dir: Path, step: str, engine: str) -> dict[str, float]:
     output = subprocess.run(
         [sys.executable, __file__, "--step", step, "--data-dir", str(data_dir)],
         capture_output=True,
         text=True,
         check=True,
+        env={**os.environ, "LOREHOUSE_SEARCH_ANN_ENGINE": engine},
     ).stdout
     return json.loads(output.strip().splitlines()[-1])
 
 
-def measure(chunks: int, workdir: Path) -> dict[str, Any]:
-    data_dir = workdir / f"merge-{chunks}"
+def measure(chunks: int, workdir: Path, engine: str) -> dict[str, Any]:
+    data_dir = workdir / f"merge-{chunks}-{engine}"
     started = time.perf_counter()
     generate(data_dir, chunks)
     print(f"[{chunks}] generated in {time.perf_counter() - started:.0f} s", file=sys.stderr)
-    row: dict[str, Any] = {"chunks": chunks, "partitions": PARTITIONS}
+    row: dict[str, Any] = {"chunks": chunks, "partitions": PARTITIONS, "engine": engine}
     for run in ("full", "one_changed"):
         if run == "one_changed":
             _change_one(data_dir)
         for step in STEPS:
-            row[f"{run}.{step}"] = _child(data_dir, step)
-            print(f"[{chunks}] {run} {step}: {row[f'{run}.{step}']}", file=sys.stderr)
+            row[f"{run}.{step}"] = _child(data_dir, step, engine)
+            print(f"[{chunks} {engine}] {run} {step}: {row[f'{run}.{step}']}", file=sys.stderr)
     return row
 
 
 def table(rows: list[dict[str, Any]]) -> str:
     lines = [
-        "| chunks | run | " + " | ".join(f"{step} s | MiB" for step in STEPS) + " |",
-        "|---:|---|" + "---:|---:|" * len(STEPS),
+        "| chunks | ANN engine | run | " + " | ".join(f"{step} s | MiB" for step in STEPS) + " |",
+        "|---:|---|---|" + "---:|---:|" * len(STEPS),
     ]
     for row in rows:
         for run in ("full", "one_changed"):
@@ -221,13 +225,17 @@ def table(rows: list[dict[str, Any]]) -> str:
                 f"{row[f'{run}.{step}']['seconds']} | {row[f'{run}.{step}']['peak_rss_mib']}"
                 for step in STEPS
             )
-            lines.append(f"| {row['chunks']} | {run.replace('_', ' ')} | {cells} |")
+            engine = row.get("engine", "lancedb")
+            lines.append(f"| {row['chunks']} | {engine} | {run.replace('_', ' ')} | {cells} |")
     return "\n".join(lines)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--chunks", type=int, nargs="+", default=[100_000])
+    parser.add_argument(
+        "--engines", nargs="+", choices=("mapped", "lancedb"), default=["mapped", "lancedb"]
+    )
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--workdir", type=Path, default=None)
     parser.add_argument("--step", help=argparse.SUPPRESS)
@@ -243,7 +251,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as scratch:
         workdir = args.workdir or Path(scratch)
         for chunks in args.chunks:
-            rows.append(measure(chunks, workdir))
+            for engine in args.engines:
+                rows.append(measure(chunks, workdir, engine))
             print(table(rows), file=sys.stderr)
             if args.json:
                 args.json.write_text(json.dumps(rows, indent=2) + "\n")
