@@ -170,13 +170,18 @@ def search_index(
 def _ann_index_state(index: ChunkIndex, rows: int) -> str:
     """What proposes the shared chunks' nearest rows to searches, in words."""
     neighbours = index.neighbours
-    if neighbours is not None and neighbours.engine == "mapped":
-        if rows < neighbours.min_rows:
-            return f"exact search (below {neighbours.min_rows} rows)"
+    if neighbours is None:
+        engine = "lancedb" if index.has_vector_index() else None
+    else:
+        engine = neighbours.engine_for(
+            rows, neighbours.engine == "lancedb" and index.has_vector_index()
+        )
+    if engine == "mapped":
         return "mapped IVF index, built by the first search of each version"
-    if index.has_vector_index():
+    if engine == "lancedb":
         return "LanceDB's index, built"
-    return f"exact search (below {index.ann_min_rows} rows)"
+    threshold = index.ann_min_rows if neighbours is None else neighbours.min_rows
+    return f"exact search (below {threshold} rows)"
 
 
 @asset_check(asset=search_index, blocking=True)

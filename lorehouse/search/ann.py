@@ -178,3 +178,11 @@ class NeighbourSearch:
     probes: int
     #: "mapped": this module's index in the snapshot files; "lancedb": LanceDB's own.
     engine: str = "mapped"
+
+    def engine_for(self, rows: int, lancedb_indexed: bool) -> str | None:
+        """What proposes a vector search's candidates over a table of `rows` rows: the
+        mapped index from `min_rows` rows; LanceDB's where that is the engine and the table
+        has its index (`lancedb_indexed`); None where every row is scored."""
+        if self.engine == "lancedb":
+            return "lancedb" if lancedb_indexed else None
+        return "mapped" if rows >= self.min_rows else None

@@ -27,6 +27,7 @@ from lorehouse.search.passages import passage_runs
 from lorehouse.search.snapshot_files import SnapshotFiles, regrouped
 
 if TYPE_CHECKING:
+    import faiss
     import lancedb
 
     from lorehouse.search.tables import TableReader
@@ -141,11 +142,11 @@ class TableSnapshot:
         #: What proposes a vector search's candidates: "mapped" (`lorehouse.search.ann`),
         #: "lancedb" (LanceDB's index) or None (every row scored).
         self.ann_engine = _engine_for(owner.neighbours, pinned)
-        self._probes = owner.neighbours.probes if owner.neighbours else 0
+        self._neighbour_search = owner.neighbours
         #: The mapped index, built (or mapped) at the first search that needs it.
         self._neighbours: ann.NeighbourIndex | None = None
         #: Another version's mapped index whose training this one's reuses (`warm_like`).
-        self._trained_like: ann.NeighbourIndex | None = None
+        self._trained_like: faiss.IndexIVF | None = None
         self._lock = threading.Lock()
         #: Held while arrays derived from the rows are computed: once per version.
         self._derive_lock = threading.Lock()
@@ -410,7 +411,7 @@ class TableSnapshot:
             self._predicate(where or None)
         built = next((old._neighbours for old in replaced if old._neighbours is not None), None)
         if built is not None and self.ann_engine == "mapped":
-            self._trained_like = built
+            self._trained_like = built.index
             self._neighbour_index()
 
     def _positions_of(self, row_ids: np.ndarray) -> np.ndarray:
@@ -510,8 +511,8 @@ class TableSnapshot:
         with self._derive_lock:
             if self._neighbours is None:
                 assert self._unit_vectors is not None
-                vectors = self._unit_vectors
-                trained = None if self._trained_like is None else self._trained_like.index
+                assert self._neighbour_search is not None
+                vectors, trained = self._unit_vectors, self._trained_like
                 files = self._files
                 path = None
                 if files is not None:
@@ -521,7 +522,7 @@ class TableSnapshot:
                 index = None if path is None else ann.open_mapped(path)
                 if index is None:
                     index = ann.build(vectors, trained)
-                self._neighbours = ann.NeighbourIndex(index, self._probes)
+                self._neighbours = ann.NeighbourIndex(index, self._neighbour_search.probes)
                 self._trained_like = None
         return self._neighbours
 
@@ -885,5 +886,5 @@ def _engine_for(neighbours: ann.NeighbourSearch | None, pinned: lancedb.table.Ta
         return None
     if neighbours.engine == "lancedb":
         indexed = any(list(i.columns) == ["vector"] for i in pinned.list_indices())
-        return "lancedb" if indexed else None
-    return "mapped" if pinned.count_rows() >= neighbours.min_rows else None
+        return neighbours.engine_for(0, indexed)
+    return neighbours.engine_for(pinned.count_rows(), False)
