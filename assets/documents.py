@@ -8,6 +8,7 @@ import pandera.pandas as pa
 from assets._metadata import markdown_table, progress_logger, sources_table
 from assets.checks import asset_check
 from assets.partitioning import INDEX_PARTITIONS, PARTITION_BACKFILL, partition_stores
+from assets.policies import SHARED_STORES_POOL
 from assets.resources import DocumentSourceResource, FeatureStoreResource, ParsingResource
 from lorehouse.display import printable
 from lorehouse.schemas import (
@@ -21,7 +22,7 @@ from lorehouse.stages.parse import ParseReport, run_parse
 from lorehouse.stores.partitions import seed_partition
 
 
-@dg.asset(group_name="ingest", kinds={"duckdb"})
+@dg.asset(group_name="ingest", kinds={"duckdb"}, pool=SHARED_STORES_POOL)
 def raw_documents(
     context: dg.AssetExecutionContext,
     document_source: DocumentSourceResource,

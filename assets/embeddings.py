@@ -8,6 +8,7 @@ from assets._metadata import markdown_table, progress_logger
 from assets.checks import asset_check
 from assets.features import document_features, enriched_chunks
 from assets.partitioning import INDEX_PARTITIONS, PARTITION_BACKFILL, partition_stores
+from assets.policies import SHARED_STORES_POOL
 from assets.resources import FeatureStoreResource, VectorIndexResource
 from lorehouse.stages.embed import EmbedReport, run_embedding
 from lorehouse.stages.features import run_document_features
@@ -115,6 +116,7 @@ def chunk_embeddings(
     group_name="index",
     kinds={"lancedb"},
     deps=[chunk_embeddings, document_features],
+    pool=SHARED_STORES_POOL,
 )
 def search_index(
     context: dg.AssetExecutionContext,

@@ -7,7 +7,7 @@ from assets.checks import asset_check
 from assets.chunks import chunks
 from assets.documents import MERGED_PARTITIONS, parsed_documents, raw_documents, schema_check
 from assets.partitioning import INDEX_PARTITIONS, PARTITION_BACKFILL, partition_stores
-from assets.policies import LLM_RETRY_POLICY
+from assets.policies import LLM_RETRY_POLICY, SHARED_STORES_POOL
 from assets.resources import EnrichmentResource, FeatureStoreResource
 from lorehouse.schemas import (
     CHUNK_FAQS_SCHEMA,
@@ -87,7 +87,8 @@ def enriched_chunks(
     # It copies the stages' tables for the documents the inventory lists, so it follows
     # whichever of them a run selects; after chunk_embeddings too, which writes each
     # partition's file (its document list) while a merge would read it.
-    deps=[raw_documents, parsed_documents, chunks, enriched_chunks, "chunk_embeddings"],
+    deps=[raw_documents, parsed_documents, chunks, enriched_chunks, "published_partition"],
+    pool=SHARED_STORES_POOL,
 )
 def merged_partitions(
     context: dg.AssetExecutionContext, feature_store: FeatureStoreResource
@@ -127,6 +128,7 @@ def merged_partitions(
     group_name="features",
     kinds={"duckdb"},
     deps=[merged_partitions],
+    pool=SHARED_STORES_POOL,
 )
 def document_features(feature_store: FeatureStoreResource) -> dg.MaterializeResult:
     """The document list (title, summary, size, ACL) plus FAQ and keyword tables."""

@@ -20,3 +20,10 @@ def index_freshness(settings: Settings) -> dg.FreshnessPolicy:
 #: exponential backoff waits (2^n - 1) x 30 s), when a provider outage outlasts the client's
 #: own retries.
 LLM_RETRY_POLICY = dg.RetryPolicy(max_retries=2, delay=30, backoff=dg.Backoff.EXPONENTIAL)
+
+#: The Dagster pool of every step that writes the shared stores (the inventory, a partition
+#: publishing its rows, the merges of every partition). pipelines/dagster.yaml gives pools
+#: one slot, so those steps run one at a time across every run, whoever launched it (a step
+#: run in process claims its slot too), and queue rather than contend for the DuckDB file or
+#: publish the index's versions over each other.
+SHARED_STORES_POOL = "lorehouse_shared_stores"

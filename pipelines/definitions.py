@@ -7,7 +7,7 @@ versions all come from them.
 
 import dagster as dg
 
-from assets import chunks, documents, embeddings, evals, features, freshness
+from assets import chunks, documents, embeddings, evals, features, freshness, publish
 from assets.checks import checks_of
 from assets.partitioning import with_index_partitions
 from assets.policies import index_freshness
@@ -21,10 +21,11 @@ from pipelines.jobs import (
     merge_job,
     nightly_reindex_schedule,
     partitions_job,
+    publish_job,
 )
 from pipelines.sensors import changed_partitions_sensor, source_change_sensor, upload_sensor
 
-ASSET_MODULES = [documents, chunks, features, embeddings, evals]
+ASSET_MODULES = [documents, chunks, features, embeddings, publish, evals]
 #: The evals are not held to the nightly freshness window; every indexing stage is.
 NOT_INDEXING = "evals"
 
@@ -54,14 +55,15 @@ def _ingest_definitions(settings: Settings) -> dg.Definitions:
 
 
 def _automation_definitions(settings: Settings) -> dg.Definitions:
-    partitions, merge = partitions_job(), merge_job(settings)
+    partitions, publish = partitions_job(settings), publish_job(settings)
+    merge = merge_job(settings)
     lorehouse = Lorehouse(settings)
     return dg.Definitions(
-        jobs=[index_job(settings), inventory_job(settings), partitions, merge],
+        jobs=[index_job(settings), inventory_job(settings), partitions, publish, merge],
         schedules=[nightly_reindex_schedule(settings)],
         sensors=[
             source_change_sensor(settings),
-            changed_partitions_sensor(settings, partitions, merge),
+            changed_partitions_sensor(settings, partitions, publish, merge),
             *(
                 [upload_sensor(settings, lorehouse.upload_source)]
                 if lorehouse.upload_folder() is not None

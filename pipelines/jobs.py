@@ -3,10 +3,15 @@
 Two ways to build the index, over the same assets:
 - `index_job` runs every stage of every partition in one run: what `lorehouse materialize`
   and `make demo` launch, simplest on one machine.
-- `inventory_job`, then one `partitions_job` run per changed partition, then `merge_job`:
-  what the nightly schedule and the change sensor launch (`changed_partitions_sensor` chains
-  them). Only the partitions whose documents changed run, each as its own run, so the run
-  queue spreads them over processes or pods and a failed one is retried alone.
+- `inventory_job`, then one `partitions_job` run per changed partition, each publishing its
+  own rows into the shared stores as its last step (`published_partition`), so they are
+  searchable when it ends: what the nightly schedule and the change sensor launch
+  (`changed_partitions_sensor` chains them). Only the partitions whose documents changed
+  run, each as its own run, so the run queue spreads them over processes or pods and a
+  failed one is retried alone. Where partition pods share no volume with the shared DuckDB
+  file (`LOREHOUSE_PARTITIONS_URI`), a partition publishes in a `publish_job` run of its
+  own, on the writer's pod. `merge_job` then checks and evaluates the whole index once the
+  partitions launched are done; no partition waits for it.
 """
 
 from __future__ import annotations
@@ -27,14 +32,24 @@ INDEX_JOB = "index_job"
 INVENTORY_JOB = "inventory_job"
 PARTITIONS_JOB = "partitions_job"
 MERGE_JOB = "merge_job"
+PUBLISH_JOB = "publish_job"
 #: The inventory, unpartitioned: it lists the source and hands each partition its slice.
 INVENTORY_ASSET = dg.AssetKey("raw_documents")
-#: The per-document stages, partitioned by bucket, in the order they run.
+#: The per-document stages, partitioned by bucket, in the order they run, then the step that
+#: publishes a partition's rows into the shared stores.
 PARTITIONED_ASSETS = tuple(
     dg.AssetKey(name)
-    for name in ("parsed_documents", "chunks", "enriched_chunks", "chunk_embeddings")
+    for name in (
+        "parsed_documents",
+        "chunks",
+        "enriched_chunks",
+        "chunk_embeddings",
+        "published_partition",
+    )
 )
-#: The last partitioned stage: a partition is done when this asset's partition is.
+#: The last stage that builds a partition's rows in its own files.
+BUILT_ASSET = dg.AssetKey("chunk_embeddings")
+#: The last partitioned step: a partition is done (searchable) when this asset's partition is.
 LAST_PARTITIONED_ASSET = PARTITIONED_ASSETS[-1]
 #: The tag Dagster's Kubernetes run launcher and executor read a run's pod config from.
 K8S_CONFIG_TAG = "dagster-k8s/config"
@@ -78,26 +93,47 @@ def inventory_job(settings: Settings) -> dg.UnresolvedAssetJobDefinition:
     )
 
 
-def partitions_job() -> dg.UnresolvedAssetJobDefinition:
-    """The per-document stages of one partition (a run per partition key)."""
+def publishes_in_partition_runs(settings: Settings) -> bool:
+    """Whether a partition's own run publishes its rows: only where its pod can reach the
+    shared DuckDB file. With LOREHOUSE_PARTITIONS_URI, partition pods share no volume with
+    it, and `publish_job` runs on the writer's pod instead."""
+    return not settings.partitions_uri
+
+
+def partitions_job(settings: Settings) -> dg.UnresolvedAssetJobDefinition:
+    """The per-document stages of one partition (a run per partition key), then its publish
+    where the run can reach the shared stores."""
+    own = PARTITIONED_ASSETS if publishes_in_partition_runs(settings) else PARTITIONED_ASSETS[:-1]
     return dg.define_asset_job(
         name=PARTITIONS_JOB,
-        selection=dg.AssetSelection.assets(*PARTITIONED_ASSETS),
+        selection=dg.AssetSelection.assets(*own),
         description="Parses, chunks, enriches and embeds one partition's new and changed "
-        "documents, in that partition's own files.",
+        "documents in that partition's own files, then publishes them to search.",
         tags={INDEX_WRITER_TAG: "partition"},
     )
 
 
+def publish_job(settings: Settings) -> dg.UnresolvedAssetJobDefinition:
+    """One partition's publish alone, on the writer's pod: what changed_partitions_sensor
+    runs after a partition run that could not reach the shared stores."""
+    return dg.define_asset_job(
+        name=PUBLISH_JOB,
+        selection=dg.AssetSelection.assets(LAST_PARTITIONED_ASSET),
+        description="Publishes one partition's rows into the shared stores search reads.",
+        tags={**writer_tags(settings), INDEX_WRITER_TAG: "publish"},
+    )
+
+
 def merge_job(settings: Settings) -> dg.UnresolvedAssetJobDefinition:
-    """Everything downstream of the partitions: the shared stores search reads, the feature
-    tables and the evals."""
+    """Everything downstream of the partitions: the merges of every partition (what one
+    partition cannot publish alone: a new model or layout, an earlier bucket count's files),
+    the whole index's checks and the evals."""
     return dg.define_asset_job(
         name=MERGE_JOB,
         selection=dg.AssetSelection.all()
         - dg.AssetSelection.assets(INVENTORY_ASSET, *PARTITIONED_ASSETS),
-        description="Merges the partitions that changed into the shared DuckDB and LanceDB "
-        "stores, then rebuilds what reads them.",
+        description="Merges whatever the partitions could not publish alone, checks the "
+        "whole index and evaluates it.",
         tags=writer_tags(settings),
     )
 

@@ -1,7 +1,8 @@
 """The sensors: the source change sensor starts an inventory run whenever files are added,
 changed or removed, and the upload sensor whenever the upload folder changes; the
-changed-partitions sensor carries each inventory run on to its partitions' runs, and each
-partition done on to a merge."""
+changed-partitions sensor carries each inventory run on to its partitions' runs (each of
+which publishes its own rows), and the partitions done on to the whole index's checks and
+evals."""
 
 from __future__ import annotations
 
@@ -16,13 +17,16 @@ from lorehouse.settings import Settings, get_settings
 from lorehouse.sources.base import DocumentSource
 from lorehouse.sources.manifest import Manifest, take_manifest
 from pipelines.jobs import (
+    BUILT_ASSET,
     INVENTORY_ASSET,
     INVENTORY_JOB,
     LAST_PARTITIONED_ASSET,
     MERGE_JOB,
     PARTITIONED_ASSETS,
     PARTITIONS_JOB,
+    PUBLISH_JOB,
     TRIGGER_TAG,
+    publishes_in_partition_runs,
 )
 from pipelines.partition_state import partition_states
 
@@ -123,16 +127,18 @@ _INVENTORIES_PER_TICK = 20
 @dataclass
 class ChainCursor:
     """Where changed_partitions_sensor stands: the last inventory materialization it handled,
-    and the partitions it launched runs for that the merge still waits on, each with the
-    inventory materialization it was launched after.
+    the partitions it launched runs for that are not published yet, each with the inventory
+    materialization it was launched after, and the partitions published since the whole
+    index was last checked.
 
-    Each partition keeps its own: with one mark for all, a second inventory moved it past a
-    partition that had finished in between and that the second did not name again, so that
-    partition never counted as done and the merge was never requested.
+    Each partition keeps its own mark: with one mark for all, a second inventory moved it
+    past a partition that had finished in between and that the second did not name again,
+    so that partition never counted as done.
     """
 
     seen: int | None = None
     pending: dict[str, int] = field(default_factory=dict)
+    published: dict[str, int] = field(default_factory=dict)
 
     @classmethod
     def decode(cls, cursor: str | None) -> ChainCursor:
@@ -142,49 +148,63 @@ class ChainCursor:
         pending = saved.get("pending") or {}
         if isinstance(pending, list):  # a cursor written before marks were per partition
             pending = dict.fromkeys(pending, saved.get("since") or 0)
-        return cls(seen=saved.get("seen"), pending=pending)
+        return cls(seen=saved.get("seen"), pending=pending, published=saved.get("published") or {})
 
     def encode(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
 
-    def waiting(self, instance: dg.DagsterInstance) -> list[str]:
-        """The pending partitions not materialized since the inventory each was launched
-        after; one read of the event log per distinct inventory."""
-        waiting = []
+    def reached(self, instance: dg.DagsterInstance, asset: dg.AssetKey) -> list[str]:
+        """The pending partitions `asset` was materialized for since the inventory each was
+        launched after; one read of the event log per distinct inventory."""
+        found = []
         for since in sorted(set(self.pending.values())):
-            done = instance.get_materialized_partitions(LAST_PARTITIONED_ASSET, after_cursor=since)
-            waiting += [
-                key for key, mark in self.pending.items() if mark == since and key not in done
-            ]
-        return sorted(waiting)
+            done = instance.get_materialized_partitions(asset, after_cursor=since)
+            found += [key for key, mark in self.pending.items() if mark == since and key in done]
+        return sorted(found)
+
+    def waiting(self, instance: dg.DagsterInstance) -> list[str]:
+        """The pending partitions not published since the inventory each was launched after."""
+        published = set(self.reached(instance, LAST_PARTITIONED_ASSET))
+        return sorted(key for key in self.pending if key not in published)
 
 
 def changed_partitions_sensor(
     settings: Settings,
     partitions: dg.UnresolvedAssetJobDefinition,
+    publish: dg.UnresolvedAssetJobDefinition,
     merge: dg.UnresolvedAssetJobDefinition,
 ) -> dg.SensorDefinition:
-    """After each inventory_job run, one partitions_job run per partition that changed, then
-    merge_job for the partitions done at each tick, without waiting for the others; running
-    by default, since it only reads Dagster's own event log."""
+    """After each inventory_job run, one partitions_job run per partition that changed, each
+    publishing its own rows as it ends (or a publish_job run for it where partition pods
+    cannot reach the shared stores); then merge_job, the whole index's checks and evals,
+    once none of them is still queued or running. Running by default, since it only reads
+    Dagster's own event log."""
+    separate = not publishes_in_partition_runs(settings)
     return dg.sensor(
         name="changed_partitions_sensor",
-        jobs=[partitions, merge],
+        jobs=[partitions, publish, merge],
         minimum_interval_seconds=settings.source_poll_seconds,
         default_status=dg.DefaultSensorStatus.RUNNING,
         description="After inventory_job, runs each changed partition as its own "
-        "partitions_job run, then merge_job for those done, without waiting for the others.",
-    )(evaluate_changed_partitions)
+        "partitions_job run, which publishes it to search as it ends; then merge_job, the "
+        "whole index's checks and evals, once none is queued or running.",
+    )(lambda context: evaluate_changed_partitions(context, separate_publish=separate))
 
 
 def evaluate_changed_partitions(
-    context: dg.SensorEvaluationContext,
+    context: dg.SensorEvaluationContext, separate_publish: bool = False
 ) -> dg.SensorResult | dg.SkipReason:
     """The partitions to run are those the inventory named (their documents changed) and
-    those whose last materialization was built by other code (a new parser or model). A
-    merge is requested at each tick some of them have materialized their last stage after
-    that inventory (by the runs launched here, a retry from the UI or a full index_job run);
-    the others stay pending, and a failed one until its retry is done."""
+    those whose last materialization was built by other code (a new parser or model).
+
+    A partition is done once `published_partition` was materialized for it after that
+    inventory (by the runs launched here, a retry from the UI or a full index_job run): its
+    rows are searchable then, whatever the others' state. With `separate_publish`, a
+    partition whose vectors are built but not published gets a publish_job run. merge_job
+    (checks, evals, whatever no partition can publish alone) is requested once some
+    partitions were published and none still pending is queued or running: a failed one
+    delays neither the others' freshness nor the checks, and stays pending until its retry
+    is done."""
     instance = context.instance
     cursor = ChainCursor.decode(context.cursor)
     requests: list[dg.RunRequest] = []
@@ -219,7 +239,7 @@ def evaluate_changed_partitions(
     if requests:
         context.log.info(f"running partitions {', '.join(r.partition_key or '' for r in requests)}")
         return dg.SensorResult(run_requests=requests, cursor=cursor.encode())
-    if not cursor.pending:
+    if not cursor.pending and not cursor.published:
         context.update_cursor(cursor.encode())
         return dg.SkipReason(
             "the last inventory run changed no partition"
@@ -227,22 +247,43 @@ def evaluate_changed_partitions(
             else "no inventory run since the last merge"
         )
     waiting = cursor.waiting(instance)
-    done = {key: mark for key, mark in cursor.pending.items() if key not in waiting}
-    if not done:
-        context.update_cursor(cursor.encode())
-        return dg.SkipReason(f"merge waits for partitions {_states_of(instance, waiting)}")
-    # The partitions done are merged now; the others keep their marks and are merged when
-    # they are done: a failed or slow partition delays no other's freshness.
-    merge = dg.RunRequest(
-        run_key=f"merge-{max(done.values())}-{'-'.join(sorted(done))}",
-        job_name=MERGE_JOB,
-        tags={TRIGGER_TAG: "changed_partitions"},
-    )
-    context.log.info(f"merging partitions {', '.join(sorted(done))}")
+    published = sorted(set(cursor.pending) - set(waiting))
+    if published:
+        context.log.info(f"partitions {', '.join(published)} published")
+    if separate_publish:
+        built = [key for key in cursor.reached(instance, BUILT_ASSET) if key in waiting]
+        requests += [
+            dg.RunRequest(
+                run_key=f"publish-{cursor.pending[key]}-{key}",
+                job_name=PUBLISH_JOB,
+                partition_key=key,
+                tags={TRIGGER_TAG: "changed_partitions"},
+            )
+            for key in built
+        ]
+    cursor.published.update({key: cursor.pending[key] for key in published})
+    cursor.pending = {key: cursor.pending[key] for key in waiting}
+    states = partition_states(instance, waiting, get_settings().partition_stall_seconds)
+    # A failed, stalled or never built partition does not hold the checks back; nor does one
+    # whose launched run is gone (still published as before its inventory).
+    in_flight = [state.partition for state in states if state.state in ("queued", "running")]
+    if cursor.published and not in_flight and not requests:
+        requests.append(
+            dg.RunRequest(
+                run_key=f"merge-{max(cursor.published.values())}-"
+                + "-".join(sorted(cursor.published)),
+                job_name=MERGE_JOB,
+                tags={TRIGGER_TAG: "changed_partitions"},
+            )
+        )
+        context.log.info(f"checking the index after partitions {', '.join(cursor.published)}")
+        cursor.published = {}
     if waiting:
         context.log.info(f"still waiting for partitions {_states_of(instance, waiting)}")
-    cursor.pending = {key: cursor.pending[key] for key in waiting}
-    return dg.SensorResult(run_requests=[merge], cursor=cursor.encode())
+    if requests:
+        return dg.SensorResult(run_requests=requests, cursor=cursor.encode())
+    context.update_cursor(cursor.encode())
+    return dg.SkipReason(f"partitions not published yet: {_states_of(instance, waiting)}")
 
 
 def _states_of(instance: dg.DagsterInstance, waiting: list[str]) -> str:

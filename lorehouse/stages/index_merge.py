@@ -88,6 +88,7 @@ def run_index_merge(
     partitions: Mapping[str, ChunkIndex],
     layout: PartitionLayout,
     on_progress: ProgressCallback | None = None,
+    whole: bool = True,
 ) -> IndexMergeReport:
     """Makes each shared table hold the partitions' rows for the documents the feature store
     lists, then publishes their versions to searches.
@@ -99,11 +100,17 @@ def run_index_merge(
     merge after one edited document reads one partition's keys. A new model or layout is
     the exception: every partition must hold it before the tables are replaced, and until
     then `PartitionsBehind` is raised, changing nothing, while searches keep the old index.
+
+    `whole` is False when `partitions` is not every partition (one publishing its own run's
+    rows): a new model or layout is then never taken, since the tables are replaced only
+    with every partition's rows; `PartitionsBehind` says so before anything is written.
     """
     started = time.perf_counter()
     report = IndexMergeReport()
     merged = merged_digests(store)
     current, report.behind = current_partitions(partitions, layout, merged)
+    if not whole:
+        _refuse_replacement(index, current)
     taken = store.index_merges()
     shared_tables = [table_of(index) for table_of in TABLES.values()]
     if index.published_versions() is None:
@@ -213,6 +220,23 @@ def _streamed(tables: Sequence[lancedb.table.Table]) -> pa.RecordBatchReader:
                 yield batch.select(schema.names).cast(schema)
 
     return pa.RecordBatchReader.from_batches(schema, batches())
+
+
+def _refuse_replacement(index: ChunkIndex, partitions: Mapping[str, ChunkIndex]) -> None:
+    """Raises `PartitionsBehind` if a table of `partitions` holds another model or layout
+    than the shared one: only a merge of every partition replaces a shared table."""
+    for table_of in TABLES.values():
+        shared = table_of(index)
+        if not shared.exists():
+            continue
+        for key, partition in partitions.items():
+            source = table_of(partition)
+            if source.exists() and not shared.is_current(source.embedding_model()[0]):
+                raise PartitionsBehind(
+                    f"partition {key} holds {shared.name} of another model or layout than "
+                    "the shared index: search_index replaces the shared tables once every "
+                    "partition holds it, and searches keep the current index until then"
+                )
 
 
 def current_partitions(

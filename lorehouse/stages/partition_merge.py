@@ -9,6 +9,7 @@ corpus that barely changed copies one partition's rows or none.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 
 from lorehouse.stores.duckdb_store import DuckDBStore
 from lorehouse.stores.partitions import (
@@ -19,12 +20,15 @@ from lorehouse.stores.partitions import (
 )
 
 
-def run_merge(shared: DuckDBStore, layout: PartitionLayout) -> MergeReport:
-    """Merges every partition whose stage tables changed since its last merge, then, with
-    every current partition merged, removes the files an earlier bucket count left."""
+def run_merge(
+    shared: DuckDBStore, layout: PartitionLayout, keys: Sequence[str] | None = None
+) -> MergeReport:
+    """Merges every partition of `keys` (all by default) whose stage tables changed since its
+    last merge, then, after a merge of all of them with every one current, removes the
+    files an earlier bucket count left."""
     started = time.perf_counter()
-    report = merge_partitions(shared, layout)
-    if not report.behind:
+    report = merge_partitions(shared, layout, keys)
+    if keys is None and not report.behind:
         report.removed = remove_stale_partitions(layout)
     report.seconds = time.perf_counter() - started
     return report

@@ -26,7 +26,7 @@ import json
 import re
 import shutil
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -236,10 +236,18 @@ class PartitionsBehind(RuntimeError):
     bring back rows the inventory removed or access lists it changed."""
 
 
-def merge_partitions(shared: DuckDBStore, layout: PartitionLayout) -> MergeReport:
-    """Copies each bucket whose stage tables changed since its last merge into the shared
-    store, one transaction per bucket: its rows are replaced whole, and only for documents
-    the inventory still lists.
+def merge_partitions(
+    shared: DuckDBStore, layout: PartitionLayout, keys: Sequence[str] | None = None
+) -> MergeReport:
+    """Copies each bucket of `keys` (every bucket by default) whose stage tables changed
+    since its last merge into the shared store, one transaction per bucket: its rows are
+    replaced whole, and only for documents the inventory still lists.
+
+    With `keys` (a partition publishing its own run's rows), the other buckets' files are
+    not opened; only their documents the inventory no longer lists, or lists under another
+    access list, leave the shared store, as for a bucket behind. For a bucket whose rows
+    follow the inventory that removes nothing, so it is done for all of them, in one
+    statement: a revoked access takes effect at the next publish, whichever bucket it is.
 
     A bucket is merged once its file has adopted the current inventory slice. One that has
     not (its run queued, running or failed before it took its slice), or whose file its run
@@ -251,7 +259,8 @@ def merge_partitions(shared: DuckDBStore, layout: PartitionLayout) -> MergeRepor
     """
     report = MergeReport()
     n = layout.partitions
-    layout.pull(layout.keys)
+    merging = list(layout.keys if keys is None else keys)
+    layout.pull(merging)
     with shared.connect() as connection:
         done = dict(
             connection.execute("SELECT partition_key, digest FROM partition_merges").fetchall()
@@ -260,20 +269,23 @@ def merge_partitions(shared: DuckDBStore, layout: PartitionLayout) -> MergeRepor
             int(b): f"{count}:{f}"
             for b, count, f in connection.execute(_raw_digest_query("documents_raw", n)).fetchall()
         }
-        for key in layout.keys:
+        others = {bucket_of_key(key): key for key in layout.keys if key not in merging}
+        if others:
+            report.withheld += _withhold_changed(connection, others, n)
+        for key in merging:
             bucket = bucket_of_key(key)
             path = layout.store_path(key)
             if not path.exists():
                 if bucket in inventory:
                     report.behind.append(key)
-                    report.withheld += _withhold_changed(connection, bucket, n, key)
+                    report.withheld += _withhold_changed(connection, {bucket: key}, n)
                 continue
             try:
                 _attach(connection, path, BUSY_PARTITION_WAIT_SECONDS)
             except duckdb.IOException:
                 # Its run holds the file: it is not done with it, and the next merge takes it.
                 report.behind.append(key)
-                report.withheld += _withhold_changed(connection, bucket, n, key)
+                report.withheld += _withhold_changed(connection, {bucket: key}, n)
                 continue
             try:
                 adopted = connection.execute(_raw_digest_query("part.documents_raw", n)).fetchall()
@@ -282,7 +294,7 @@ def merge_partitions(shared: DuckDBStore, layout: PartitionLayout) -> MergeRepor
                     {bucket: inventory[bucket]} if bucket in inventory else {}
                 ):
                     report.behind.append(key)
-                    report.withheld += _withhold_changed(connection, bucket, n, key)
+                    report.withheld += _withhold_changed(connection, {bucket: key}, n)
                     continue
                 digest = f"{n}:{digest}"
                 if done.get(key) == digest:
@@ -296,34 +308,40 @@ def merge_partitions(shared: DuckDBStore, layout: PartitionLayout) -> MergeRepor
 
 
 def _withhold_changed(
-    connection: duckdb.DuckDBPyConnection, bucket: int, partitions: int, key: str
+    connection: duckdb.DuckDBPyConnection, buckets: Mapping[int, str], partitions: int
 ) -> int:
-    """Removes from the shared stage tables the documents of a bucket that is behind which
+    """Removes from the shared stage tables the documents of `buckets` (bucket -> key) which
     the inventory no longer lists, or lists with another access list than their chunks were
     built with; returns how many. A changed text keeps being served as it was until the
     bucket's run is done; a changed access list does not, since that would show a document
     to people its owners took it from."""
-    in_bucket = f"{bucket_sql('doc_id', partitions)} = {bucket}"
+    numbers = ", ".join(str(bucket) for bucket in sorted(buckets))
+    in_buckets = f"{bucket_sql('doc_id', partitions)} IN ({numbers})"
     with _transaction(connection):
         unlisted = " UNION ".join(
-            f"SELECT doc_id FROM {table} WHERE {in_bucket} "
+            f"SELECT doc_id FROM {table} WHERE {in_buckets} "
             "AND doc_id NOT IN (SELECT doc_id FROM documents_raw)"
             for table in STAGE_TABLES
         )
         connection.execute(
             f"CREATE OR REPLACE TEMP TABLE withheld AS {unlisted} "
             "UNION SELECT c.doc_id FROM chunks c JOIN documents_raw r USING (doc_id) "
-            f"WHERE {bucket_sql('c.doc_id', partitions)} = {bucket} "
+            f"WHERE {bucket_sql('c.doc_id', partitions)} IN ({numbers}) "
             "AND list_sort(r.acl_groups) <> list_sort(c.acl)"
         )
         for table in STAGE_TABLES:
             connection.execute(f"DELETE FROM {table} WHERE doc_id IN (SELECT doc_id FROM withheld)")
         (withheld,) = connection.execute("SELECT count(*) FROM withheld").fetchone() or (0,)
+        touched = connection.execute(
+            f"SELECT DISTINCT {bucket_sql('doc_id', partitions)} FROM withheld"
+        ).fetchall()
         connection.execute("DROP TABLE withheld")
-        if withheld:
-            # The shared store no longer holds what the last merge took of this bucket: the
-            # next merge takes it whole, even if its file is unchanged by then.
-            connection.execute("DELETE FROM partition_merges WHERE partition_key = ?", [key])
+        # The shared store no longer holds what the last merge took of these buckets: the
+        # next merge takes each whole, even if its file is unchanged by then.
+        for (bucket,) in touched:
+            connection.execute(
+                "DELETE FROM partition_merges WHERE partition_key = ?", [buckets[int(bucket)]]
+            )
     return int(withheld)
 
 

@@ -83,7 +83,7 @@ def _run(
     """A run as the run queue holds it: queued, or started with its last event
     `last_event_ago` seconds ago. A partition run carries partitions_job's own tags."""
     run_id = str(uuid.uuid4())
-    run_tags = dict(tags or {**partitions_job().tags, "dagster/partition": str(key)})
+    run_tags = dict(tags or {**partitions_job(Settings()).tags, "dagster/partition": str(key)})
     queued = status == dg.DagsterRunStatus.QUEUED
     instance.add_run(
         dg.DagsterRun(

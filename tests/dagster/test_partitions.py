@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import multiprocessing
 import shutil
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from lorehouse.settings import BUNDLED_SAMPLE_CORPUS, Settings
 from lorehouse.stores.lance_index import ChunkIndex
 from lorehouse.stores.partitions import bucket_of, partition_keys
 from pipelines.definitions import build_definitions
+from pipelines.local_runs import workspace_job_origin
 from tests.conftest import materialize_everything
 from tests.dagster.conftest import metadata_of
 
@@ -152,6 +154,19 @@ def _chain_tick(defs: dg.Definitions, instance: dg.DagsterInstance, cursor: str 
         return tick, tick.cursor or cursor
 
 
+def _queued_run(instance: dg.DagsterInstance, key: str) -> str:
+    """A partitions_job run of `key` as the run queue holds it before its turn."""
+    run = dg.DagsterRun(
+        job_name="partitions_job",
+        run_id=str(uuid.uuid4()),
+        status=dg.DagsterRunStatus.QUEUED,
+        tags={"lorehouse/writes": "partition", "dagster/partition": key},
+        remote_job_origin=workspace_job_origin("partitions_job"),
+    )
+    instance.add_run(run)
+    return run.run_id
+
+
 def _requests(tick: Any) -> list[tuple[str | None, str | None]]:
     assert tick.run_requests, tick.skip_message
     return [(request.job_name, request.partition_key) for request in tick.run_requests]
@@ -163,12 +178,12 @@ def _skipped(tick: Any) -> str:
 
 
 @pytest.mark.slow
-def test_an_edit_and_a_deletion_rerun_only_their_partitions_then_the_merge(
+def test_an_edit_and_a_deletion_rerun_only_their_partitions_and_publish_as_they_end(
     tmp_path: Path,
 ) -> None:
     """The nightly path: the inventory run, then changed_partitions_sensor's runs of the
-    touched partitions alone, then the merge of those done; a partition behind (not run yet,
-    or killed half-way) delays no other and is named."""
+    touched partitions alone, each searchable when it ends, then the whole index's checks;
+    a partition behind (not run yet, or killed half-way) delays no other and is named."""
     source = Path(shutil.copytree(BUNDLED_SAMPLE_CORPUS, tmp_path / "corpus"))
     data_dir = tmp_path / "data"
     defs = build_definitions(_config(source, data_dir, 4))
@@ -198,29 +213,36 @@ def test_an_edit_and_a_deletion_rerun_only_their_partitions_then_the_merge(
         assert _requests(launched) == [("partitions_job", key) for key in touched]
 
         waiting, cursor = _chain_tick(defs, instance, cursor)
-        assert f"merge waits for partitions {', '.join(touched)}" in _skipped(waiting)
-        before = _searchable(data_dir)
+        assert f"not published yet: {touched[0]}" in _skipped(waiting)
         parsed = 0
-        for key in touched:
+        for number, key in enumerate(touched):
             partition_run = run("partitions_job", partition_key=key)
             assert partition_run.success
             parsed += int(metadata_of(partition_run, "parsed_documents")["parsed_this_run"])
+            assert metadata_of(partition_run, "published_partition")["published"] is True
+            if number == 0:
+                # One partition done is searchable at once; the checks wait for the other
+                # while its run is queued.
+                queued = _queued_run(instance, touched[1])
+                waiting, cursor = _chain_tick(defs, instance, cursor)
+                assert f"{touched[1]} queued" in _skipped(waiting)
+                instance.delete_run(queued)
         assert parsed == 1
-        # The partitions' runs wrote only their own files: search still reads the old text.
-        assert _searchable(data_dir) == before
-
-        merge, cursor = _chain_tick(defs, instance, cursor)
-        assert _requests(merge) == [("merge_job", None)]
-        merged = run("merge_job")
-        assert merged.success
-        assert metadata_of(merged, "merged_partitions")["merged"] == touched
-        done, cursor = _chain_tick(defs, instance, cursor)
-        assert "no inventory run since the last merge" in _skipped(done)
-
+        # Each partition's run published its own rows as it ended: no merge run was needed.
         searchable = _searchable(data_dir)
         texts = [row[2] for row in searchable["chunks"] if row[1] == document_id(edited)]
         assert any("Page the backup." in text for text in texts)
         _assert_gone(data_dir, searchable, deleted)
+
+        checks, cursor = _chain_tick(defs, instance, cursor)
+        assert _requests(checks) == [("merge_job", None)]
+        merged = run("merge_job")
+        assert merged.success
+        assert metadata_of(merged, "merged_partitions")["merged"] == []
+        assert metadata_of(merged, "search_index")["partitions_compared"] == 0
+        assert _searchable(data_dir) == searchable
+        done, cursor = _chain_tick(defs, instance, cursor)
+        assert "no inventory run since the last merge" in _skipped(done)
 
         # A new file, and a merge run before its partition caught up: the merge goes on with
         # every other partition and names that one; search does not see the file yet, and
@@ -237,13 +259,13 @@ def test_an_edit_and_a_deletion_rerun_only_their_partitions_then_the_merge(
         launched, cursor = _chain_tick(defs, instance, cursor)
         assert _requests(launched) == [("partitions_job", _bucket_key(added, 4))]
         assert run("partitions_job", partition_key=_bucket_key(added, 4)).success
+        assert document_id(added) in {row[1] for row in _searchable(data_dir)["chunks"]}
         merge, cursor = _chain_tick(defs, instance, cursor)
         assert _requests(merge) == [("merge_job", None)]
         assert run("merge_job").success
-        assert document_id(added) in {row[1] for row in _searchable(data_dir)["chunks"]}
 
-        # Two inventories before a merge: the partition the first named finished before the
-        # second, which names another; the merge must not wait for the first forever.
+        # Two inventories before the checks: the partition the first named finished before
+        # the second, which names another; the checks must not wait for the first forever.
         names = [f"engineering/service-{number}.md" for number in range(20)]
         first = names[0]
         second = next(name for name in names if _bucket_key(name, 4) != _bucket_key(first, 4))
@@ -260,9 +282,10 @@ def test_an_edit_and_a_deletion_rerun_only_their_partitions_then_the_merge(
         assert {document_id(first), document_id(second)} <= chunks
 
         # A partition whose run dies after chunking delays no other: an edit in another
-        # partition is searchable after the next merge, the dead partition's documents stay
-        # as the last merge took them, except one whose access was narrowed meanwhile,
-        # which leaves search until its partition's run is done.
+        # partition is searchable when that partition's run ends, the dead partition's
+        # documents stay as they were last published, except one whose access was narrowed
+        # meanwhile, which leaves search at that publish, until its own partition's run is
+        # done.
         (source / first).write_text((source / first).read_text() + "\nIt is paged at night.\n")
         (source / f"{second}.meta.json").write_text('{"groups": ["hr"]}')
         assert run("inventory_job").success
@@ -271,26 +294,17 @@ def test_an_edit_and_a_deletion_rerun_only_their_partitions_then_the_merge(
         assert sorted(_requests(launched)) == sorted(
             [("partitions_job", alive), ("partitions_job", dead)]
         )
-        assert run("partitions_job", partition_key=alive).success
         killed = [dg.AssetKey("parsed_documents"), dg.AssetKey("chunks")]
         job = defs.resolve_job_def("partitions_job")
         assert job.execute_in_process(
             instance=instance, asset_selection=killed, partition_key=dead
         ).success
-        merge, cursor = _chain_tick(defs, instance, cursor)
-        assert _requests(merge) == [("merge_job", None)]
-        merged = run("merge_job")
-        assert merged.success
-        # The feature store takes the dead partition's new stage tables; its search rows are
-        # behind them, and the narrowed document's leave search.
-        assert metadata_of(merged, "merged_partitions")["partitions_behind"] == []
-        assert metadata_of(merged, "search_index")["partitions_behind"] == [dead]
-        assert metadata_of(merged, "search_index")["rows_withheld"] >= 1
+        published = run("partitions_job", partition_key=alive)
+        assert published.success
+        assert metadata_of(published, "published_partition")["documents_withheld"] >= 1
         searchable = _searchable(data_dir)
         texts = [row[2] for row in searchable["chunks"] if row[1] == document_id(first)]
         assert any("paged at night" in text for text in texts)
-        narrowed = [row for row in searchable["chunks"] if row[1] == document_id(second)]
-        assert narrowed and all(list(row[4]) == ["hr"] for row in narrowed)
         _assert_not_in_search(data_dir, second)
         others = [
             row
@@ -298,15 +312,28 @@ def test_an_edit_and_a_deletion_rerun_only_their_partitions_then_the_merge(
             if _bucket_key_of_id(row[0], 4) == dead and row[0] != document_id(second)
         ]
         assert others  # the rest of the dead partition is still searchable
+        # Nothing of the dead partition is queued or running: the checks go on without it.
+        merge, cursor = _chain_tick(defs, instance, cursor)
+        assert _requests(merge) == [("merge_job", None)]
+        merged = run("merge_job")
+        assert merged.success
+        # The feature store takes the dead partition's new stage tables; its search rows are
+        # behind them, and the narrowed document stays out of search.
+        assert metadata_of(merged, "merged_partitions")["partitions_behind"] == []
+        assert metadata_of(merged, "search_index")["partitions_behind"] == [dead]
+        narrowed = [row for row in _searchable(data_dir)["chunks"] if row[1] == document_id(second)]
+        assert narrowed and all(list(row[4]) == ["hr"] for row in narrowed)
+        _assert_not_in_search(data_dir, second)
         waiting, cursor = _chain_tick(defs, instance, cursor)
-        assert f"merge waits for partitions {dead}" in _skipped(waiting)
+        assert f"not published yet: {dead}" in _skipped(waiting)
         # Its rerun completes it, and the document is back under its new access list.
         assert run("partitions_job", partition_key=dead).success
+        back = [row for row in _searchable(data_dir)["chunks"] if row[1] == document_id(second)]
+        assert back and all(list(row[4]) == ["hr"] for row in back)
+        assert ChunkIndex(str(data_dir / "lancedb")).count(f"doc_id = '{document_id(second)}'")
         merge, cursor = _chain_tick(defs, instance, cursor)
         assert _requests(merge) == [("merge_job", None)]
         assert run("merge_job").success
-        back = [row for row in _searchable(data_dir)["chunks"] if row[1] == document_id(second)]
-        assert back and all(list(row[4]) == ["hr"] for row in back)
 
         # Its access changed and changed back before its partition ran again: withheld in
         # between, then served again from the partition's unchanged rows.
