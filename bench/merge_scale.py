@@ -9,7 +9,11 @@ search indexes. This bench generates partition outputs of a given total size dir
 a child process of its own and reads its time and peak RSS (`ru_maxrss`):
 
 * full: every partition new (a first build);
-* one changed: one document of one partition changed (a nightly run).
+* one changed: one document of one partition changed (a nightly run), merged by the three
+  steps of every partition;
+* and, after another such edit, the same partition's own publish (`run_publish`, the
+  `published_partition` step that ends its run): what a partition run spends to make its
+  rows searchable without a merge of every partition.
 
     .venv/bin/python bench/merge_scale.py --chunks 100000 1000000 [--json F]
 
@@ -43,6 +47,7 @@ DIMENSION = 384
 MODEL = "bench-random"
 PARTITIONS = 16
 STEPS = ("merged_partitions", "document_features", "search_index")
+PUBLISH = "published_partition"
 
 
 def _settings(data_dir: Path) -> Any:
@@ -162,16 +167,23 @@ def _step(data_dir: Path, step: str) -> dict[str, float]:
     from lorehouse.stages.features import run_document_features
     from lorehouse.stages.index_merge import run_index_merge
     from lorehouse.stages.partition_merge import run_merge
+    from lorehouse.stages.publish import run_publish
     from lorehouse.stores.partitions import record_indexed
     from lorehouse.wiring import Lorehouse
 
     wiring = Lorehouse(_settings(data_dir))
     layout = wiring.partition_layout()
-    if step == "merged_partitions":  # as chunk_embeddings leaves each partition
-        for key in layout.keys:
+    if step in ("merged_partitions", PUBLISH):  # as chunk_embeddings leaves each partition
+        for key in layout.keys if step != PUBLISH else layout.keys[:1]:
             record_indexed(wiring.partition_store(key))
     started = time.perf_counter()
-    if step == "merged_partitions":
+    if step == PUBLISH:
+        key = layout.keys[0]
+        report = run_publish(
+            wiring.feature_store(), wiring.chunk_index(), {key: wiring.partition_index(key)}, layout
+        )
+        assert report.published and report.index.copied.get("chunks"), report
+    elif step == "merged_partitions":
         run_merge(wiring.feature_store(), layout)
     elif step == "document_features":
         run_document_features(wiring.feature_store())
@@ -211,19 +223,28 @@ def measure(chunks: int, workdir: Path, engine: str) -> dict[str, Any]:
         for step in STEPS:
             row[f"{run}.{step}"] = _child(data_dir, step, engine)
             print(f"[{chunks} {engine}] {run} {step}: {row[f'{run}.{step}']}", file=sys.stderr)
+    _change_one(data_dir)
+    row[f"one_changed.{PUBLISH}"] = _child(data_dir, PUBLISH, engine)
+    print(
+        f"[{chunks} {engine}] one changed, published: {row[f'one_changed.{PUBLISH}']}",
+        file=sys.stderr,
+    )
     return row
 
 
 def table(rows: list[dict[str, Any]]) -> str:
+    steps = (*STEPS, PUBLISH)
     lines = [
-        "| chunks | ANN engine | run | " + " | ".join(f"{step} s | MiB" for step in STEPS) + " |",
-        "|---:|---|---|" + "---:|---:|" * len(STEPS),
+        "| chunks | ANN engine | run | " + " | ".join(f"{step} s | MiB" for step in steps) + " |",
+        "|---:|---|---|" + "---:|---:|" * len(steps),
     ]
     for row in rows:
         for run in ("full", "one_changed"):
             cells = " | ".join(
                 f"{row[f'{run}.{step}']['seconds']} | {row[f'{run}.{step}']['peak_rss_mib']}"
-                for step in STEPS
+                if f"{run}.{step}" in row
+                else "- | -"
+                for step in steps
             )
             engine = row.get("engine", "lancedb")
             lines.append(f"| {row['chunks']} | {engine} | {run.replace('_', ' ')} | {cells} |")

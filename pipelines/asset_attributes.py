@@ -45,6 +45,7 @@ TABLES = {
     "merged_partitions": "partition_merges",
     "document_features": "documents",
     "chunk_embeddings": "lancedb.chunks",
+    "published_partition": "lancedb.chunks",
     "search_index": "lancedb.chunks",
     "retrieval_eval": "eval_retrieval",
     "answer_eval": "eval_answers",

@@ -55,9 +55,10 @@ class OrchestrationSettings(BaseModel):
         default=None,
         description=(
             "The `dagster-k8s/config` of the runs that write the shared stores (index_job, "
-            "inventory_job, merge_job), as JSON: with partitions_uri set, the run launcher's "
-            "own config leaves the feature-store volume out, so partition runs schedule on "
-            "any node, and this mounts it (and pins the node) for the writer runs alone."
+            "inventory_job, publish_job, merge_job), as JSON: with partitions_uri set, the "
+            "run launcher's own config leaves the feature-store volume out, so partition runs "
+            "schedule on any node (and publish through publish_job), and this mounts it (and "
+            "pins the node) for the writer runs alone."
         ),
     )
     index_batch_documents: int = Field(

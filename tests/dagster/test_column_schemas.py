@@ -54,7 +54,7 @@ def test_the_ui_shows_every_column_the_stores_create_each_described() -> None:
     until it is described."""
     graph = defs.resolve_asset_graph()
     tables = _store_columns()
-    assert LANCE_ASSETS == ["chunk_embeddings", "search_index"]
+    assert LANCE_ASSETS == ["chunk_embeddings", "published_partition", "search_index"]
     for asset, table in TABLES.items():
         schema = graph.get(dg.AssetKey(asset)).metadata["dagster/column_schema"]
         assert [column.name for column in schema.columns] == tables[table], asset

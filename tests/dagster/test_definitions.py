@@ -12,6 +12,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
+from assets.policies import SHARED_STORES_POOL
 from assets.resources import build_resources
 from lorehouse.settings import REPO_ROOT, Settings
 from lorehouse.stores.duckdb_store import DuckDBStore
@@ -57,9 +58,9 @@ def test_feature_stages_follow_parsing_in_order() -> None:
     for parent, child in itertools.pairwise(chain):
         assert graph.get(dg.AssetKey(child)).parent_keys == {dg.AssetKey(parent)}
     # The merge reads the inventory and the partitioned stages' files, after the last of
-    # them is done with those files; the feature tables read the merge.
+    # them (a partition's publish) is done with those files; the feature tables read it.
     assert graph.get(dg.AssetKey("merged_partitions")).parent_keys == {
-        dg.AssetKey(name) for name in ["raw_documents", *chain, "chunk_embeddings"]
+        dg.AssetKey(name) for name in ["raw_documents", *chain, "published_partition"]
     }
     assert graph.get(dg.AssetKey("document_features")).parent_keys == {
         dg.AssetKey("merged_partitions")
@@ -75,6 +76,10 @@ def test_vectors_follow_enrichment_and_search_reads_their_merge() -> None:
         dg.AssetKey("chunk_embeddings"),
         dg.AssetKey("document_features"),
     }
+    # Each partition publishes its own vectors, as the last step of its run.
+    published = graph.get(dg.AssetKey("published_partition"))
+    assert published.parent_keys == {dg.AssetKey("chunk_embeddings")}
+    assert published.partitions_def == graph.get(dg.AssetKey("chunk_embeddings")).partitions_def
 
 
 def test_each_stage_has_its_data_contract_check() -> None:
@@ -100,25 +105,44 @@ def test_nightly_schedule_starts_the_inventory_and_the_chain_carries_it_on() -> 
     assert schedule.job_name == "inventory_job"
     chain = defs.resolve_sensor_def("changed_partitions_sensor")
     assert chain.default_status == dg.DefaultSensorStatus.RUNNING
-    assert {target.job_name for target in chain.targets} == {"partitions_job", "merge_job"}
+    assert {target.job_name for target in chain.targets} == {
+        "partitions_job",
+        "publish_job",
+        "merge_job",
+    }
     assert defs.resolve_job_def("merge_job") is not None
 
 
-def test_index_runs_are_limited_to_one_at_a_time(tmp_path: Path) -> None:
-    """Runs that write the shared stores (index_job, the inventory and the merge) share a
-    tag, which the shipped instance settings limit to one run in progress; the rest wait in
-    the run queue. Partition runs write their own files and run side by side."""
+def test_shared_store_writers_are_one_pool_of_one_slot(tmp_path: Path) -> None:
+    """Every step that writes the shared stores (the inventory, a partition's publish, the
+    merges of every partition) is in one Dagster pool, which the shipped instance settings
+    give one slot: one such step at a time across all runs. Partition runs build in their
+    own files side by side, and publish as their last step; no run-level limit holds whole
+    writer runs back (an inventory waits for no eval)."""
     shutil.copy(REPO_ROOT / "pipelines" / "dagster.yaml", tmp_path / "dagster.yaml")
     instance = dg.DagsterInstance.from_config(str(tmp_path))
     try:
-        limits = instance.get_concurrency_config().run_queue_config.tag_concurrency_limits
+        config = instance.get_concurrency_config()
+        limits = config.run_queue_config.tag_concurrency_limits
         assert type(instance.run_coordinator).__name__ == "QueuedRunCoordinator"
     finally:
         instance.dispose()
-    assert {"key": INDEX_WRITER_TAG, "value": "index", "limit": 1} in limits
-    for writer in ("index_job", "inventory_job", "merge_job"):
-        assert defs.resolve_job_def(writer).tags[INDEX_WRITER_TAG] == "index"
-    assert defs.resolve_job_def("partitions_job").tags[INDEX_WRITER_TAG] == "partition"
+    assert config.pool_config.default_pool_limit == 1
+    graph = defs.resolve_asset_graph()
+    writers = {
+        "raw_documents",
+        "published_partition",
+        "merged_partitions",
+        "document_features",
+        "search_index",
+    }
+    pools = {key.to_user_string(): graph.get(key).pools for key in graph.get_all_asset_keys()}
+    assert {name for name, pool in pools.items() if pool} == writers
+    assert {next(iter(pools[name])) for name in writers} == {SHARED_STORES_POOL}
+    assert not [limit for limit in limits if limit.get("value") == "index"]
+    partitions = defs.resolve_job_def("partitions_job")
+    assert partitions.tags[INDEX_WRITER_TAG] == "partition"
+    assert dg.AssetKey("published_partition") in partitions.asset_layer.selected_asset_keys
     assert {"key": INDEX_WRITER_TAG, "value": "partition", "limit": 2} in limits
     # One run per partition key at a time, whoever launched it.
     per_partition = {"key": "dagster/partition", "value": {"applyLimitPerUniqueValue": True}}
@@ -203,6 +227,7 @@ def test_every_table_asset_names_its_table_and_columns() -> None:
         "merged_partitions",
         "document_features",
         "chunk_embeddings",
+        "published_partition",
         "search_index",
         "retrieval_eval",
         "answer_eval",

@@ -16,9 +16,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from lorehouse.embedding.base import MULTILINGUAL_EMBED_MODEL, Embedder
 from lorehouse.embedding.minilm import OnnxMiniLMEmbedder
 from lorehouse.search.filters import access_clause
 from lorehouse.search.retriever import Retriever
+from lorehouse.settings import Settings
 from lorehouse.stages.embed import (
     EmbedReport,
     keyed_rows,
@@ -28,7 +30,8 @@ from lorehouse.stages.embed import (
 from lorehouse.stages.index_merge import run_index_merge
 from lorehouse.stores.duckdb_store import DuckDBStore
 from lorehouse.stores.lance_index import ChunkIndex, chunk_schema, document_schema
-from lorehouse.stores.partitions import PartitionLayout, bucket_of
+from lorehouse.stores.partitions import PartitionLayout, PartitionsBehind, bucket_of
+from lorehouse.wiring import Lorehouse
 from tests.conftest import default_embedder
 
 PARTITIONS = 2
@@ -99,11 +102,16 @@ def _profiles(docs: dict[str, list[str]], model: str) -> pd.DataFrame:
     return keyed_rows(frame, "profile_text", model)
 
 
-def _build(data: Path, docs: dict[str, list[str]], embedder: OnnxMiniLMEmbedder) -> None:
+def _build(
+    data: Path, docs: dict[str, list[str]], embedder: Embedder, only: str | None = None
+) -> None:
     """The stores as the partition runs leave them for `docs` (id -> access groups): each
-    partition's tables, and the shared document list the merge follows."""
+    partition's tables (or partition `only`'s), and the shared document list the merge
+    follows."""
     layout = _layout(data)
     for bucket, key in enumerate(layout.keys):
+        if only is not None and key != only:
+            continue
         mine = {d: groups for d, groups in docs.items() if bucket_of(d, PARTITIONS) == bucket}
         index = ChunkIndex(str(layout.index_path(key)), search_indexes=False)
         report = EmbedReport(model=embedder.name, dimension=embedder.dimension)
@@ -171,7 +179,7 @@ def _merge(data: Path, stop_after: int | None = None) -> None:
     )
 
 
-def _seen(index: ChunkIndex, embedder: OnnxMiniLMEmbedder) -> dict[str, dict[str, str]]:
+def _seen(index: ChunkIndex, embedder: Embedder) -> dict[str, dict[str, str]]:
     """view -> document -> "public" or "restricted", for the documents a reader finds there."""
     retriever = Retriever(index, embedder)
     vector = embedder.embed([QUESTION])[0]
@@ -244,3 +252,41 @@ def test_a_merge_stopped_between_commits_leaves_search_on_the_last_published_sta
     assert kept is not None and kept[2] == "unchanged"
     removed = retriever.pinned_preview(f"chunk-{GAMMA[7]}", [], 0, cited)
     assert removed is not None and removed[2] == "removed"
+
+
+def test_one_partition_holding_a_new_model_publishes_nothing_until_every_partition_does(
+    tmp_path: Path, embedder: OnnxMiniLMEmbedder
+) -> None:
+    """A partition's own publish never replaces the shared tables: a model change is taken
+    only by the merge of every partition, once all of them hold the new vectors. Until then
+    searches keep the old model's index, all of it."""
+    data = tmp_path / "data"
+    docs: dict[str, list[str]] = {doc_id: [] for doc_id in TEXTS}
+    _build(data, docs, embedder)
+    _merge(data)
+    layout = _layout(data)
+    lancedb = str(data / "lancedb")
+    published = ChunkIndex(lancedb).published_versions()
+    e5 = Lorehouse(Settings(embed_model=MULTILINGUAL_EMBED_MODEL)).embedder()
+    first, second = layout.keys
+    _build(data, docs, e5, only=first)
+
+    def publish(keys: list[str], whole: bool) -> None:
+        run_index_merge(
+            DuckDBStore(data / "lorehouse.duckdb"),
+            ChunkIndex(lancedb),
+            {key: ChunkIndex(str(layout.index_path(key)), search_indexes=False) for key in keys},
+            layout,
+            whole=whole,
+        )
+
+    with pytest.raises(PartitionsBehind, match="every partition holds it"):
+        publish([first], whole=False)
+    assert ChunkIndex(lancedb).published_versions() == published
+    assert ChunkIndex(lancedb).embedding_model()[0] == embedder.name
+    assert _seen(ChunkIndex(lancedb), embedder) == BEFORE
+
+    _build(data, docs, e5, only=second)
+    publish(layout.keys, whole=True)
+    assert ChunkIndex(lancedb).embedding_model()[0] == e5.name
+    assert _seen(ChunkIndex(lancedb), e5) == BEFORE

@@ -1,0 +1,62 @@
+"""A partition's publish into the shared stores waits its turn: the shared stores' pool has
+one slot on the shipped instance, so two writers never commit at once, whichever run,
+launcher or process holds the other."""
+
+from __future__ import annotations
+
+import shutil
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import dagster as dg
+
+from assets.policies import SHARED_STORES_POOL
+from lorehouse.settings import REPO_ROOT, Settings
+from pipelines.definitions import build_definitions
+
+PUBLISHED = dg.AssetKey("published_partition")
+
+
+def test_a_publish_waits_while_another_run_writes_the_shared_stores(tmp_path: Path) -> None:
+    home = tmp_path / "dagster"
+    home.mkdir()
+    shutil.copy(REPO_ROOT / "pipelines" / "dagster.yaml", home / "dagster.yaml")
+    source = tmp_path / "docs"
+    source.mkdir()
+    (source / "note.md").write_text("# Note\n\nThe shared stores take one writer at a time.\n")
+    settings = Settings(
+        source_uri=str(source), data_dir=tmp_path / "data", index_partitions=2, workers=1
+    )
+    defs = build_definitions(settings)
+    instance = dg.DagsterInstance.from_config(str(home))
+    try:
+        assert defs.resolve_job_def("inventory_job").execute_in_process(instance=instance).success
+        storage = instance.event_log_storage
+        # Another run's merge step holds the pool's one slot, as a merge_job run would.
+        assert storage.initialize_concurrency_limit_to_default(SHARED_STORES_POOL)
+        other = str(uuid.uuid4())
+        assert storage.claim_concurrency_slot(SHARED_STORES_POOL, other, "search_index").is_claimed
+
+        results: list[dg.ExecuteInProcessResult] = []
+        publish = defs.resolve_job_def("publish_job")
+        run = threading.Thread(
+            target=lambda: results.append(
+                publish.execute_in_process(instance=instance, partition_key="p00")
+            )
+        )
+        run.start()
+        time.sleep(8)
+        assert run.is_alive(), "the publish did not wait for the slot"
+        assert not instance.get_materialized_partitions(PUBLISHED)
+        info = storage.get_concurrency_info(SHARED_STORES_POOL)
+        assert info.slot_count == 1 and info.pending_step_count == 1
+
+        storage.free_concurrency_slots_for_run(other)
+        run.join(timeout=120)
+        assert not run.is_alive()
+        assert results and results[0].success
+        assert instance.get_materialized_partitions(PUBLISHED) == {"p00"}
+    finally:
+        instance.dispose()
