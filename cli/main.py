@@ -166,10 +166,15 @@ def materialize(
     """
     import dagster as dg
 
+    from assets.policies import SHARED_STORES_POOL
     from cli.run_log import failure_lines, terminal_logger
     from lorehouse.stores.partitions import partition_keys
     from pipelines.jobs import INDEX_JOB, TRIGGER_TAG
-    from pipelines.local_runs import runs_with_workspace_origin
+    from pipelines.local_runs import (
+        free_slots_of_dead_runs,
+        local_run_tags,
+        runs_with_workspace_origin,
+    )
 
     with warnings.catch_warnings():
         # The assets take beta parameters on purpose; the warning is for their authors.
@@ -211,9 +216,10 @@ def materialize(
         f"[bold]Materializing[/bold] {', '.join(sorted(k.to_user_string() for k in keys))} "
         f"from {shown(settings.source_uri)} into {shown(settings.data_dir.resolve())}"
     )
-    # index_job, as the schedule and the sensor run it: the run carries its writer tag (one
-    # index run at a time) and says it came from the CLI, so the UI lists it like theirs.
-    # With the workspace's origin, the Overview timeline draws it in index_job's row too.
+    # index_job, as the schedule and the sensor run it: the run says it came from the CLI, so
+    # the UI lists it like theirs, and which process runs it. With the workspace's origin, the
+    # Overview timeline draws it in index_job's row too. Its shared-store steps claim the
+    # deployment's pool slot like every run's.
     # The instance once the arguments are known to be good: a bad one is refused even where
     # DAGSTER_HOME names a folder not made yet.
     instance = (
@@ -221,6 +227,12 @@ def materialize(
         if os.environ.get("DAGSTER_HOME")
         else dg.DagsterInstance.ephemeral()
     )
+    tags |= local_run_tags()
+    for run_id in free_slots_of_dead_runs(instance, [SHARED_STORES_POOL]):
+        console.print(
+            f"[yellow]Run {run_id} of this machine was killed holding the shared stores' "
+            "pool slot: marked failed and its slot freed.[/yellow]"
+        )
     job = defs.resolve_job_def(INDEX_JOB)
     if not _debug():
         job = job.with_logger_defs({"console": terminal_logger})
@@ -257,8 +269,10 @@ def materialize(
         )
     if partitions is not None:
         console.print(
-            f"Partitions {shown(partitions)} are built; `lorehouse materialize` merges them "
-            "into what search reads."
+            f"Partitions {shown(partitions)} are built and published: search reads them now."
+            if dg.AssetKey("published_partition") in keys
+            else f"Partitions {shown(partitions)} are built; materializing published_partition "
+            "for them makes them searchable."
         )
         return
     _print_summary(Lorehouse(settings).feature_store())

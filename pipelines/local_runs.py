@@ -7,8 +7,10 @@ timeline saying "No runs". Here such a run is given the origin of the same job i
 workspace's code location (`workspace.yaml`), and the UI draws it beside the scheduled runs.
 """
 
+import os
+import socket
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -71,3 +73,59 @@ def runs_with_workspace_origin(instance: dg.DagsterInstance, job_name: str) -> I
         yield
     finally:
         del instance.create_run_for_job
+
+
+#: Where a run started in this process (`lorehouse materialize`) runs: its host and process,
+#: so a later one can tell that it died.
+HOST_TAG = "lorehouse/host"
+PID_TAG = "lorehouse/pid"
+
+
+def local_run_tags() -> dict[str, str]:
+    """The tags that say which process on which host runs a run started here."""
+    return {HOST_TAG: socket.gethostname(), PID_TAG: str(os.getpid())}
+
+
+def free_slots_of_dead_runs(instance: dg.DagsterInstance, pools: Iterable[str]) -> list[str]:
+    """Frees the slots of `pools` held by runs this host started in process whose process is
+    gone, marking those runs failed; returns their ids.
+
+    Dagster frees a step's slot when the step ends, and its daemon frees a run's once the run
+    has ended. A process killed outright (out of memory, SIGKILL) leaves its run started and
+    its slot claimed, so every later step of the pool would wait for it without end: with
+    the shared stores' pool, no partition would publish again. A run of another host is left
+    to the daemon's run monitoring, since its process cannot be checked from here.
+    """
+    storage = instance.event_log_storage
+    if not storage.supports_global_concurrency_limits:
+        return []
+    host = socket.gethostname()
+    freed: list[str] = []
+    for pool in pools:
+        info = storage.get_concurrency_info(pool)
+        holders = info.active_run_ids | {step.run_id for step in info.pending_steps}
+        for run_id in sorted(holders):
+            run = instance.get_run_by_id(run_id)
+            if run is None or run.tags.get(HOST_TAG) != host:
+                continue
+            pid = int(run.tags.get(PID_TAG) or 0)
+            if pid and _alive(pid):
+                continue
+            if not run.is_finished:
+                instance.report_run_failed(
+                    run, f"its process ({pid} on {host}) is gone; its pool slots were freed"
+                )
+            storage.free_concurrency_slots_for_run(run_id)
+            freed.append(run_id)
+    return freed
+
+
+def _alive(pid: int) -> bool:
+    """Whether process `pid` exists on this host (signal 0 checks without sending one)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process
+    return True

@@ -246,7 +246,7 @@ def test_an_index_run_is_running_for_every_partition_it_covers(
     assert f"index_job {KEYS[0]}...{KEYS[-1]}" in states["p03"].detail
 
 
-def test_the_merge_waits_message_says_each_partitions_state(
+def test_the_not_published_message_says_each_partitions_state(
     settings: Settings, instance: dg.DagsterInstance
 ) -> None:
     _corrupt(settings, "p01")
@@ -260,7 +260,9 @@ def test_the_merge_waits_message_says_each_partitions_state(
         tick = defs.resolve_sensor_def("changed_partitions_sensor").evaluate_tick(context)
     message = tick.skip_message or ""
     assert not tick.run_requests
-    assert message.startswith("merge waits for partitions p01, p02: p01 failed: parsed_documents")
+    assert message.startswith(
+        "partitions not published yet: p01, p02: p01 failed: parsed_documents"
+    )
     assert NOT_A_DATABASE in message
     assert "p02 queued: next to start" in message
 

@@ -1,10 +1,13 @@
 """A partition's publish into the shared stores waits its turn: the shared stores' pool has
 one slot on the shipped instance, so two writers never commit at once, whichever run,
-launcher or process holds the other."""
+launcher or process holds the other; and a writer killed outright does not hold the slot
+for ever."""
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
 import threading
 import time
 import uuid
@@ -15,6 +18,7 @@ import dagster as dg
 from assets.policies import SHARED_STORES_POOL
 from lorehouse.settings import REPO_ROOT, Settings
 from pipelines.definitions import build_definitions
+from pipelines.local_runs import PID_TAG, free_slots_of_dead_runs, local_run_tags
 
 PUBLISHED = dg.AssetKey("published_partition")
 
@@ -58,5 +62,43 @@ def test_a_publish_waits_while_another_run_writes_the_shared_stores(tmp_path: Pa
         assert not run.is_alive()
         assert results and results[0].success
         assert instance.get_materialized_partitions(PUBLISHED) == {"p00"}
+    finally:
+        instance.dispose()
+
+
+def test_a_killed_local_run_gives_its_pool_slot_back_to_the_next_one(tmp_path: Path) -> None:
+    """A `lorehouse materialize` killed outright leaves its run started and its slot held;
+    the next one on the same host frees it (the dead run marked failed), or every later
+    publish would wait for it without end. A live process's slot is left alone."""
+    home = tmp_path / "dagster"
+    home.mkdir()
+    shutil.copy(REPO_ROOT / "pipelines" / "dagster.yaml", home / "dagster.yaml")
+    instance = dg.DagsterInstance.from_config(str(home))
+    try:
+        storage = instance.event_log_storage
+        assert storage.initialize_concurrency_limit_to_default(SHARED_STORES_POOL)
+        gone = subprocess.Popen(["true"])
+        gone.wait()
+        runs = {}
+        for name, pid in (("dead", gone.pid), ("alive", os.getpid())):
+            run = instance.create_run_for_job(
+                dg.GraphDefinition(name=f"job_{name}").to_job(),
+                tags={**local_run_tags(), PID_TAG: str(pid)},
+            )
+            instance.handle_run_event(
+                run.run_id,
+                dg.DagsterEvent(dg.DagsterEventType.RUN_START.value, job_name=run.job_name),
+            )
+            runs[name] = run.run_id
+        assert storage.claim_concurrency_slot(SHARED_STORES_POOL, runs["dead"], "s").is_claimed
+
+        assert free_slots_of_dead_runs(instance, [SHARED_STORES_POOL]) == [runs["dead"]]
+        failed = instance.get_run_by_id(runs["dead"])
+        assert failed is not None and failed.status == dg.DagsterRunStatus.FAILURE
+        # The slot is the live run's to take now; it is never freed behind its back.
+        assert storage.claim_concurrency_slot(SHARED_STORES_POOL, runs["alive"], "s").is_claimed
+        assert free_slots_of_dead_runs(instance, [SHARED_STORES_POOL]) == []
+        info = storage.get_concurrency_info(SHARED_STORES_POOL)
+        assert info.active_run_ids == {runs["alive"]}
     finally:
         instance.dispose()

@@ -259,10 +259,12 @@ def test_postgres_instance_s3_stores_daemon_backfill_and_one_edited_partition(
             os.killpg(daemon.pid, signal.SIGKILL)
 
     chained = [run for run in runs if run.tags.get("lorehouse/trigger") == "changed_partitions"]
-    # Only the edited document's partition ran again, then the merge.
+    # Only the edited document's partition ran again; its pod shares no volume with the shared
+    # stores, so it published in a publish_job run on the writer's; then the checks.
     assert sorted((run.job_name, run.tags.get("dagster/partition")) for run in chained) == [
         ("merge_job", None),
         ("partitions_job", _partition_of(EDITED)),
+        ("publish_job", _partition_of(EDITED)),
     ]
     with dg.DagsterInstance.from_config(str(home)) as instance:
         rerun = _latest(instance, "chunk_embeddings")
