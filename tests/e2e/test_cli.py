@@ -18,6 +18,8 @@ import httpx
 import yaml
 
 from lorehouse.settings import BUNDLED_SAMPLE_CORPUS, REPO_ROOT
+from lorehouse.stores.lance_index import ChunkIndex
+from lorehouse.stores.partitions import bucket_of
 
 BIN = Path(sys.executable).parent
 
@@ -52,20 +54,24 @@ def test_lorehouse_materialize_named_partitions_then_the_rest_then_docs(tmp_path
     lorehouse = str(BIN / "lorehouse")
     env = {"LOREHOUSE_SOURCE_URI": str(corpus), "LOREHOUSE_INDEX_PARTITIONS": "4"}
 
-    # The inventory, then two of the four partitions by name: they build their own files,
-    # and nothing is merged, so what search reads is untouched.
+    # The inventory, then two of the four partitions by name: they build their own files
+    # and publish them, so search reads their documents and no other's yet.
     inventory = _run([lorehouse, "materialize", "--select", "raw_documents"], data_dir, **env)
     assert inventory.returncode == 0, inventory.stderr[-2000:]
     named = _run([lorehouse, "materialize", "--partitions", "p01...p02"], data_dir, **env)
     assert named.returncode == 0, named.stderr[-2000:]
-    assert "p01...p02 are built" in named.stderr
+    assert "p01...p02 are built and published: search reads them now" in named.stderr
     assert sorted(p.name for p in (data_dir / "partitions").glob("p*")) == [
         "p01.duckdb",
         "p01.lancedb",
         "p02.duckdb",
         "p02.lancedb",
     ]
-    assert not (data_dir / "lancedb").exists()
+    searched = {
+        bucket_of(doc_id, 4)
+        for doc_id in ChunkIndex(str(data_dir / "lancedb")).column_values("doc_id").to_pylist()
+    }
+    assert searched == {1, 2}
     unknown = _run([lorehouse, "materialize", "--partitions", "p07"], data_dir, **env)
     assert unknown.returncode == 2
     assert "names no partition range of the 4 index partitions" in unknown.stderr
@@ -89,6 +95,8 @@ def test_lorehouse_materialize_named_partitions_then_the_rest_then_docs(tmp_path
     assert cli_run.job_name == "index_job"
     assert cli_run.tags["lorehouse/trigger"] == "cli"
     assert cli_run.tags["lorehouse/writes"] == "index"
+    # Which process ran it, so a later run can free a pool slot it was killed holding.
+    assert cli_run.tags["lorehouse/host"] == socket.gethostname()
     # With the origin of index_job in the workspace's code location: the UI's Overview
     # timeline draws only runs that have one.
     origin = cli_run.remote_job_origin
