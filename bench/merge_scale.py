@@ -142,8 +142,9 @@ def generate(data_dir: Path, chunks: int) -> None:
         wiring.partition_index(key).replace_all(table)
 
 
-def _change_one(data_dir: Path) -> None:
-    """One document of partition p00 edited: its chunks' texts and vectors change."""
+def _change_one(data_dir: Path, mark: str) -> None:
+    """One document of partition p00 edited (`mark` tells edits apart): its chunks' texts and
+    vectors change."""
     import lancedb
 
     from lorehouse.wiring import Lorehouse
@@ -154,12 +155,11 @@ def _change_one(data_dir: Path) -> None:
     with store.connect() as connection:
         (doc_id,) = connection.execute("SELECT min(doc_id) FROM chunks").fetchone()
         connection.execute(
-            "UPDATE chunks SET chunked_at = now(), text_embed = text_embed || ' Edited.' "
-            "WHERE doc_id = ?",
-            [doc_id],
+            "UPDATE chunks SET chunked_at = now(), text_embed = text_embed || ? WHERE doc_id = ?",
+            [f" Edited {mark}.", doc_id],
         )
     table = lancedb.connect(str(wiring.partition_layout().index_path(key))).open_table("chunks")
-    table.update(where=f"doc_id = '{doc_id}'", values={"row_hash": "edited"})
+    table.update(where=f"doc_id = '{doc_id}'", values={"row_hash": f"edited-{mark}"})
 
 
 def _step(data_dir: Path, step: str) -> dict[str, float]:
@@ -219,11 +219,11 @@ def measure(chunks: int, workdir: Path, engine: str) -> dict[str, Any]:
     row: dict[str, Any] = {"chunks": chunks, "partitions": PARTITIONS, "engine": engine}
     for run in ("full", "one_changed"):
         if run == "one_changed":
-            _change_one(data_dir)
+            _change_one(data_dir, "merged")
         for step in STEPS:
             row[f"{run}.{step}"] = _child(data_dir, step, engine)
             print(f"[{chunks} {engine}] {run} {step}: {row[f'{run}.{step}']}", file=sys.stderr)
-    _change_one(data_dir)
+    _change_one(data_dir, "published")
     row[f"one_changed.{PUBLISH}"] = _child(data_dir, PUBLISH, engine)
     print(
         f"[{chunks} {engine}] one changed, published: {row[f'one_changed.{PUBLISH}']}",
