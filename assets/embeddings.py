@@ -14,6 +14,7 @@ from lorehouse.stages.embed import EmbedReport, run_embedding
 from lorehouse.stages.features import run_document_features
 from lorehouse.stages.index_merge import run_index_merge
 from lorehouse.stores.lance_index import ChunkIndex
+from lorehouse.stores.partition_lease import writing_shared_stores
 from lorehouse.stores.partitions import (
     BUSY_PARTITION_WAIT_SECONDS,
     bucket_of,
@@ -130,13 +131,14 @@ def search_index(
     delays no other. No model is called here."""
     layout = feature_store.layout()
     index = vector_index.open()
-    report = run_index_merge(
-        feature_store.open(),
-        index,
-        {key: feature_store.open_partition_index(key) for key in sorted(layout.indexed_keys())},
-        layout,
-        on_progress=progress_logger(context, "merged"),
-    )
+    with writing_shared_stores(layout.root, context.run_id, context.log.info):
+        report = run_index_merge(
+            feature_store.open(),
+            index,
+            {key: feature_store.open_partition_index(key) for key in sorted(layout.indexed_keys())},
+            layout,
+            on_progress=progress_logger(context, "merged"),
+        )
     return dg.MaterializeResult(
         metadata={
             "dagster/row_count": report.rows,

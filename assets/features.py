@@ -22,6 +22,7 @@ from lorehouse.stages.features import (
     run_document_features,
 )
 from lorehouse.stages.partition_merge import run_merge
+from lorehouse.stores.partition_lease import writing_shared_stores
 
 
 @dg.asset(
@@ -99,7 +100,9 @@ def merged_partitions(
     (queued, running or failed) keeps what the last merge took, less its documents the
     inventory removed or moved to another access list, and delays no other."""
     store = feature_store.open()
-    report = run_merge(store, feature_store.layout())
+    layout = feature_store.layout()
+    with writing_shared_stores(layout.root, context.run_id, context.log.info):
+        report = run_merge(store, layout)
     context.log.info(f"merged {len(report.merged)} partitions, {len(report.unchanged)} unchanged")
     if report.behind:
         context.log.warning(

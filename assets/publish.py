@@ -9,6 +9,7 @@ from assets.partitioning import INDEX_PARTITIONS, PARTITION_BACKFILL, checked_ke
 from assets.policies import SHARED_STORES_POOL
 from assets.resources import FeatureStoreResource, VectorIndexResource
 from lorehouse.stages.publish import run_publish
+from lorehouse.stores.partition_lease import writing_shared_stores
 
 
 @dg.asset(
@@ -31,12 +32,14 @@ def published_partition(
     every partition holds it, and search_index then replaces the shared tables."""
     layout = feature_store.layout()
     keys = checked_keys(context, layout.keys)
-    report = run_publish(
-        feature_store.open(),
-        vector_index.open(),
-        {key: feature_store.open_partition_index(key) for key in keys},
-        layout,
-    )
+    # The pool queues the writers of an instance with storage; the lease holds any two apart.
+    with writing_shared_stores(layout.root, context.run_id, context.log.info):
+        report = run_publish(
+            feature_store.open(),
+            vector_index.open(),
+            {key: feature_store.open_partition_index(key) for key in keys},
+            layout,
+        )
     if report.waiting:
         context.log.warning(report.waiting)
     behind = sorted(set(report.merge.behind) | set(report.index.behind))

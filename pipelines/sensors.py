@@ -28,7 +28,7 @@ from pipelines.jobs import (
     TRIGGER_TAG,
     publishes_in_partition_runs,
 )
-from pipelines.partition_state import partition_states
+from pipelines.partition_state import PartitionState, partition_states
 
 
 def source_change_sensor(settings: Settings) -> dg.SensorDefinition:
@@ -226,13 +226,7 @@ def evaluate_changed_partitions(
         keys = sorted({*(named.value if named else []), *stale})
         # Launched again even when pending: a run already done read the older slice.
         requests += [
-            dg.RunRequest(
-                run_key=f"inventory-{record.storage_id}-{key}",
-                job_name=PARTITIONS_JOB,
-                partition_key=key,
-                tags={TRIGGER_TAG: "changed_partitions"},
-            )
-            for key in keys
+            _chained(f"inventory-{record.storage_id}-{key}", PARTITIONS_JOB, key) for key in keys
         ]
         # A partition named again waits for its new run; the others keep their own mark.
         cursor.pending.update(dict.fromkeys(keys, record.storage_id))
@@ -253,45 +247,46 @@ def evaluate_changed_partitions(
     if separate_publish:
         built = [key for key in cursor.reached(instance, BUILT_ASSET) if key in waiting]
         requests += [
-            dg.RunRequest(
-                run_key=f"publish-{cursor.pending[key]}-{key}",
-                job_name=PUBLISH_JOB,
-                partition_key=key,
-                tags={TRIGGER_TAG: "changed_partitions"},
-            )
-            for key in built
+            _chained(f"publish-{cursor.pending[key]}-{key}", PUBLISH_JOB, key) for key in built
         ]
     cursor.published.update({key: cursor.pending[key] for key in published})
     cursor.pending = {key: cursor.pending[key] for key in waiting}
-    states = partition_states(instance, waiting, get_settings().partition_stall_seconds)
+    states = (
+        partition_states(instance, waiting, get_settings().partition_stall_seconds)
+        if waiting
+        else []
+    )
     # A failed, stalled or never built partition does not hold the checks back; nor does one
     # whose launched run is gone (still published as before its inventory).
     in_flight = [state.partition for state in states if state.state in ("queued", "running")]
     if cursor.published and not in_flight and not requests:
-        requests.append(
-            dg.RunRequest(
-                run_key=f"merge-{max(cursor.published.values())}-"
-                + "-".join(sorted(cursor.published)),
-                job_name=MERGE_JOB,
-                tags={TRIGGER_TAG: "changed_partitions"},
-            )
-        )
+        marks = f"{max(cursor.published.values())}-{'-'.join(sorted(cursor.published))}"
+        requests.append(_chained(f"merge-{marks}", MERGE_JOB))
         context.log.info(f"checking the index after partitions {', '.join(cursor.published)}")
         cursor.published = {}
     if waiting:
-        context.log.info(f"still waiting for partitions {_states_of(instance, waiting)}")
+        context.log.info(f"still waiting for partitions {_described(states)}")
     if requests:
         return dg.SensorResult(run_requests=requests, cursor=cursor.encode())
     context.update_cursor(cursor.encode())
-    return dg.SkipReason(f"partitions not published yet: {_states_of(instance, waiting)}")
+    return dg.SkipReason(f"partitions not published yet: {_described(states)}")
 
 
-def _states_of(instance: dg.DagsterInstance, waiting: list[str]) -> str:
+def _chained(run_key: str, job_name: str, partition_key: str | None = None) -> dg.RunRequest:
+    """A run the chain requests; its run key makes a request seen twice launch one run."""
+    return dg.RunRequest(
+        run_key=run_key,
+        job_name=job_name,
+        partition_key=partition_key,
+        tags={TRIGGER_TAG: "changed_partitions"},
+    )
+
+
+def _described(states: list[PartitionState]) -> str:
     """The waiting partitions and each one's state, so a partition waiting its turn reads
     apart from a stalled one; one published before the inventory has no run since."""
-    states = partition_states(instance, waiting, get_settings().partition_stall_seconds)
     return (
-        f"{', '.join(waiting)}: "
+        f"{', '.join(state.partition for state in states)}: "
         + "; ".join(
             f"{state.partition} not run since the inventory"
             if state.state == "published"

@@ -29,7 +29,9 @@ import fcntl
 import json
 import os
 import socket
-from contextlib import suppress
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
@@ -150,3 +152,47 @@ def _holder(fd: int) -> dict[str, object]:
     except (OSError, ValueError):
         return {}
     return found if isinstance(found, dict) else {}
+
+
+#: The lease of whoever merges into the shared stores and publishes the index's versions (a
+#: partition's publish, the merge of every partition), beside the partitions' own leases.
+SHARED_STORES_LEASE = "shared-stores"
+#: How often a writer waiting for the shared stores tries again, and says who holds them.
+_SHARED_POLL_SECONDS = 0.5
+_SHARED_SAY_SECONDS = 60.0
+
+
+@contextmanager
+def writing_shared_stores(
+    root: Path, run_id: str, on_wait: Callable[[str], None] | None = None
+) -> Iterator[None]:
+    """Holds the shared stores' lease for the block, waiting while another writer holds it.
+
+    The Dagster pool of the shared-store steps queues writers on an instance with
+    persistent storage, but two `lorehouse materialize` runs on ephemeral instances claim no
+    slot; and two publishes at once would each publish the versions they saw, the later
+    commit naming versions without the other's rows. The lease holds them apart whatever
+    launched them. Unlike a partition's, it waits: a publish redoes nothing from a stale
+    start, since it reads the shared tables only once it holds them. `on_wait` is told who
+    holds it, at once and every minute.
+    """
+    lease = PartitionLease(root, SHARED_STORES_LEASE, run_id)
+    said: float | None = None
+    while True:
+        try:
+            lease.acquire()
+            break
+        except PartitionLeaseHeld as held:
+            now = time.monotonic()
+            if on_wait is not None and (said is None or now - said >= _SHARED_SAY_SECONDS):
+                holder = held.holder
+                on_wait(
+                    f"waiting for the shared stores: run {holder.get('run_id', '?')} (pid "
+                    f"{holder.get('pid', '?')} on {holder.get('host', '?')}) writes them"
+                )
+                said = now
+            time.sleep(_SHARED_POLL_SECONDS)
+    try:
+        yield
+    finally:
+        lease.release()

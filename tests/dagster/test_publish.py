@@ -16,7 +16,12 @@ from pathlib import Path
 import dagster as dg
 
 from assets.policies import SHARED_STORES_POOL
+from lorehouse.inventory import document_id
 from lorehouse.settings import REPO_ROOT, Settings
+from lorehouse.stores.lance_index import ChunkIndex
+from lorehouse.stores.partition_lease import SHARED_STORES_LEASE, PartitionLease
+from lorehouse.stores.partitions import bucket_of
+from lorehouse.wiring import Lorehouse
 from pipelines.definitions import build_definitions
 from pipelines.local_runs import PID_TAG, free_slots_of_dead_runs, local_run_tags
 
@@ -102,3 +107,40 @@ def test_a_killed_local_run_gives_its_pool_slot_back_to_the_next_one(tmp_path: P
         assert info.active_run_ids == {runs["alive"]}
     finally:
         instance.dispose()
+
+
+def test_a_publish_waits_for_another_writer_whatever_launched_it(tmp_path: Path) -> None:
+    """Runs on ephemeral instances (two `lorehouse materialize` without DAGSTER_HOME) claim no
+    pool slot; the shared stores' lease still holds a publish until the other writer is
+    done, since two publishes at once would each publish the versions they saw."""
+    source = tmp_path / "docs"
+    source.mkdir()
+    (source / "note.md").write_text("# Note\n\nThe shared stores take one writer at a time.\n")
+    settings = Settings(
+        source_uri=str(source), data_dir=tmp_path / "data", index_partitions=2, workers=1
+    )
+    defs = build_definitions(settings)
+    assert defs.resolve_job_def("inventory_job").execute_in_process().success
+    layout = Lorehouse(settings).partition_layout()
+    key = layout.keys[bucket_of(document_id("note.md"), 2)]
+    results: list[dg.ExecuteInProcessResult] = []
+    partition_run = defs.resolve_job_def("partitions_job")
+    run = threading.Thread(
+        target=lambda: results.append(partition_run.execute_in_process(partition_key=key))
+    )
+    with PartitionLease(layout.root, SHARED_STORES_LEASE, "another-run"):
+        run.start()
+        # The partition's own stages go on; its publish waits for the other writer.
+        deadline = time.monotonic() + 120
+        while not layout.index_path(key).exists() and time.monotonic() < deadline:
+            time.sleep(0.5)
+        time.sleep(8)
+        assert run.is_alive(), "the publish did not wait for the other writer"
+        assert not (settings.data_dir / "lancedb").exists()
+    run.join(timeout=120)
+    assert not run.is_alive()
+    assert results and results[0].success
+    published = results[0].asset_materializations_for_node("published_partition")
+    assert published and published[0].metadata["published"].value is True
+    searched = ChunkIndex(str(settings.data_dir / "lancedb")).column_values("doc_id")
+    assert searched.to_pylist() == [document_id("note.md")]
