@@ -28,16 +28,21 @@ from pipelines.local_runs import PID_TAG, free_slots_of_dead_runs, local_run_tag
 PUBLISHED = dg.AssetKey("published_partition")
 
 
+def _one_note(tmp_path: Path) -> Settings:
+    """A deployment of two partitions over a folder holding one note."""
+    source = tmp_path / "docs"
+    source.mkdir()
+    (source / "note.md").write_text("# Note\n\nThe shared stores take one writer at a time.\n")
+    return Settings(
+        source_uri=str(source), data_dir=tmp_path / "data", index_partitions=2, workers=1
+    )
+
+
 def test_a_publish_waits_while_another_run_writes_the_shared_stores(tmp_path: Path) -> None:
     home = tmp_path / "dagster"
     home.mkdir()
     shutil.copy(REPO_ROOT / "pipelines" / "dagster.yaml", home / "dagster.yaml")
-    source = tmp_path / "docs"
-    source.mkdir()
-    (source / "note.md").write_text("# Note\n\nThe shared stores take one writer at a time.\n")
-    settings = Settings(
-        source_uri=str(source), data_dir=tmp_path / "data", index_partitions=2, workers=1
-    )
+    settings = _one_note(tmp_path)
     defs = build_definitions(settings)
     instance = dg.DagsterInstance.from_config(str(home))
     try:
@@ -113,12 +118,7 @@ def test_a_publish_waits_for_another_writer_whatever_launched_it(tmp_path: Path)
     """Runs on ephemeral instances (two `lorehouse materialize` without DAGSTER_HOME) claim no
     pool slot; the shared stores' lease still holds a publish until the other writer is
     done, since two publishes at once would each publish the versions they saw."""
-    source = tmp_path / "docs"
-    source.mkdir()
-    (source / "note.md").write_text("# Note\n\nThe shared stores take one writer at a time.\n")
-    settings = Settings(
-        source_uri=str(source), data_dir=tmp_path / "data", index_partitions=2, workers=1
-    )
+    settings = _one_note(tmp_path)
     defs = build_definitions(settings)
     assert defs.resolve_job_def("inventory_job").execute_in_process().success
     layout = Lorehouse(settings).partition_layout()
