@@ -23,8 +23,9 @@ import dagster as dg
 from assets.partitioning import all_partitions_tags
 from lorehouse.settings import Settings
 
-#: What a run writes: "index" (the shared stores; pipelines/dagster.yaml lets one such run
-#: at a time) or "partition" (one partition's own files; several run side by side).
+#: What a run writes: "index" (the shared stores), "publish" (one partition into them) or
+#: "partition" (one partition's own files, then its publish; pipelines/dagster.yaml caps how
+#: many run side by side). The shared-store steps themselves queue in a Dagster pool.
 INDEX_WRITER_TAG = "lorehouse/writes"
 #: What started a run: "cli", "schedule", "source_change" or "changed_partitions".
 TRIGGER_TAG = "lorehouse/trigger"
@@ -56,8 +57,8 @@ K8S_CONFIG_TAG = "dagster-k8s/config"
 
 
 def writer_tags(settings: Settings) -> dict[str, str]:
-    """The tags of the runs that write the shared stores: the writer tag the run queue limits
-    to one run at a time, and the deployment's Kubernetes config for them (the volume that
+    """The tags of the runs that write the shared stores: the writer tag that tells them apart
+    in the UI and the run queue, and the deployment's Kubernetes config for them (the volume that
     holds the shared DuckDB file), which partition runs keeping their files in a bucket do not
     get."""
     tags = {INDEX_WRITER_TAG: "index"}
@@ -77,7 +78,7 @@ def index_job(settings: Settings) -> dg.UnresolvedAssetJobDefinition:
         selection=dg.AssetSelection.all(),
         description="Materializes every stage of every partition; unchanged documents cost "
         "only a hash comparison.",
-        # Limited to one run at a time by the instance's tag concurrency limit (dagster.yaml).
+        # Its shared-store steps take the pool's one slot in turn with every other run's.
         tags={**writer_tags(settings), **all_partitions_tags(settings.index_partitions)},
     )
 
