@@ -4,9 +4,10 @@ For one generated corpus (bench/reindex.py's generator), each concurrency C buil
 stores the way a cluster would: `lorehouse materialize --select raw_documents` (the
 inventory), then the index partitions split into C contiguous ranges, each range a
 `lorehouse materialize --partitions FIRST...LAST` process of its own (one parser process and
-one embedding thread each, as a pod with one core would run it), all C at once; then one
-`lorehouse materialize`, which finds every partition current and merges them into what search
-reads. A last build with one partition (`LOREHOUSE_INDEX_PARTITIONS=1`) and a plain
+one embedding thread each, as a pod with one core would run it), all C at once, each
+publishing its partitions into what search reads as it goes (one publish at a time, the
+others waiting for the shared stores' lease); then one `lorehouse materialize`, which finds
+every partition current and has only the whole index's maintenance left. A last build with one partition (`LOREHOUSE_INDEX_PARTITIONS=1`) and a plain
 `lorehouse materialize` is the unpartitioned reference. Each row has a checksum of the final
 chunk ids, texts and vectors (rounded to 1e-4, below the run-to-run noise of the float
 arithmetic), which must be the reference's.
