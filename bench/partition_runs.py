@@ -7,8 +7,9 @@ inventory), then the index partitions split into C contiguous ranges, each range
 one embedding thread each, as a pod with one core would run it), all C at once, each
 publishing its partitions into what search reads as it goes (one publish at a time, the
 others waiting for the shared stores' lease); then one `lorehouse materialize`, which finds
-every partition current and has only the whole index's maintenance left. A last build with one partition (`LOREHOUSE_INDEX_PARTITIONS=1`) and a plain
-`lorehouse materialize` is the unpartitioned reference. Each row has a checksum of the final
+every partition current and has only the whole index's maintenance left. A last build
+with one partition (`LOREHOUSE_INDEX_PARTITIONS=1`) and a plain `lorehouse materialize` is
+the unpartitioned reference. Each row has a checksum of the final
 chunk ids, texts and vectors (rounded to 1e-4, below the run-to-run noise of the float
 arithmetic), which must be the reference's.
 
