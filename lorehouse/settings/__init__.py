@@ -48,6 +48,7 @@ from lorehouse.settings.orchestration import OrchestrationSettings
 from lorehouse.settings.parse import ParseSettings
 from lorehouse.settings.search import (
     DEFAULT_ANN_INDEX_MIN_ROWS,
+    DEFAULT_SEARCH_ANN_PROBES,
     DEFAULT_SEARCH_WARM_MIN_ROWS,
     SearchSettings,
 )
@@ -61,6 +62,7 @@ __all__ = [
     "DEFAULT_ANSWER_MIN_SIMILARITY",
     "DEFAULT_ANSWER_PASSAGES_MIN_SIMILARITY",
     "DEFAULT_EMBED_QUERY_CACHE_BYTES",
+    "DEFAULT_SEARCH_ANN_PROBES",
     "DEFAULT_SEARCH_WARM_MIN_ROWS",
     "GROUPS",
     "NOT_SETTINGS",
