@@ -242,6 +242,78 @@ class FieldPostings:
             lengths=np.asarray(lengths, dtype=np.int32),
         )
 
+    @classmethod
+    def carried(
+        cls,
+        previous: FieldPostings,
+        new_of_old: np.ndarray,
+        added: FieldPostings,
+        added_rows: np.ndarray,
+        row_count: int,
+    ) -> FieldPostings:
+        """The postings of a newer version of the rows, built from `previous` (an older
+        version's) and `added` (the postings of the rows the older one did not hold), equal
+        to `build` over the newer version's texts.
+
+        Why: building postings reads and analyses every text, minutes at a million rows,
+        while a nightly publish changes a few documents. Here only the added rows are
+        analysed; the rest is array work over the older postings.
+
+        `new_of_old[r]` is the newer position of the older row `r` (-1: gone), for rows
+        whose texts are unchanged; `added_rows[i]` the newer position of `added`'s row `i`.
+        """
+        terms_of_entries = np.repeat(
+            np.arange(len(previous.terms), dtype=np.int64), np.diff(previous.starts)
+        )
+        moved = new_of_old[previous.rows]
+        kept = moved >= 0
+        vocabulary = np.union1d(previous.terms, added.terms)
+        kept_terms = np.searchsorted(vocabulary, previous.terms)[terms_of_entries[kept]]
+        del terms_of_entries
+        kept_rows = moved[kept]
+        kept_counts = previous.counts[kept]
+        del moved
+        added_terms = np.searchsorted(vocabulary, added.terms)[
+            np.repeat(np.arange(len(added.terms), dtype=np.int64), np.diff(added.starts))
+        ]
+        placed = np.asarray(added_rows, dtype=np.int64)[added.rows]
+        # Each entry's place is (term, row): kept entries are in that order already where
+        # rows kept their relative order (appends and deletes do), so the few added ones
+        # are merged in; otherwise everything is sorted.
+        kept_keys = kept_terms * max(1, row_count) + kept_rows
+        added_keys = added_terms * max(1, row_count) + placed
+        added_order = np.argsort(added_keys, kind="stable")
+        if len(kept_keys) < 2 or bool(np.all(kept_keys[1:] > kept_keys[:-1])):
+            at = np.searchsorted(kept_keys, added_keys[added_order])
+            del kept_keys
+            term_array = np.insert(kept_terms, at, added_terms[added_order])
+            rows = np.insert(kept_rows, at, placed[added_order])
+            counts = np.insert(kept_counts, at, added.counts[added_order])
+        else:
+            order = np.argsort(np.concatenate([kept_keys, added_keys]), kind="stable")
+            del kept_keys
+            term_array = np.concatenate([kept_terms, added_terms])[order]
+            rows = np.concatenate([kept_rows, placed])[order]
+            counts = np.concatenate([kept_counts, added.counts])[order]
+        # Terms no row holds any more leave the vocabulary, as a build never holds them.
+        per_term = np.bincount(term_array, minlength=len(vocabulary))
+        used = per_term > 0
+        vocabulary = vocabulary[used]
+        width = int(np.char.str_len(vocabulary).max()) if len(vocabulary) else 1
+        starts = np.zeros(len(vocabulary) + 1, dtype=np.int64)
+        np.cumsum(per_term[used], out=starts[1:])
+        lengths = np.zeros(row_count, dtype=np.int32)
+        staying = np.flatnonzero(new_of_old >= 0)
+        lengths[new_of_old[staying]] = previous.lengths[staying]
+        lengths[np.asarray(added_rows, dtype=np.int64)] = added.lengths
+        return cls(
+            terms=vocabulary.astype(f"<U{width}"),
+            starts=starts,
+            rows=rows.astype(np.int32),
+            counts=counts.astype(np.int32),
+            lengths=lengths,
+        )
+
     def arrays(self) -> dict[str, np.ndarray]:
         """The arrays, by field name, as `from_arrays` takes them back."""
         return {name: getattr(self, name) for name in _POSTINGS_ARRAYS}

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import logging
 import math
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, overload
 
@@ -32,6 +34,7 @@ if TYPE_CHECKING:
 
     from lorehouse.search.tables import TableReader
 
+logger = logging.getLogger(__name__)
 
 MODEL_KEY = b"lorehouse.embedding_model"
 
@@ -82,6 +85,7 @@ _MAX_WITHHELD_SHARE = 0.25
 #: list is compared as well, where the table has one: whatever wrote a row, one whose access
 #: changed is never served as it was.
 _SAME_ROW_COLUMNS = ("row_hash", "embed_key")
+_POSTINGS_PARTS = ("terms", "starts", "rows", "counts", "lengths")
 _ACCESS_COLUMN = "acl"
 
 
@@ -147,6 +151,9 @@ class TableSnapshot:
         self._neighbours: ann.NeighbourIndex | None = None
         #: Another version's mapped index whose training this one's reuses (`warm_like`).
         self._trained_like: faiss.IndexIVF | None = None
+        #: A loaded older version whose postings this one's are carried over from
+        #: (`warm_like`), analysing only the rows this one added.
+        self._postings_like: TableSnapshot | None = None
         self._lock = threading.Lock()
         #: Held while arrays derived from the rows are computed: once per version.
         self._derive_lock = threading.Lock()
@@ -226,15 +233,11 @@ class TableSnapshot:
         self._load()
         if self._bm25 is None:
             assert self.text_columns, "no text columns"
-            # Postings of another analyzer (other languages) are other arrays.
-            name = "bm25" if self.analyzer.name == "en" else f"bm25.{self.analyzer.name}"
+            name = self._bm25_name()
             arrays = self._arrays(name, self._bm25_arrays)
             fields = {
                 field: FieldPostings.from_arrays(
-                    {
-                        part: arrays[f"{field}.{part}"]
-                        for part in ("terms", "starts", "rows", "counts", "lengths")
-                    }
+                    {part: arrays[f"{field}.{part}"] for part in _POSTINGS_PARTS}
                 )
                 for field in self._bm25_fields()
             }
@@ -243,24 +246,98 @@ class TableSnapshot:
                 self._bm25 = self._bm25 or index
         return self._bm25
 
+    def _bm25_name(self) -> str:
+        # Postings of another analyzer (other languages) are other arrays.
+        return "bm25" if self.analyzer.name == "en" else f"bm25.{self.analyzer.name}"
+
     def _bm25_fields(self) -> list[str]:
         return [*self.text_columns, *(name for name, _, _ in self.derived_text_fields)]
 
     def _bm25_arrays(self) -> dict[str, np.ndarray]:
-        """Every field's postings as arrays named `field.part`."""
+        """Every field's postings as arrays named `field.part`: carried over from an older
+        version where `warm_like` names one, else built from every row's texts."""
         assert self._rows is not None
-        texts = {name: self._rows[name].to_pylist() for name in self.text_columns}
-        for name, column, derive in self.derived_text_fields:
-            texts[name] = [derive(value) for value in self._rows[column].to_pylist()]
-        # Each row read in the language its chunk recorded: told once, when it was cut.
-        languages = (
-            self._rows["language"].to_pylist() if "language" in self._rows.column_names else None
-        )
+        previous = self._postings_like
+        if previous is not None:
+            started = time.perf_counter()
+            carried = self._carried_bm25_arrays(previous)
+            if carried is not None:
+                arrays, added = carried
+                logger.info(
+                    "%s version %d: BM25 postings carried over from version %d, %d of %d "
+                    "rows analysed (%.1f s)",
+                    self._table.name,
+                    self.version,
+                    previous.version,
+                    added,
+                    self._rows.num_rows,
+                    time.perf_counter() - started,
+                )
+                return arrays
         arrays: dict[str, np.ndarray] = {}
-        for field, values in texts.items():
+        for field, (values, languages) in self._bm25_texts(self._rows).items():
             postings = FieldPostings.build(values, self.analyzer, languages)
             arrays.update({f"{field}.{part}": a for part, a in postings.arrays().items()})
         return arrays
+
+    def _bm25_texts(
+        self, rows: pa.Table
+    ) -> dict[str, tuple[list[str | None], list[str | None] | None]]:
+        """field -> (each of `rows`' texts for it, each row's recorded language or None)."""
+        texts = {name: rows[name].to_pylist() for name in self.text_columns}
+        for name, column, derive in self.derived_text_fields:
+            texts[name] = [derive(value) for value in rows[column].to_pylist()]
+        # Each row read in the language its chunk recorded: told once, when it was cut.
+        languages = rows["language"].to_pylist() if "language" in rows.column_names else None
+        return {field: (values, languages) for field, values in texts.items()}
+
+    def _carried_bm25_arrays(
+        self, previous: TableSnapshot
+    ) -> tuple[dict[str, np.ndarray], int] | None:
+        """(the postings arrays, the rows analysed) of this version, carried over from
+        `previous`'s postings (`FieldPostings.carried`); None where they cannot be: it has
+        none, its rows lack the columns that say a row is unchanged, a row is held twice, or
+        most rows are new (analysing them all is then the cheaper way).
+
+        A row is unchanged when its key, row hash and embed key are (`_SAME_ROW_COLUMNS`):
+        the row hash covers every stored column, so its texts, path and language too.
+        """
+        assert self._rows is not None
+        old_arrays = previous._derived.get(self._bm25_name())
+        old_rows = previous._rows
+        columns = [self.key_column, *_SAME_ROW_COLUMNS]
+        if (
+            old_arrays is None
+            or old_rows is None
+            or any(c not in t.column_names for t in (old_rows, self._rows) for c in columns)
+        ):
+            return None
+        found = pc.index_in(
+            _same_row_keys(self._rows, columns), value_set=_same_row_keys(old_rows, columns)
+        )
+        matched = found.is_valid().to_numpy(zero_copy_only=False)
+        olds = found.drop_null().to_numpy().astype(np.int64)
+        added = np.flatnonzero(~matched)
+        if len(np.unique(olds)) != len(olds) or 2 * len(added) > len(matched):
+            return None
+        new_of_old = np.full(old_rows.num_rows, -1, dtype=np.int64)
+        new_of_old[olds] = np.flatnonzero(matched)
+        del olds, matched, found
+        texts = self._bm25_texts(self._rows.take(pa.array(added, pa.int64())))
+        arrays: dict[str, np.ndarray] = {}
+        for field, (values, languages) in texts.items():
+            older = FieldPostings.from_arrays(
+                {part: old_arrays[f"{field}.{part}"] for part in _POSTINGS_PARTS}
+            )
+            postings = FieldPostings.carried(
+                older,
+                new_of_old,
+                FieldPostings.build(values, self.analyzer, languages),
+                added,
+                self._rows.num_rows,
+            )
+            arrays.update({f"{field}.{part}": a for part, a in postings.arrays().items()})
+        return arrays, len(added)
 
     def _read_rows_and_vectors(self, limit: int) -> tuple[pa.Table, np.ndarray]:
         """Every row with its row id, without the vector, and the unit vectors in row order.
@@ -395,7 +472,14 @@ class TableSnapshot:
         after the swap finds them ready instead of building them itself."""
         self._load()
         if any(old._bm25 is not None for old in replaced) and self.text_columns:
-            self._bm25_index()
+            self._postings_like = next(
+                (old for old in replaced if old._bm25 is not None and old._rows is not None),
+                None,
+            )
+            try:
+                self._bm25_index()
+            finally:
+                self._postings_like = None  # the older version is not kept alive for it
         derived = {name for old in replaced for name in list(old._derived)}
         for name in sorted(derived):
             if name.startswith("find."):

@@ -326,3 +326,52 @@ def test_a_row_whose_access_narrowed_is_withheld_even_under_its_old_row_hash(
     assert reader.loaded(timeout=60)
     assert "c3" not in _search(reader.snapshot(), [])
     assert "c3" in _search(reader.snapshot(), ["group:legal"])
+
+
+def _embedded(rows: pa.Table, texts: list[str]) -> pa.Table:
+    """`rows` with these texts as what was embedded and what keyword search reads."""
+    at = rows.schema.get_field_index("text_embed")
+    return rows.set_column(at, "text_embed", pa.array(texts, pa.string()))
+
+
+def test_a_new_version_carries_the_postings_over_and_ranks_as_a_fresh_reader_does(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The background load analyses only what the new version added: its postings equal a
+    fresh reader's of that version, so every caller's keyword scores are the same."""
+    lancedb = tmp_path / "lancedb"
+    keys = [f"c{n}" for n in range(30)]
+    words = ["leave", "travel", "expense", "laptop", "badge", "pager", "hotel", "train"]
+    texts = [f"{words[n % 8]} policy {words[(n * 3) % 8]} rule {n}" for n in range(30)]
+    writer = ChunkIndex(str(lancedb))
+    rows = _embedded(
+        _rows(keys, seed=1, acls=[["group:hr"] if n % 4 else [] for n in range(30)]), texts
+    )
+    writer.upsert(rows, [])
+    reader = ChunkIndex(str(lancedb), warm_min_rows=1)
+    assert "c4" in _text_search(reader.snapshot(), "leave policy", ["group:hr"])
+    edited = _hashed(
+        _embedded(_rows(["c4"], seed=1), ["sabbatical after five years"]), ["c4 edited"]
+    )
+    added = _embedded(_rows(["c30", "c31"], seed=3), ["sabbatical request form", "pager duty"])
+    writer.upsert(pa.concat_tables([edited, rows.slice(7, 1), added]), ["c0", "c9"])
+    reader.snapshot()
+
+    with caplog.at_level("INFO", logger="lorehouse.search.snapshot"):
+        assert reader.loaded(timeout=60)
+    loaded = reader.snapshot()
+    fresh = ChunkIndex(str(lancedb)).snapshot()
+    assert loaded.version == fresh.version == writer.table().version
+
+    assert any("postings carried over" in r.getMessage() for r in caplog.records)
+    ours, theirs = loaded._bm25_index(), fresh._bm25_index()
+    for field, postings in theirs.fields.items():
+        for part, array in postings.arrays().items():
+            assert np.array_equal(ours.fields[field].arrays()[part], array), (field, part)
+    for groups in ([], ["group:hr"]):
+        for query in ("sabbatical", "leave policy", "pager duty rule"):
+            assert loaded.text_ranking(query, access_clause(groups), 10) == fresh.text_ranking(
+                query, access_clause(groups), 10
+            )
+    assert _text_search(loaded, "sabbatical", []) == {"c4", "c30"}
+    assert "c4" not in _text_search(loaded, "leave", ["group:hr"])
