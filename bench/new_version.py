@@ -9,10 +9,12 @@ the first search after each publish waits that long, and every search behind it 
 One process opens a copy of a generated hybrid table (`bench/serving_memory.py --scenario
 hybrid`, kept under `--workdir`) twice, one reader per mode, each with its own snapshot
 folder, and each searches the current version once (its first load). A writer then narrows
-one document to a group no caller holds and deletes another, as a nightly reindex does.
-Each reader then runs `--queries` hybrid searches as callers take turns: the first one's
-time is the figure, with the background mode's searches while it loads and the time until
-it has. Every search checks that neither changed document is shown to a caller.
+one document to a group no caller holds, deletes another and edits a third (a word no
+other row holds added to its text), as a nightly reindex does. Each reader then runs
+`--queries` hybrid searches as callers take turns: the first one's time is the figure, with
+the background mode's searches while it loads and the time until it has, which is when the
+edit is searchable. Every search checks that neither withdrawn document is shown to a
+caller, and once loaded each reader must find the edited document by its new word.
 
     .venv/bin/python bench/new_version.py --rows 100000 --workdir DIR [--json F]
 """
@@ -43,6 +45,8 @@ from serving_memory import (
 )
 
 NARROWED_GROUP = "bench-nobody"
+#: The word the edited document gains: no generated text holds it.
+EDIT_WORD = "zyxwedited"
 
 
 def _ms(started: float) -> float:
@@ -84,7 +88,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
         writer = ChunkIndex(str(uri), ann_min_rows=args.ann_min_rows)
         heads = writer.table().to_lance().to_table(columns=["doc_id"], limit=2000)["doc_id"]
-        narrowed_doc, deleted_doc = list(dict.fromkeys(heads.to_pylist()))[:2]
+        narrowed_doc, deleted_doc, edited_doc = list(dict.fromkeys(heads.to_pylist()))[:3]
         rows = writer.table().to_lance().to_table(filter=f"doc_id = '{narrowed_doc}'")
         changed = rows["chunk_id"].to_pylist()
         rows = rows.set_column(
@@ -99,10 +103,19 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         )
         deleted = writer.rows(f"doc_id = '{deleted_doc}'", ["chunk_id"], 1000)
         gone = [row["chunk_id"] for row in deleted]
+        edited = writer.table().to_lance().to_table(filter=f"doc_id = '{edited_doc}'")
+        for column in ("text_embed", "row_hash"):
+            values = edited[column].to_pylist()
+            edited = edited.set_column(
+                edited.schema.get_field_index(column),
+                column,
+                pa.array([f"{value} {EDIT_WORD}" for value in values[:1]] + values[1:]),
+            )
+        edited_chunk = edited["chunk_id"][0].as_py()
         started = time.perf_counter()
-        writer.upsert(rows.cast(writer.table().schema), gone)
+        writer.upsert(pa.concat_tables([rows, edited]).cast(writer.table().schema), gone)
         report["publish_ms"] = _ms(started)
-        report["changed_chunks"] = len(changed) + len(gone)
+        report["changed_chunks"] = len(changed) + len(gone) + edited.num_rows
         withdrawn = changed + gone
 
         for mode, reader in readers.items():
@@ -123,6 +136,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             if loaded_after is None:
                 reader.loaded()
                 loaded_after = _ms(started)
+            found = [key for key, _ in reader.snapshot().text_ranking(EDIT_WORD, None, 10)]
+            if found != [edited_chunk]:
+                raise AssertionError(f"{mode}: the edit is not searchable: {found}")
             report["modes"][mode].update(
                 first_search_ms=latencies[0],
                 searches=len(latencies),
