@@ -8,6 +8,11 @@ recording each run's wall time, peak memory and documents. Every finished partit
 appended to `partitions.jsonl` in --workdir as it ends, so a bench that is stopped resumes
 with the next partition, and the partition it was in resumes crash-safe from its last batch.
 
+`--edit` then edits one Markdown document of the first partition, takes the inventory again
+(what the source sensor's run does) and reruns that partition: the run that makes one edit
+searchable, whose time is the build side of a publish's freshness (the serving side is
+bench/new_version.py's, the publish bench/merge_scale.py's).
+
 `--concurrency C` runs C partitions at once (C one-core pods). `--limit K` builds the first
 K partitions only: the projection takes the median seconds per document of those built,
 times the corpus, spread over N pods. The merges that follow are
@@ -65,6 +70,35 @@ def _documents_by_partition(data_dir: Path) -> dict[str, int]:
     return {key: int(value.split(":", 1)[0]) for key, value in digests["digests"].items()}
 
 
+def _one_edit(
+    data_dir: Path, source: Path, key: str, env: dict[str, str], log: Path
+) -> dict[str, Any]:
+    """Edits one Markdown document of partition `key` (a sentence appended), takes the
+    inventory again and reruns the partition: each run's wall time and peak memory."""
+    import duckdb
+
+    from lorehouse.stores.partitions import bucket_of_key, bucket_sql
+
+    partitions = int(env["LOREHOUSE_INDEX_PARTITIONS"])
+    with duckdb.connect(str(data_dir / "lorehouse.duckdb"), read_only=True) as connection:
+        found = connection.execute(
+            "SELECT rel_path FROM documents_raw WHERE file_type = 'md' AND "
+            f"{bucket_sql('doc_id', partitions)} = ? ORDER BY rel_path LIMIT 1",
+            [bucket_of_key(key)],
+        ).fetchone()
+    if found is None:
+        raise SystemExit(f"no Markdown document in partition {key}")
+    path = source / found[0]
+    edits = path.read_text().count("Edited for the freshness bench") + 1
+    with path.open("a") as document:
+        document.write(f"\n\nEdited for the freshness bench, edit {edits}.\n")
+    inventory = _run(["materialize", "--select", "raw_documents"], env, log)
+    rerun = _run(["materialize", "--partitions", key], env, log)
+    row = {"partition": key, "document": found[0], "inventory": inventory, "partition_run": rerun}
+    print(json.dumps({"one_edit": row}), file=sys.stderr)
+    return row
+
+
 def projection(
     inventory_seconds: float, seconds_per_document: float, documents: int, partitions: int
 ) -> dict[int, float]:
@@ -86,6 +120,9 @@ def main() -> None:
     )
     parser.add_argument("--workdir", type=Path, required=True, help="kept: resumes from here")
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument(
+        "--edit", action="store_true", help="then rerun the first partition after one edit"
+    )
     args = parser.parse_args()
 
     from lorehouse.offline import apply_offline_environment
@@ -155,6 +192,10 @@ def main() -> None:
             state["inventory"]["wall_seconds"], per_document, args.documents, args.partitions
         ),
     }
+    if args.edit:
+        result["one_edit"] = _one_edit(
+            data_dir, source, partition_keys(args.partitions)[0], env, log
+        )
     if args.json:
         write_raw_numbers(args.json, {"machine": machine_info(["dagster", "lancedb"]), **result})
     print(json.dumps(result, indent=2))

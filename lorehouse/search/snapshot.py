@@ -466,11 +466,24 @@ class TableSnapshot:
         view._served = served
         return view
 
-    def warm_like(self, *replaced: TableSnapshot) -> None:
+    def warm_like(self, *replaced: TableSnapshot) -> dict[str, float]:
         """Loads this version and builds what the snapshots it replaces had built (postings,
         lookups, passage divisions, the masks of the callers searching): the first search
-        after the swap finds them ready instead of building them itself."""
+        after the swap finds them ready instead of building them itself.
+
+        Returns the seconds each step took, for the load's log line: what a new version
+        costs before it is searched is the freshness of every publish."""
+        steps: dict[str, float] = {}
+        clock = time.perf_counter()
+
+        def lap(step: str) -> None:
+            nonlocal clock
+            now = time.perf_counter()
+            steps[step] = round(now - clock, 2)
+            clock = now
+
         self._load()
+        lap("rows and vectors")
         if any(old._bm25 is not None for old in replaced) and self.text_columns:
             self._postings_like = next(
                 (old for old in replaced if old._bm25 is not None and old._rows is not None),
@@ -480,23 +493,29 @@ class TableSnapshot:
                 self._bm25_index()
             finally:
                 self._postings_like = None  # the older version is not kept alive for it
+            lap("postings")
         derived = {name for old in replaced for name in list(old._derived)}
         for name in sorted(derived):
             if name.startswith("find."):
                 column = name.removeprefix("find.")
                 self._arrays(name, lambda column=column: self._digest_order(column))
+        lap("lookups")
         for budget in {budget for old in replaced for budget in list(old._passages)}:
             self.passages(budget)
+        lap("passages")
         wheres: dict[str, None] = {}
         for old in replaced:
             with old._lock:
                 wheres.update(dict.fromkeys(old._masks))
         for where in list(wheres)[-_CACHED_MASKS:]:
             self._predicate(where or None)
+        lap("masks")
         built = next((old._neighbours for old in replaced if old._neighbours is not None), None)
         if built is not None and self.ann_engine == "mapped":
             self._trained_like = built.index
             self._neighbour_index()
+            lap("vector index")
+        return steps
 
     def _positions_of(self, row_ids: np.ndarray) -> np.ndarray:
         """Positions in this snapshot's rows of LanceDB row ids of the same version."""

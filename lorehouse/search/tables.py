@@ -417,7 +417,7 @@ class TableReader:
         took its place meanwhile."""
         started = time.perf_counter()
         try:
-            fresh.warm_like(*replaced)
+            steps = fresh.warm_like(*replaced)
         except Exception:  # a thread's error would otherwise reach no one
             log.exception(
                 "loading %s version %d in the background failed; the next search loads it",
@@ -434,10 +434,11 @@ class TableReader:
                 return
             self._snapshot, self._warming, self._serving = fresh, None, None
         log.info(
-            "%s version %d loaded in %.1f s; searches read it",
+            "%s version %d loaded in %.1f s (%s); searches read it",
             self.name,
             fresh.version,
             time.perf_counter() - started,
+            ", ".join(f"{step} {seconds:.1f} s" for step, seconds in steps.items()),
         )
 
     def loaded(self, timeout: float | None = None) -> bool:
