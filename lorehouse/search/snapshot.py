@@ -24,8 +24,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lorehouse.search import ann
-from lorehouse.search.bm25 import BM25Index, FieldPostings
+from lorehouse.search.bm25 import BM25Index
 from lorehouse.search.passages import passage_runs
+from lorehouse.search.postings import POSTINGS_PARTS, FieldPostings
 from lorehouse.search.snapshot_files import SnapshotFiles, regrouped
 
 if TYPE_CHECKING:
@@ -85,7 +86,6 @@ _MAX_WITHHELD_SHARE = 0.25
 #: list is compared as well, where the table has one: whatever wrote a row, one whose access
 #: changed is never served as it was.
 _SAME_ROW_COLUMNS = ("row_hash", "embed_key")
-_POSTINGS_PARTS = ("terms", "starts", "rows", "counts", "lengths")
 _ACCESS_COLUMN = "acl"
 
 
@@ -237,7 +237,7 @@ class TableSnapshot:
             arrays = self._arrays(name, self._bm25_arrays)
             fields = {
                 field: FieldPostings.from_arrays(
-                    {part: arrays[f"{field}.{part}"] for part in _POSTINGS_PARTS}
+                    {part: arrays[f"{field}.{part}"] for part in POSTINGS_PARTS}
                 )
                 for field in self._bm25_fields()
             }
@@ -327,7 +327,7 @@ class TableSnapshot:
         arrays: dict[str, np.ndarray] = {}
         for field, (values, languages) in texts.items():
             older = FieldPostings.from_arrays(
-                {part: old_arrays[f"{field}.{part}"] for part in _POSTINGS_PARTS}
+                {part: old_arrays[f"{field}.{part}"] for part in POSTINGS_PARTS}
             )
             postings = FieldPostings.carried(
                 older,
