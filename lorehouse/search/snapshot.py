@@ -151,9 +151,6 @@ class TableSnapshot:
         self._neighbours: ann.NeighbourIndex | None = None
         #: Another version's mapped index whose training this one's reuses (`warm_like`).
         self._trained_like: faiss.IndexIVF | None = None
-        #: A loaded older version whose postings this one's are carried over from
-        #: (`warm_like`), analysing only the rows this one added.
-        self._postings_like: TableSnapshot | None = None
         self._lock = threading.Lock()
         #: Held while arrays derived from the rows are computed: once per version.
         self._derive_lock = threading.Lock()
@@ -228,13 +225,14 @@ class TableSnapshot:
                 self._derived[name] = found
         return found
 
-    def _bm25_index(self) -> BM25Index:
-        """The BM25 postings of the text columns, built (or mapped) on first use."""
+    def _bm25_index(self, like: TableSnapshot | None = None) -> BM25Index:
+        """The BM25 postings of the text columns, built (or mapped) on first use; carried
+        over from `like`'s (a loaded older version, `warm_like`) where it can be."""
         self._load()
         if self._bm25 is None:
             assert self.text_columns, "no text columns"
             name = self._bm25_name()
-            arrays = self._arrays(name, self._bm25_arrays)
+            arrays = self._arrays(name, lambda: self._bm25_arrays(like))
             fields = {
                 field: FieldPostings.from_arrays(
                     {part: arrays[f"{field}.{part}"] for part in POSTINGS_PARTS}
@@ -253,11 +251,10 @@ class TableSnapshot:
     def _bm25_fields(self) -> list[str]:
         return [*self.text_columns, *(name for name, _, _ in self.derived_text_fields)]
 
-    def _bm25_arrays(self) -> dict[str, np.ndarray]:
-        """Every field's postings as arrays named `field.part`: carried over from an older
-        version where `warm_like` names one, else built from every row's texts."""
+    def _bm25_arrays(self, previous: TableSnapshot | None) -> dict[str, np.ndarray]:
+        """Every field's postings as arrays named `field.part`: carried over from
+        `previous`'s where it can be, else built from every row's texts."""
         assert self._rows is not None
-        previous = self._postings_like
         if previous is not None:
             started = time.perf_counter()
             carried = self._carried_bm25_arrays(previous)
@@ -275,21 +272,22 @@ class TableSnapshot:
                 )
                 return arrays
         arrays: dict[str, np.ndarray] = {}
-        for field, (values, languages) in self._bm25_texts(self._rows).items():
+        texts, languages = self._bm25_texts(self._rows)
+        for field, values in texts.items():
             postings = FieldPostings.build(values, self.analyzer, languages)
             arrays.update({f"{field}.{part}": a for part, a in postings.arrays().items()})
         return arrays
 
     def _bm25_texts(
         self, rows: pa.Table
-    ) -> dict[str, tuple[list[str | None], list[str | None] | None]]:
-        """field -> (each of `rows`' texts for it, each row's recorded language or None)."""
+    ) -> tuple[dict[str, list[str | None]], list[str | None] | None]:
+        """(field -> each of `rows`' texts for it, each row's recorded language or None)."""
         texts = {name: rows[name].to_pylist() for name in self.text_columns}
         for name, column, derive in self.derived_text_fields:
             texts[name] = [derive(value) for value in rows[column].to_pylist()]
         # Each row read in the language its chunk recorded: told once, when it was cut.
         languages = rows["language"].to_pylist() if "language" in rows.column_names else None
-        return {field: (values, languages) for field, values in texts.items()}
+        return texts, languages
 
     def _carried_bm25_arrays(
         self, previous: TableSnapshot
@@ -323,9 +321,9 @@ class TableSnapshot:
         new_of_old = np.full(old_rows.num_rows, -1, dtype=np.int64)
         new_of_old[olds] = np.flatnonzero(matched)
         del olds, matched, found
-        texts = self._bm25_texts(self._rows.take(pa.array(added, pa.int64())))
+        texts, languages = self._bm25_texts(self._rows.take(pa.array(added, pa.int64())))
         arrays: dict[str, np.ndarray] = {}
-        for field, (values, languages) in texts.items():
+        for field, values in texts.items():
             older = FieldPostings.from_arrays(
                 {part: old_arrays[f"{field}.{part}"] for part in POSTINGS_PARTS}
             )
@@ -485,14 +483,12 @@ class TableSnapshot:
         self._load()
         lap("rows and vectors")
         if any(old._bm25 is not None for old in replaced) and self.text_columns:
-            self._postings_like = next(
-                (old for old in replaced if old._bm25 is not None and old._rows is not None),
-                None,
+            self._bm25_index(
+                like=next(
+                    (old for old in replaced if old._bm25 is not None and old._rows is not None),
+                    None,
+                )
             )
-            try:
-                self._bm25_index()
-            finally:
-                self._postings_like = None  # the older version is not kept alive for it
             lap("postings")
         derived = {name for old in replaced for name in list(old._derived)}
         for name in sorted(derived):
