@@ -40,9 +40,10 @@ run in a scratch folder, so no `.env` is read either.
 
 Run from the repository root:
 
-    .venv/bin/python bench/load.py [--data-dir DIR] [--copies 1] [--golden FILE] [--workers 1]
-        [--server-env NAME=VALUE] [--search-clients 50] [--search-seconds 60] [--ask-clients 10]
-        [--ask-seconds 60] [--client aiohttp] [--log-dir DIR] [--json OUT]
+    .venv/bin/python bench/load.py [--data-dir DIR] [--copies 1] [--copies-dir DIR]
+        [--golden FILE] [--workers 1] [--server-env NAME=VALUE] [--search-clients 50]
+        [--search-seconds 60] [--ask-clients 10] [--ask-seconds 60] [--client aiohttp]
+        [--log-dir DIR] [--json OUT]
 
 Without --data-dir the bundled sample corpus is first materialized into a temporary folder
 with `lorehouse materialize`. Exit status: 0 when every request succeeded, 1 when any failed
@@ -78,6 +79,7 @@ import aiohttp
 import httpx
 import psutil
 import pyarrow as pa
+import pyarrow.compute as pc
 from machine import machine_info, write_raw_numbers  # bench/machine.py, beside this script
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -233,19 +235,50 @@ def replicate_store(source: Path, target: Path, copies: int) -> int:
         if not original.exists():
             continue
         rows = original.table().to_arrow()
-        parts = [rows]
-        for k in range(1, copies):
-            part = rows
-            for name in _IDENTITY_COLUMNS:
-                if name in part.column_names:
-                    index = part.schema.get_field_index(name)
-                    suffixed = [f"{value}~{k}" for value in part[name].to_pylist()]
-                    part = part.set_column(index, part.schema.field(index), pa.array(suffixed))
-            parts.append(part)
         replica = copied.sibling(table_type)
-        replica.replace_all(pa.concat_tables(parts))
+        # Streamed, one copy at a time and one commit: a million chunks with their windows
+        # and token vectors are far more than memory holds at once.
+        replica.replace_all(
+            pa.RecordBatchReader.from_batches(
+                rows.schema,
+                (batch for k in range(copies) for batch in _copy_of(rows, k).to_batches()),
+            )
+        )
         replica.refresh_indexes()
     return copied.count()
+
+
+def warm_snapshot(data_dir: Path, log_dir: Path) -> float:
+    """One search in a process of its own, which writes the store's shared search snapshot
+    (rows, vectors, postings, ANN index) as a deployment's first search does; the server's
+    workers then map it. Without this the warm-up requests would wait for that first load
+    (minutes at a million chunks) and time out. Returns its seconds."""
+    log_path = log_dir / "warm-snapshot.log"
+    started = time.perf_counter()
+    with log_path.open("wb") as log:
+        code = subprocess.run(
+            [str(BIN / "lorehouse"), "search", "warm up", "--top-k", "1"],
+            env=subprocess_env(data_dir),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            check=False,
+        ).returncode
+    if code != 0:
+        raise BenchError(f"the first search of the copied store failed:\n{tail(log_path)}")
+    return time.perf_counter() - started
+
+
+def _copy_of(rows: pa.Table, k: int) -> pa.Table:
+    """Copy `k` of `rows`: the first under its own ids, each other's suffixed `~k`."""
+    if k == 0:
+        return rows
+    for name in _IDENTITY_COLUMNS:
+        if name in rows.column_names:
+            index = rows.schema.get_field_index(name)
+            suffixed = pc.binary_join_element_wise(rows[name], f"~{k}", "")
+            rows = rows.set_column(index, rows.schema.field(index), suffixed)
+    return rows
 
 
 def stored_chunks(data_dir: Path) -> int:
@@ -824,6 +857,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "(a larger store without embedding again); default 1",
     )
     parser.add_argument(
+        "--copies-dir",
+        type=Path,
+        default=None,
+        help="where the copied store is written and kept, reused by a later run with the same "
+        "--copies (a million chunks take a minute to copy and minutes to load first); "
+        "default: a temporary folder",
+    )
+    parser.add_argument(
         "--golden",
         type=Path,
         default=GOLDEN_SET,
@@ -1037,10 +1078,16 @@ def main(argv: list[str] | None = None) -> int:
             elif not (data_dir / "lorehouse.duckdb").exists():
                 raise BenchError(f"no materialized store in {data_dir} (lorehouse.duckdb missing)")
             if args.copies > 1:
-                print(f"copying every row {args.copies} times...", file=sys.stderr, flush=True)
-                copied = workdir / "copies"
-                chunks = replicate_store(data_dir, copied, args.copies)
-                print(f"{chunks:,} chunks in {copied}", file=sys.stderr, flush=True)
+                copied = args.copies_dir or workdir / "copies"
+                marker = copied / f".copies-{args.copies}"
+                if not marker.exists():
+                    print(f"copying every row {args.copies} times...", file=sys.stderr, flush=True)
+                    shutil.rmtree(copied, ignore_errors=True)
+                    chunks = replicate_store(data_dir, copied, args.copies)
+                    marker.touch()
+                    print(f"{chunks:,} chunks in {copied}", file=sys.stderr, flush=True)
+                seconds = warm_snapshot(copied, log_dir)
+                print(f"the search snapshot loaded in {seconds:.0f} s", file=sys.stderr, flush=True)
                 data_dir = copied
             return benchmark(args, data_dir.resolve(), workdir, log_dir.resolve())
         except BenchError as error:

@@ -191,7 +191,9 @@ class TableSnapshot:
                 max(1, self._table.count_rows())
             )
             if self._files is None:  # LanceDB's small batches, grouped as a file's are
-                arrow = pa.Table.from_batches(list(regrouped(arrow)), arrow.schema)
+                arrow = pa.Table.from_batches(
+                    list(regrouped(arrow.to_batches(), arrow.schema)), arrow.schema
+                )
             self._rows = arrow
             self._batches = arrow.to_batches()
             lengths = [batch.num_rows for batch in self._batches]
@@ -345,51 +347,52 @@ class TableSnapshot:
         them, so `--workers N` share one copy through the page cache instead of holding N,
         and pages no search touches are never read in.
         """
+        width = self._table.schema.field("vector").type.list_size
         if self._snapshot_folder is not None:
-            width = self._table.schema.field("vector").type.list_size
             files = SnapshotFiles.of(self._snapshot_folder, self._table)
             shared = files.load(
-                limit, width, lambda out: self._read_rows_with_vectors(limit, out)[0]
+                limit, self._held_schema(), width, lambda out: self._held_batches(limit, out)
             )
             if shared is not None:
                 self._files = files
                 return shared
-        return self._read_rows_with_vectors(limit)
+        unit_vectors = np.zeros((limit, width), dtype=np.float32)
+        kept = pa.Table.from_batches(
+            list(self._held_batches(limit, unit_vectors)), self._held_schema()
+        )
+        return kept, unit_vectors[: kept.num_rows]
 
-    def _read_rows_with_vectors(
-        self, limit: int, out: np.ndarray | None = None
-    ) -> tuple[pa.Table, np.ndarray]:
-        """The rows and their unit vectors, read from the table, the vectors into `out`
-        (a file's mapping) when given.
+    def _held_schema(self) -> pa.Schema:
+        """The schema of the rows a snapshot holds: the table's columns but the vector,
+        then the row id."""
+        schema = self._table.schema
+        fields = [schema.field(n) for n in schema.names if n not in _NOT_HELD]
+        return pa.schema([*fields, pa.field("_rowid", pa.uint64())])
 
-        Batch by batch, each batch's vectors copied into one preallocated matrix and then
-        dropped: reading the whole table first held more than twice what is kept, at its
-        peak.
+    def _held_batches(self, limit: int, out: np.ndarray) -> Iterator[pa.RecordBatch]:
+        """The rows, read from the table batch by batch, each batch's unit vectors copied
+        into `out` (a preallocated matrix, or a file's mapping) and the rest of the batch
+        yielded.
+
+        Nothing is kept here: reading the whole table first held more than twice what is
+        kept, at its peak, and the caller writes each batch to a file or keeps it.
         """
-        width = self._table.schema.field("vector").type.list_size
-        unit_vectors = np.zeros((limit, width), dtype=np.float32) if out is None else out
-        kept: list[pa.RecordBatch] = []
+        width = out.shape[1]
         filled = 0
+        columns = self._held_schema().names
         reader = self._table.search().with_row_id(True).limit(limit).to_batches()
         for batch in reader:
-            if filled + batch.num_rows > len(unit_vectors):
-                break  # more rows than counted: the caller sees the count differ
+            if filled + batch.num_rows > len(out):
+                return  # more rows than counted: the caller sees the count differ
             vectors = batch.column("vector").flatten().to_numpy(zero_copy_only=False)
-            block = unit_vectors[filled : filled + batch.num_rows]
+            block = out[filled : filled + batch.num_rows]
             block[:] = vectors.reshape(-1, width)
             # Normalised a batch at a time: the norms of the whole matrix at once would take
             # a temporary as large as the matrix.
             norms = np.linalg.norm(block, axis=1, keepdims=True)
             np.divide(block, norms, out=block, where=norms > 0)
             filled += batch.num_rows
-            kept.append(batch.select([n for n in batch.schema.names if n not in _NOT_HELD]))
-        unit_vectors = unit_vectors[:filled]
-        if not kept:  # an empty table
-            schema = self._table.schema
-            fields = [schema.field(n) for n in schema.names if n not in _NOT_HELD]
-            empty = pa.schema([*fields, pa.field("_rowid", pa.uint64())])
-            return empty.empty_table(), unit_vectors
-        return pa.Table.from_batches(kept), unit_vectors
+            yield batch.select(columns)
 
     def mask(self, where: str | None) -> np.ndarray:
         """The rows matching `where` as a boolean mask over this version's rows."""

@@ -29,7 +29,7 @@ import os
 import shutil
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -75,21 +75,28 @@ class SnapshotFiles:
     # -- the rows and their vectors --------------------------------------------------------------
 
     def load(
-        self, rows: int, width: int, read_with_vectors: Callable[[np.ndarray], pa.Table]
+        self,
+        rows: int,
+        schema: pa.Schema,
+        width: int,
+        read_with_vectors: Callable[[np.ndarray], Iterator[pa.RecordBatch]],
     ) -> tuple[pa.Table, np.ndarray] | None:
         """(the rows, the unit vectors), both mapped read-only, of this version, or None
         where the folder cannot be used (searches then hold their own copy).
 
         One process of the host at a time looks for the files (a lock beside them): the
         first reads the rows with their vectors, writing the vectors straight into their
-        file (`read_with_vectors` fills the array it is given) and the rows into theirs,
-        then maps both like the others, which wait for it and read nothing from the table.
+        file (`read_with_vectors` fills the array it is given while it yields the rows'
+        batches, of `schema`) and each group of rows into theirs as it is read, then maps
+        both like the others, which wait for it and read nothing from the table. The
+        writer never holds more than a group of rows: holding the version's rows until
+        they were written took about as much memory as their file.
         """
         try:
             self.root.mkdir(parents=True, exist_ok=True)
             with self._turn():
                 mapped = self.open()
-                if mapped is None and self._write(rows, width, read_with_vectors):
+                if mapped is None and self._write(rows, schema, width, read_with_vectors):
                     mapped = self.open()
         except OSError as error:
             logger.warning("search snapshot held per process: %s", error)
@@ -111,7 +118,11 @@ class SnapshotFiles:
         return rows, vectors
 
     def _write(
-        self, rows: int, width: int, read_with_vectors: Callable[[np.ndarray], pa.Table]
+        self,
+        rows: int,
+        schema: pa.Schema,
+        width: int,
+        read_with_vectors: Callable[[np.ndarray], Iterator[pa.RecordBatch]],
     ) -> bool:
         """Writes the version's rows and vectors; False (nothing written) when the version
         holds another number of rows than counted."""
@@ -122,16 +133,16 @@ class SnapshotFiles:
             out = np.lib.format.open_memmap(
                 partial / VECTORS_FILE, mode="w+", dtype=np.float32, shape=(rows, width)
             )
-            arrow = read_with_vectors(out)
+            written = 0
+            sink = pa.OSFile(str(partial / ROWS_FILE), "wb")
+            with sink, pa.ipc.new_file(sink, schema) as writer:
+                for batch in regrouped(read_with_vectors(out), schema):
+                    writer.write_batch(batch)
+                    written += batch.num_rows
             out.flush()
             del out
-            if arrow.num_rows != rows:
+            if written != rows:
                 return False
-            sink = pa.OSFile(str(partial / ROWS_FILE), "wb")
-            with sink, pa.ipc.new_file(sink, arrow.schema) as writer:
-                for batch in regrouped(arrow):
-                    writer.write_batch(batch)
-            del arrow
             _release_freed_memory()
             # A torn folder of this version (a writer killed before its manifest) goes.
             shutil.rmtree(self.folder, ignore_errors=True)
@@ -244,20 +255,23 @@ class SnapshotFiles:
                 continue  # another process removed it first
 
 
-def regrouped(table: pa.Table, rows: int = BATCH_ROWS) -> Iterator[pa.RecordBatch]:
-    """The table's rows as batches of `rows` (its last one shorter), one group at a time:
-    LanceDB reads a table in small batches, and a search's take of a few rows costs a take
-    from every batch they fall in."""
+def regrouped(
+    batches: Iterable[pa.RecordBatch], schema: pa.Schema, rows: int | None = None
+) -> Iterator[pa.RecordBatch]:
+    """The rows of `batches` in batches of at least `rows` (BATCH_ROWS by default; the last
+    one shorter), one group at a time: LanceDB reads a table in small batches, and a
+    search's take of a few rows costs a take from every batch they fall in."""
+    rows = rows or BATCH_ROWS
     group: list[pa.RecordBatch] = []
     held = 0
-    for batch in table.to_batches():
+    for batch in batches:
         group.append(batch)
         held += batch.num_rows
         if held >= rows:
-            yield from pa.Table.from_batches(group, table.schema).combine_chunks().to_batches()
+            yield from pa.Table.from_batches(group, schema).combine_chunks().to_batches()
             group, held = [], 0
     if group:
-        yield from pa.Table.from_batches(group, table.schema).combine_chunks().to_batches()
+        yield from pa.Table.from_batches(group, schema).combine_chunks().to_batches()
 
 
 def _load(path: Path) -> np.ndarray:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pickle
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -236,3 +237,35 @@ def test_the_ann_index_is_written_once_and_every_other_process_maps_it(tmp_path:
     assert found[0].split() == expected
     assert int(found[1]) >= 1, "the index's codes were read into memory, not mapped"
     assert index_file.stat().st_mtime_ns == written, "a second process wrote the index again"
+
+
+def test_the_rows_file_is_written_group_by_group_while_the_rows_are_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The process that writes a version's files holds one group of rows at a time, not the
+    version's rows: at a million chunks those are gigabytes."""
+    monkeypatch.setattr(snapshot_files, "BATCH_ROWS", 50)
+    schema = pa.schema([("chunk_id", pa.string()), ("_rowid", pa.uint64())])
+    written_before: list[int] = []
+
+    def read_with_vectors(out: np.ndarray) -> Iterator[pa.RecordBatch]:
+        for start in range(0, ROWS, 20):
+            written_before.append(
+                sum(path.stat().st_size for path in tmp_path.glob(".*/rows.arrow"))
+            )
+            out[start : start + 20] = start
+            ids = range(start, start + 20)
+            yield pa.record_batch(
+                [pa.array([f"c{i}" for i in ids]), pa.array(ids, pa.uint64())], schema=schema
+            )
+
+    files = snapshot_files.SnapshotFiles(tmp_path, "chunks", "v1")
+    mapped = files.load(ROWS, schema, 4, read_with_vectors)
+    assert mapped is not None
+    rows, vectors = mapped
+    assert rows["chunk_id"].to_pylist() == [f"c{i}" for i in range(ROWS)]
+    # Read 20 rows at a time, kept in groups of at least 50.
+    assert [batch.num_rows for batch in rows.to_batches()] == [60] * 6 + [40]
+    assert vectors[399].tolist() == [380.0] * 4 and isinstance(vectors, np.memmap)
+    # Groups reached the file while later rows were still to be read.
+    assert 0 < written_before[len(written_before) // 2] < written_before[-1]
