@@ -190,10 +190,6 @@ class TableSnapshot:
             arrow, self._unit_vectors = self._read_rows_and_vectors(
                 max(1, self._table.count_rows())
             )
-            if self._files is None:  # LanceDB's small batches, grouped as a file's are
-                arrow = pa.Table.from_batches(
-                    list(regrouped(arrow.to_batches(), arrow.schema)), arrow.schema
-                )
             self._rows = arrow
             self._batches = arrow.to_batches()
             lengths = [batch.num_rows for batch in self._batches]
@@ -340,7 +336,8 @@ class TableSnapshot:
         return arrays, len(added)
 
     def _read_rows_and_vectors(self, limit: int) -> tuple[pa.Table, np.ndarray]:
-        """Every row with its row id, without the vector, and the unit vectors in row order.
+        """Every row with its row id, without the vector, and the unit vectors in row order,
+        the rows in groups of `regrouped`'s size either way.
 
         With a snapshot folder, both are files every process of the host maps
         (`SnapshotFiles`): the first process to load a version writes them, the others map
@@ -348,18 +345,18 @@ class TableSnapshot:
         and pages no search touches are never read in.
         """
         width = self._table.schema.field("vector").type.list_size
+        schema = self._held_schema()
         if self._snapshot_folder is not None:
             files = SnapshotFiles.of(self._snapshot_folder, self._table)
             shared = files.load(
-                limit, self._held_schema(), width, lambda out: self._held_batches(limit, out)
+                limit, schema, width, lambda out: self._held_batches(limit, out, schema)
             )
             if shared is not None:
                 self._files = files
                 return shared
         unit_vectors = np.zeros((limit, width), dtype=np.float32)
-        kept = pa.Table.from_batches(
-            list(self._held_batches(limit, unit_vectors)), self._held_schema()
-        )
+        batches = regrouped(self._held_batches(limit, unit_vectors, schema), schema)
+        kept = pa.Table.from_batches(list(batches), schema)
         return kept, unit_vectors[: kept.num_rows]
 
     def _held_schema(self) -> pa.Schema:
@@ -369,17 +366,19 @@ class TableSnapshot:
         fields = [schema.field(n) for n in schema.names if n not in _NOT_HELD]
         return pa.schema([*fields, pa.field("_rowid", pa.uint64())])
 
-    def _held_batches(self, limit: int, out: np.ndarray) -> Iterator[pa.RecordBatch]:
+    def _held_batches(
+        self, limit: int, out: np.ndarray, schema: pa.Schema
+    ) -> Iterator[pa.RecordBatch]:
         """The rows, read from the table batch by batch, each batch's unit vectors copied
         into `out` (a preallocated matrix, or a file's mapping) and the rest of the batch
-        yielded.
+        yielded, as `schema` (`_held_schema`) orders the columns.
 
         Nothing is kept here: reading the whole table first held more than twice what is
         kept, at its peak, and the caller writes each batch to a file or keeps it.
         """
         width = out.shape[1]
         filled = 0
-        columns = self._held_schema().names
+        columns = schema.names
         reader = self._table.search().with_row_id(True).limit(limit).to_batches()
         for batch in reader:
             if filled + batch.num_rows > len(out):
